@@ -1,0 +1,1 @@
+"""nsqd: the broker. Domain objects first (topics, channels, queues), transports last."""

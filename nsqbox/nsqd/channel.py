@@ -1,0 +1,327 @@
+"""A channel: a queue of messages shared by the consumers subscribed to it.
+
+Messages move: topic -> :meth:`Channel.put` -> straight to a ready consumer if
+there is one (round robin), else the memory queue, else the backend. Consumers
+that become ready (RDY, FIN, REQ, timeouts) pull from the queues through
+:meth:`Channel.client_ready`. Every step is O(1) and synchronous: no task switch
+per message.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
+
+from ..wire.names import is_ephemeral
+from .message import Message
+from .timeout_queue import TimeoutQueue
+
+if TYPE_CHECKING:
+    from .backend import BackendQueue
+    from .nsqd import NSQD
+    from .quantile import Quantile
+    from .topic import Topic
+
+
+class ChannelError(Exception):
+    """A FIN/REQ/TOUCH/SUB that the channel refused (nsqd's error text in ``str()``)."""
+
+
+class Consumer(Protocol):
+    """What a channel needs from a subscribed client (ClientV2 implements it)."""
+
+    id: int
+    ready_count: int
+    in_flight_count: int
+    sample_rate: int
+    msg_timeout: float
+    in_ring: bool
+
+    def can_take(self) -> bool:
+        """Subscribed, not closing, and in_flight_count < ready_count."""
+        ...
+
+    def send_message(self, msg: Message) -> None:
+        """Append the message frame to the output buffer (in_flight_count += 1)."""
+        ...
+
+    def timed_out_message(self) -> None:
+        """One of its messages timed out (in_flight_count -= 1)."""
+        ...
+
+    def empty(self) -> None:
+        """Its channel was emptied (in_flight_count = 0)."""
+        ...
+
+    def close(self) -> None:
+        """Disconnect it (its channel or topic is being deleted)."""
+        ...
+
+
+class Channel:
+    """One channel of a topic. See the module docstring for the message path."""
+
+    def __init__(self, topic: Topic, name: str, nsqd: NSQD) -> None:
+        self.topic = topic
+        self.topic_name = topic.name
+        self.name = name
+        self.nsqd = nsqd
+        self.ephemeral = is_ephemeral(name)
+        self.memory: deque[Message] = deque()
+        self.mem_limit = nsqd.options.mem_queue_size
+        self.backend: BackendQueue = nsqd.new_backend(f"{topic.name}:{name}", self.ephemeral)
+        self.in_flight = TimeoutQueue()
+        self.deferred = TimeoutQueue()
+        self.clients: dict[int, Consumer] = {}
+        self._ring: deque[Consumer] = deque()
+        self.paused = False
+        self.exiting = False
+        self.message_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+        self.e2e_latency: Quantile | None = nsqd.new_e2e_latency()
+
+    def __repr__(self) -> str:
+        return f"Channel({self.topic_name}:{self.name})"
+
+    # -- stats ---------------------------------------------------------------
+    def depth(self) -> int:
+        """Messages waiting (memory + backend), not counting in-flight or deferred."""
+        return len(self.memory) + self.backend.depth
+
+    def backend_depth(self) -> int:
+        """Messages waiting in the backend."""
+        return self.backend.depth
+
+    def in_flight_count(self) -> int:
+        """Messages delivered and not yet finished, requeued or timed out."""
+        return len(self.in_flight)
+
+    def deferred_count(self) -> int:
+        """Messages waiting for their deferral to end."""
+        return len(self.deferred)
+
+    # -- the message path ----------------------------------------------------
+    def put(self, msg: Message, now: float) -> None:
+        """A new message from the topic (counted in message_count)."""
+        self.message_count += 1
+        self._put(msg, now)
+
+    def put_deferred(self, msg: Message, delay: float, now: float) -> None:
+        """A new DPUB message: held for ``delay`` seconds, then queued."""
+        self.message_count += 1
+        self.deferred.add(msg, now + delay)
+
+    def _put(self, msg: Message, now: float) -> None:
+        if self._ring and not self.paused and self._dispatch(msg, now):
+            return
+        if len(self.memory) < self.mem_limit:
+            self.memory.append(msg)
+        else:
+            self.nsqd.write_to_backend(self.backend, msg)
+
+    def _dispatch(self, msg: Message, now: float) -> bool:
+        """Hand ``msg`` to the next ready consumer; False when none is ready."""
+        ring = self._ring
+        while ring:
+            client = ring.popleft()
+            if not client.can_take():
+                client.in_ring = False
+                continue
+            if client.sample_rate and random.randrange(100) > client.sample_rate:
+                # nsqd's messagePump takes the message and drops it when not sampled
+                ring.append(client)
+                return True
+            msg.attempts += 1
+            msg.client_id = client.id
+            msg.delivery_ts = now
+            self.in_flight.add(msg, now + client.msg_timeout)
+            client.send_message(msg)
+            if client.can_take():
+                ring.append(client)
+            else:
+                client.in_ring = False
+            return True
+        return False
+
+    def pump(self, now: float) -> None:
+        """Deliver queued messages to ready consumers until one side runs out."""
+        if self.paused:
+            return
+        memory = self.memory
+        ring = self._ring
+        while memory and ring:
+            msg = memory.popleft()
+            if not self._dispatch(msg, now):
+                memory.appendleft(msg)
+                return
+        backend = self.backend
+        while ring and backend.depth:
+            data = backend.read()
+            if data is None:
+                return
+            try:
+                msg = Message.decode(data)
+            except ValueError:
+                self.nsqd.logger.error("CHANNEL(%s): failed to decode message", self.name)
+                continue
+            if not self._dispatch(msg, now):
+                memory.appendleft(msg)
+                return
+
+    def client_ready(self, client: Consumer, now: float) -> None:
+        """``client`` may take more messages now: enter the ring and pull."""
+        if client.in_ring or not client.can_take():
+            return
+        client.in_ring = True
+        self._ring.append(client)
+        if not self.paused and (self.memory or self.backend.depth):
+            self.pump(now)
+
+    # -- FIN, REQ, TOUCH -----------------------------------------------------
+    def _pop_in_flight(self, client_id: int, msg_id: bytes) -> Message:
+        msg = self.in_flight.get(msg_id)
+        if msg is None:
+            raise ChannelError("ID not in flight")
+        if msg.client_id != client_id:
+            raise ChannelError("client does not own message")
+        self.in_flight.remove(msg)
+        return msg
+
+    def finish_message(self, client_id: int, msg_id: bytes) -> None:
+        """FIN: the message is done."""
+        msg = self._pop_in_flight(client_id, msg_id)
+        if self.e2e_latency is not None:
+            self.e2e_latency.insert(msg.timestamp)
+
+    def requeue_message(self, client_id: int, msg_id: bytes, delay: float, now: float) -> None:
+        """REQ: queue the message again, now (``delay == 0``) or after ``delay`` seconds."""
+        msg = self._pop_in_flight(client_id, msg_id)
+        self.requeue_count += 1
+        if delay == 0:
+            if self.exiting:
+                raise ChannelError("exiting")
+            self._put(msg, now)
+        else:
+            self.deferred.add(msg, now + delay)
+
+    def touch_message(self, client_id: int, msg_id: bytes, msg_timeout: float, now: float) -> None:
+        """TOUCH: restart the message's timeout, capped at delivery + max-msg-timeout."""
+        msg = self._pop_in_flight(client_id, msg_id)
+        deadline = now + msg_timeout
+        max_msg_timeout = self.nsqd.options.max_msg_timeout
+        if deadline - msg.delivery_ts >= max_msg_timeout:
+            deadline = msg.delivery_ts + max_msg_timeout
+        self.in_flight.add(msg, deadline)
+
+    # -- periodic scan -------------------------------------------------------
+    def process_in_flight(self, now: float) -> bool:
+        """Requeue timed-out messages; True when any did (the channel was dirty)."""
+        if self.exiting:
+            return False
+        expired = self.in_flight.pop_expired(now)
+        for msg in expired:
+            self.timeout_count += 1
+            client = self.clients.get(msg.client_id)
+            if client is not None:
+                client.timed_out_message()
+            self._put(msg, now)
+        for msg in expired:
+            client = self.clients.get(msg.client_id)
+            if client is not None:
+                self.client_ready(client, now)
+        return bool(expired)
+
+    def process_deferred(self, now: float) -> bool:
+        """Queue messages whose deferral ended; True when any did."""
+        if self.exiting:
+            return False
+        expired = self.deferred.pop_expired(now)
+        for msg in expired:
+            self._put(msg, now)
+        return bool(expired)
+
+    # -- consumers -----------------------------------------------------------
+    def add_client(self, client: Consumer) -> None:
+        """SUB: ChannelError when exiting or at --max-channel-consumers."""
+        if self.exiting:
+            raise ChannelError("exiting")
+        if client.id in self.clients:
+            return
+        limit = self.nsqd.options.max_channel_consumers
+        if limit and len(self.clients) >= limit:
+            raise ChannelError(
+                f"consumers for {self.topic_name}:{self.name} exceeds limit of {limit}"
+            )
+        self.clients[client.id] = client
+
+    def remove_client(self, client: Consumer) -> None:
+        """A consumer left; an ephemeral channel goes with its last consumer."""
+        if self.exiting or self.clients.pop(client.id, None) is None:
+            return
+        if client.in_ring:
+            self._ring.remove(client)
+            client.in_ring = False
+        if not self.clients and self.ephemeral:
+            self.topic.delete_existing_channel(self.name)
+
+    # -- operations ----------------------------------------------------------
+    def pause(self) -> None:
+        """Stop delivering to consumers (messages keep queueing)."""
+        self.paused = True
+        self.nsqd.persist_metadata()
+
+    def unpause(self) -> None:
+        """Resume delivery."""
+        self.paused = False
+        self.nsqd.persist_metadata()
+        now = self.nsqd.now()
+        for client in list(self.clients.values()):
+            self.client_ready(client, now)
+        self.pump(now)
+
+    def empty(self) -> None:
+        """Drop every queued, in-flight and deferred message."""
+        self.in_flight.clear()
+        self.deferred.clear()
+        self.memory.clear()
+        self.backend.empty()
+        now = self.nsqd.now()
+        for client in list(self.clients.values()):
+            client.empty()
+            self.client_ready(client, now)
+
+    def close_clients(self) -> None:
+        """Disconnect every consumer."""
+        for client in list(self.clients.values()):
+            client.close()
+
+    def delete(self) -> None:
+        """Disconnect consumers, drop every message and the backend's files."""
+        if self.exiting:
+            return
+        self.exiting = True
+        self.close_clients()
+        self.empty()
+        self.backend.delete()
+        self.nsqd.notify(self)
+
+    def close(self) -> None:
+        """Shutdown: disconnect consumers, flush memory, in-flight and deferred to the backend."""
+        if self.exiting:
+            return
+        self.exiting = True
+        self.close_clients()
+        if not self.ephemeral:
+            write = self.nsqd.write_to_backend
+            for msg in self.memory:
+                write(self.backend, msg)
+            for msg in self.in_flight.clear():
+                write(self.backend, msg)
+            deferred = self.deferred.clear()
+            self.nsqd.save_deferred(self, deferred)
+            for msg in deferred:
+                write(self.backend, msg)
+            self.memory.clear()
+        self.backend.close()

@@ -1,0 +1,92 @@
+"""In-flight and deferred messages: keyed by id, expiring at a deadline.
+
+nsqd keeps a binary heap with per-item indexes. Here every operation a message
+takes on the hot path (add, FIN, REQ, TOUCH) is O(1): messages sit in coarse
+time buckets (dicts), and only bucket keys go into a heap, so the heap grows by
+one entry per bucket (100 per second), not per message.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from .message import Message
+
+#: Bucket width in seconds. Expiry may run up to this late, well inside the
+#: 100 ms queue-scan interval.
+RESOLUTION = 0.01
+
+
+class TimeoutQueue:
+    """A set of messages by id, each with a deadline (server clock seconds)."""
+
+    __slots__ = ("_buckets", "_heap", "_items")
+
+    def __init__(self) -> None:
+        self._items: dict[bytes, Message] = {}
+        self._buckets: dict[int, dict[bytes, Message]] = {}
+        self._heap: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, msg_id: object) -> bool:
+        return msg_id in self._items
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(list(self._items.values()))
+
+    def get(self, msg_id: bytes) -> Message | None:
+        """The message with this id, if held."""
+        return self._items.get(msg_id)
+
+    def add(self, msg: Message, deadline: float) -> None:
+        """Hold ``msg`` until ``deadline``. The id must not be held already."""
+        msg.deadline = deadline
+        key = int(deadline / RESOLUTION) + 1
+        msg.tq_key = key
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = {}
+            heapq.heappush(self._heap, key)
+        bucket[msg.id] = msg
+        self._items[msg.id] = msg
+
+    def remove(self, msg: Message) -> None:
+        """Stop holding ``msg`` (which must be held)."""
+        del self._items[msg.id]
+        bucket = self._buckets[msg.tq_key]
+        del bucket[msg.id]
+        if not bucket:
+            del self._buckets[msg.tq_key]  # its heap key is skipped when it surfaces
+
+    def pop_expired(self, now: float) -> list[Message]:
+        """Remove and return every message whose bucket ended at or before ``now``."""
+        heap = self._heap
+        limit = int(now / RESOLUTION)
+        out: list[Message] = []
+        while heap and heap[0] <= limit:
+            key = heapq.heappop(heap)
+            bucket = self._buckets.pop(key, None)
+            if bucket is None:
+                continue
+            items = self._items
+            for msg_id, msg in bucket.items():
+                del items[msg_id]
+                out.append(msg)
+        if out:
+            out.sort(key=_deadline)
+        return out
+
+    def clear(self) -> list[Message]:
+        """Drop everything; return what was held."""
+        held = list(self._items.values())
+        self._items.clear()
+        self._buckets.clear()
+        self._heap.clear()
+        return held
+
+
+def _deadline(msg: Message) -> float:
+    return msg.deadline

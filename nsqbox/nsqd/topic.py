@@ -1,0 +1,216 @@
+"""A topic: receives published messages and copies each one to every channel.
+
+Until its first channel exists (or while paused, or before it is started) a
+topic holds messages itself: memory queue first, then its backend. When it can
+deliver, each message goes to every channel; the first channel gets the
+original object and the others copies with the same id, as nsqd does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from ..wire.names import is_ephemeral
+from .channel import Channel
+from .message import GUIDFactory, Message
+
+if TYPE_CHECKING:
+    from .backend import BackendQueue
+    from .nsqd import NSQD
+
+
+class TopicError(Exception):
+    """A publish the topic refused (``exiting``, or the backend failed)."""
+
+
+class Topic:
+    """One topic: its channels, its own queue, and its ID factory."""
+
+    def __init__(self, name: str, nsqd: NSQD) -> None:
+        self.name = name
+        self.nsqd = nsqd
+        self.ephemeral = is_ephemeral(name)
+        self.channels: dict[str, Channel] = {}
+        self._channel_list: list[Channel] = []
+        self.memory: deque[Message] = deque()
+        self.mem_limit = nsqd.options.mem_queue_size
+        self.backend: BackendQueue = nsqd.new_backend(name, self.ephemeral)
+        self.id_factory = GUIDFactory(nsqd.options.node_id)
+        self.paused = False
+        self.started = False
+        self.exiting = False
+        self.message_count = 0
+        self.message_bytes = 0
+        #: Called with each message batch as published (the test plugin's capture tap).
+        self.taps: list[list[Message]] = []
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name})"
+
+    def depth(self) -> int:
+        """Messages held by the topic itself (not its channels)."""
+        return len(self.memory) + self.backend.depth
+
+    def backend_depth(self) -> int:
+        """Messages held in the topic's backend."""
+        return self.backend.depth
+
+    @property
+    def _delivering(self) -> bool:
+        return self.started and not self.paused and bool(self._channel_list)
+
+    # -- publishing ----------------------------------------------------------
+    def put_message(self, body: bytes, defer: float = 0.0) -> None:
+        """Publish one message (DPUB when ``defer`` > 0 seconds)."""
+        self.put_messages([body], defer)
+
+    def put_messages(self, bodies: list[bytes], defer: float = 0.0) -> None:
+        """Publish a batch: ids, one timestamp, fan-out or buffering. TopicError on failure."""
+        if self.exiting:
+            raise TopicError("exiting")
+        ids = self.id_factory.new_ids(len(bodies))
+        ts = time.time_ns()
+        msgs = [Message(i, b, ts) for i, b in zip(ids, bodies, strict=True)]
+        if defer:
+            for m in msgs:
+                m.deferred = defer
+        for tap in self.taps:
+            tap.extend(msgs)
+        if self._delivering and not self.memory and not self.backend.depth:
+            self._fan_out(msgs, self.nsqd.now())
+        else:
+            self._hold(msgs)
+        self.message_count += len(msgs)
+        self.message_bytes += sum(map(len, bodies))
+
+    def _hold(self, msgs: list[Message]) -> None:
+        room = self.mem_limit - len(self.memory)
+        if self.mem_limit == 0 and (self.ephemeral or msgs[0].deferred):
+            # nsqd: an unbuffered channel send only succeeds while the pump is
+            # receiving; ephemeral and deferred messages never wait for disk.
+            room = 0
+        if room >= len(msgs):
+            self.memory.extend(msgs)
+            return
+        if room > 0:
+            self.memory.extend(msgs[:room])
+            msgs = msgs[room:]
+        for m in msgs:
+            if not self.nsqd.write_to_backend(self.backend, m):
+                raise TopicError("failed to write message to backend")
+
+    def _fan_out(self, msgs: list[Message], now: float) -> None:
+        channels = self._channel_list
+        first = channels[0]
+        rest = channels[1:]
+        for msg in msgs:
+            if msg.deferred:
+                for c in rest:
+                    c.put_deferred(msg.copy(), msg.deferred, now)
+                first.put_deferred(msg, msg.deferred, now)
+                continue
+            for c in rest:
+                c.put(msg.copy(), now)
+            first.put(msg, now)
+
+    def pump(self) -> None:
+        """Move held messages to the channels, if the topic can deliver."""
+        if not self._delivering:
+            return
+        now = self.nsqd.now()
+        if self.memory:
+            msgs = list(self.memory)
+            self.memory.clear()
+            self._fan_out(msgs, now)
+        backend = self.backend
+        while backend.depth and self._delivering:
+            data = backend.read()
+            if data is None:
+                break
+            try:
+                msg = Message.decode(data)
+            except ValueError:
+                self.nsqd.logger.error("TOPIC(%s): failed to decode message", self.name)
+                continue
+            self._fan_out([msg], now)
+
+    def start(self) -> None:
+        """Begin delivering to channels (nsqd starts a topic once its channels are known)."""
+        if not self.started:
+            self.started = True
+            self.pump()
+
+    # -- channels ------------------------------------------------------------
+    def get_channel(self, name: str) -> Channel:
+        """The channel, created if needed."""
+        channel = self.channels.get(name)
+        if channel is None:
+            channel = Channel(self, name, self.nsqd)
+            self.channels[name] = channel
+            self._channel_list = list(self.channels.values())
+            self.nsqd.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
+            self.nsqd.notify(channel)
+            self.pump()
+        return channel
+
+    def get_existing_channel(self, name: str) -> Channel | None:
+        """The channel if it exists."""
+        return self.channels.get(name)
+
+    def delete_existing_channel(self, name: str) -> bool:
+        """Delete a channel (its consumers are disconnected); False when absent."""
+        channel = self.channels.get(name)
+        if channel is None:
+            return False
+        self.nsqd.logger.info("TOPIC(%s): deleting channel %s", self.name, name)
+        channel.delete()
+        self.channels.pop(name, None)
+        self._channel_list = list(self.channels.values())
+        if not self.channels and self.ephemeral:
+            self.nsqd.delete_existing_topic(self.name)
+        return True
+
+    # -- operations ----------------------------------------------------------
+    def pause(self) -> None:
+        """Hold messages at the topic."""
+        self.paused = True
+        self.nsqd.persist_metadata()
+
+    def unpause(self) -> None:
+        """Resume delivering to channels."""
+        self.paused = False
+        self.nsqd.persist_metadata()
+        self.pump()
+
+    def empty(self) -> None:
+        """Drop the messages held by the topic itself."""
+        self.memory.clear()
+        self.backend.empty()
+
+    def delete(self) -> None:
+        """Delete every channel and every message, and the backend's files."""
+        if self.exiting:
+            return
+        self.exiting = True
+        self.nsqd.notify(self)
+        for channel in list(self.channels.values()):
+            channel.delete()
+        self.channels.clear()
+        self._channel_list = []
+        self.empty()
+        self.backend.delete()
+
+    def close(self) -> None:
+        """Shutdown: close channels (they persist), flush memory to the backend."""
+        if self.exiting:
+            return
+        self.exiting = True
+        for channel in self.channels.values():
+            channel.close()
+        if not self.ephemeral:
+            for msg in self.memory:
+                self.nsqd.write_to_backend(self.backend, msg)
+            self.memory.clear()
+        self.backend.close()

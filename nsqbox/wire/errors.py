@@ -1,0 +1,88 @@
+"""NSQ's client errors: a code, a description, and whether the server hangs up.
+
+nsqd answers a bad command with an error frame whose body is ``CODE description``
+(internal/protocol/errors.go). Every error is fatal (the connection closes after
+the frame) except E_FIN_FAILED, E_REQ_FAILED and E_TOUCH_FAILED.
+"""
+
+from __future__ import annotations
+
+#: Codes a client may receive without the connection being closed.
+NON_FATAL_CODES = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
+
+
+class NSQError(Exception):
+    """An error frame: ``code`` (``E_*``), ``description``, and ``fatal``.
+
+    Raised by the sans-IO parser and the nsqd command handlers; its
+    :meth:`frame_body` is exactly the body of the error frame nsqd sends.
+    """
+
+    def __init__(self, code: str, description: str = "", *, fatal: bool = True) -> None:
+        super().__init__(f"{code} {description}" if description else code)
+        self.code = code
+        self.description = description
+        self.fatal = fatal
+
+    def frame_body(self) -> bytes:
+        """The error frame's payload, e.g. ``b"E_INVALID invalid command FOO"``."""
+        return f"{self.code} {self.description}".encode()
+
+    @classmethod
+    def from_frame_body(cls, body: bytes) -> NSQError:
+        """Client side: turn an error frame's payload back into an NSQError."""
+        text = body.decode("utf-8", "replace")
+        code, _, description = text.partition(" ")
+        return cls(code, description, fatal=code not in NON_FATAL_CODES)
+
+
+class ProtocolViolation(Exception):
+    """The peer broke framing badly enough that nsqd drops it without an error frame.
+
+    For example a command line longer than nsqd's 16 KiB read buffer.
+    """
+
+
+def invalid(description: str) -> NSQError:
+    """A fatal E_INVALID."""
+    return NSQError("E_INVALID", description)
+
+
+def go_quote(raw: bytes) -> str:
+    """Quote bytes the way Go's ``%q`` / strconv.Quote does for error texts.
+
+    Printable ASCII and printable UTF-8 stay as they are; ``"`` and ``\\`` are
+    escaped; control characters use Go's short escapes or ``\\xNN``; bytes that
+    are not valid UTF-8 become ``\\xNN``.
+    """
+    out = ['"']
+    text = raw.decode("utf-8", "surrogateescape")
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, kept by surrogateescape
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable() and code != 0x7F:
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}

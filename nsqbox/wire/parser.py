@@ -1,0 +1,216 @@
+"""The server side of protocol V2, sans-IO: bytes in, command events out.
+
+nsqd reads a command line, validates its parameters, and only then reads the
+body (if the command has one). The parser follows the same two steps so that
+error texts and their order match nsqd exactly: :meth:`CommandParser.next_event`
+returns a :class:`Command` as soon as its line is complete; a handler that wants
+the body calls :meth:`~CommandParser.expect_body` or
+:meth:`~CommandParser.expect_mpub`, and the next event is the :class:`Body` or
+:class:`MPUBBody`. Size violations raise :class:`~nsqbox.wire.errors.NSQError`
+with nsqd's code and text (all fatal).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, NamedTuple
+
+from .errors import NSQError, ProtocolViolation
+
+#: nsqd reads commands through a 16 KiB bufio.Reader; a longer line is dropped.
+MAX_LINE_LENGTH: Final = 16 * 1024
+
+_INT32 = struct.Struct(">i")
+
+
+class Command(NamedTuple):
+    """A command line: ``params[0]`` is the command name, as in nsqd's ``params``."""
+
+    name: bytes
+    params: list[bytes]
+
+
+class Body(NamedTuple):
+    """The body of PUB, DPUB, IDENTIFY or AUTH."""
+
+    data: bytes
+
+
+class MPUBBody(NamedTuple):
+    """The messages of an MPUB, in order."""
+
+    bodies: list[bytes]
+
+
+class _NeedData:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+#: Returned by :meth:`CommandParser.next_event` when more bytes are needed.
+NEED_DATA: Final = _NeedData()
+
+Event = Command | Body | MPUBBody | _NeedData
+
+# What the parser is waiting for.
+_LINE, _MESSAGE, _BODY, _MPUB_LEN, _MPUB_COUNT, _MPUB_ITEMS = range(6)
+
+
+class CommandParser:
+    """Incremental parser for the client-to-server half of protocol V2.
+
+    The ``"  V2"`` magic is not its business: the server reads it first.
+    """
+
+    def __init__(self, max_line_length: int = MAX_LINE_LENGTH) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._max_line = max_line_length
+        self._state = _LINE
+        self._name = ""
+        self._limit = 0
+        self._max_msg = 0
+        self._size = 0
+        self._count = 0
+        self._bodies: list[bytes] = []
+
+    def receive_data(self, data: bytes) -> None:
+        """Append bytes read from the connection."""
+        if self._pos and self._pos >= len(self._buf) >> 1:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet consumed."""
+        return len(self._buf) - self._pos
+
+    def take_buffered(self) -> bytes:
+        """Remove and return unconsumed bytes (they belong to a TLS/compression layer)."""
+        rest = bytes(self._buf[self._pos :])
+        self._buf.clear()
+        self._pos = 0
+        return rest
+
+    def expect_body(self, name: str, limit: int, *, message: bool) -> None:
+        """Read a ``[4-byte size][data]`` body next.
+
+        ``message=True`` is PUB/DPUB (E_BAD_MESSAGE, size checked for <= 0 first);
+        ``message=False`` is IDENTIFY/AUTH (E_BAD_BODY, "too big" checked first).
+        """
+        self._name = name
+        self._limit = limit
+        self._state = _MESSAGE if message else _BODY
+        self._size = -1
+
+    def expect_mpub(self, max_body_size: int, max_msg_size: int) -> None:
+        """Read an MPUB body next: ``[4-byte size][4-byte count]([4-byte size][data])*``."""
+        self._limit = max_body_size
+        self._max_msg = max_msg_size
+        self._state = _MPUB_LEN
+
+    def next_event(self) -> Event:
+        """The next event, or :data:`NEED_DATA`."""
+        if self._state == _LINE:
+            return self._next_line()
+        if self._state in (_MESSAGE, _BODY):
+            return self._next_body()
+        return self._next_mpub()
+
+    def _next_line(self) -> Command | _NeedData:
+        buf = self._buf
+        pos = self._pos
+        idx = buf.find(b"\n", pos)
+        if idx < 0:
+            if len(buf) - pos >= self._max_line:
+                raise ProtocolViolation("command line too long")
+            return NEED_DATA
+        if idx - pos >= self._max_line:
+            raise ProtocolViolation("command line too long")
+        end = idx - 1 if idx > pos and buf[idx - 1] == 13 else idx  # strip an optional \r
+        params = bytes(buf[pos:end]).split(b" ")
+        self._pos = idx + 1
+        return Command(params[0], params)
+
+    def _read_size(self) -> int | None:
+        if len(self._buf) - self._pos < 4:
+            return None
+        (size,) = _INT32.unpack_from(self._buf, self._pos)
+        self._pos += 4
+        return int(size)
+
+    def _next_body(self) -> Body | _NeedData:
+        if self._size < 0:
+            size = self._read_size()
+            if size is None:
+                return NEED_DATA
+            name, limit = self._name, self._limit
+            if self._state == _MESSAGE:
+                if size <= 0:
+                    raise NSQError("E_BAD_MESSAGE", f"{name} invalid message body size {size}")
+                if size > limit:
+                    raise NSQError("E_BAD_MESSAGE", f"{name} message too big {size} > {limit}")
+            else:
+                if size > limit:
+                    raise NSQError("E_BAD_BODY", f"{name} body too big {size} > {limit}")
+                if size <= 0:
+                    raise NSQError("E_BAD_BODY", f"{name} invalid body size {size}")
+            self._size = size
+        end = self._pos + self._size
+        if len(self._buf) < end:
+            return NEED_DATA
+        data = bytes(self._buf[self._pos : end])
+        self._pos = end
+        self._state = _LINE
+        return Body(data)
+
+    def _next_mpub(self) -> MPUBBody | _NeedData:
+        if self._state == _MPUB_LEN:
+            size = self._read_size()
+            if size is None:
+                return NEED_DATA
+            if size <= 0:
+                raise NSQError("E_BAD_BODY", f"MPUB invalid body size {size}")
+            if size > self._limit:
+                raise NSQError("E_BAD_BODY", f"MPUB body too big {size} > {self._limit}")
+            self._state = _MPUB_COUNT
+        if self._state == _MPUB_COUNT:
+            count = self._read_size()
+            if count is None:
+                return NEED_DATA
+            # 4 bytes for the count, 5 for the smallest message (size + 1 byte)
+            if count <= 0 or count > (self._limit - 4) // 5:
+                raise NSQError("E_BAD_BODY", f"MPUB invalid message count {count}")
+            self._count = count
+            self._bodies = []
+            self._state = _MPUB_ITEMS
+        # nsqd reads the messages straight off the stream (the declared body size
+        # is only range-checked), so parse structurally, resuming where we stopped.
+        buf = self._buf
+        pos = self._pos
+        have = len(buf)
+        bodies = self._bodies
+        max_msg = self._max_msg
+        unpack = _INT32.unpack_from
+        for i in range(len(bodies), self._count):
+            if have - pos < 4:
+                break
+            (size,) = unpack(buf, pos)
+            if size <= 0:
+                raise NSQError("E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {size}")
+            if size > max_msg:
+                raise NSQError("E_BAD_MESSAGE", f"MPUB message too big {size} > {max_msg}")
+            end = pos + 4 + size
+            if have < end:
+                break
+            bodies.append(bytes(buf[pos + 4 : end]))
+            pos = end
+        self._pos = pos
+        if len(bodies) < self._count:
+            return NEED_DATA
+        self._bodies = []
+        self._state = _LINE
+        return MPUBBody(bodies)

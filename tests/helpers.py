@@ -1,0 +1,97 @@
+"""Shared test helpers: a raw protocol V2 connection over a real socket."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+
+from nsqbox.wire import commands
+from nsqbox.wire.frames import MAGIC_V2, FrameReader, FrameType
+from nsqbox.wire.message import DecodedMessage, decode_message
+
+TIMEOUT = 10
+
+
+class RawConn:
+    """A bare protocol V2 client for byte-exact tests."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.reader = FrameReader()
+
+    @classmethod
+    async def open(cls, address: tuple[str, int], *, magic: bytes = MAGIC_V2) -> RawConn:
+        stream = await trio.open_tcp_stream(*address)
+        conn = cls(stream)
+        if magic:
+            await stream.send_all(magic)
+        return conn
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def read_frame(self, *, skip_heartbeats: bool = True) -> tuple[int, bytes]:
+        """The next frame (heartbeats skipped unless asked for)."""
+        with trio.fail_after(TIMEOUT):
+            while True:
+                frame = self.reader.next_frame()
+                if frame is not None:
+                    if skip_heartbeats and frame == (FrameType.RESPONSE, b"_heartbeat_"):
+                        continue
+                    return frame
+                data = await self.stream.receive_some(65536)
+                if not data:
+                    raise EOFError("connection closed")
+                self.reader.receive_data(data)
+
+    async def expect_closed(self) -> None:
+        """The server hangs up (after any frames already read)."""
+        with trio.fail_after(TIMEOUT):
+            while True:
+                try:
+                    data = await self.stream.receive_some(65536)
+                except trio.BrokenResourceError:
+                    return
+                if not data:
+                    return
+                self.reader.receive_data(data)
+
+    async def response(self) -> bytes:
+        frame_type, data = await self.read_frame()
+        assert frame_type == FrameType.RESPONSE, (frame_type, data)
+        return data
+
+    async def error(self) -> bytes:
+        frame_type, data = await self.read_frame()
+        assert frame_type == FrameType.ERROR, (frame_type, data)
+        return data
+
+    async def message(self) -> DecodedMessage:
+        frame_type, data = await self.read_frame()
+        assert frame_type == FrameType.MESSAGE, (frame_type, data)
+        return decode_message(data)
+
+    async def identify(self, **fields: Any) -> Any:
+        fields.setdefault("feature_negotiation", True)
+        await self.send(commands.identify(fields))
+        data = await self.response()
+        return json.loads(data) if fields["feature_negotiation"] else data
+
+    async def sub(self, topic: str, channel: str, rdy: int | None = None) -> None:
+        await self.send(commands.sub(topic, channel))
+        assert await self.response() == b"OK"
+        if rdy is not None:
+            await self.send(commands.rdy(rdy))
+
+    async def pub(self, topic: str, body: bytes) -> None:
+        await self.send(commands.pub(topic, body))
+        assert await self.response() == b"OK"
+
+    async def mpub(self, topic: str, bodies: list[bytes]) -> None:
+        await self.send(commands.mpub(topic, bodies))
+        assert await self.response() == b"OK"
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
