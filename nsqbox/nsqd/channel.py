@@ -46,6 +46,10 @@ class Consumer(Protocol):
         """Append the message frame to the output buffer (in_flight_count += 1)."""
         ...
 
+    def send_messages(self, msgs: list[Message]) -> None:
+        """Append several message frames (in_flight_count += len(msgs))."""
+        ...
+
     def timed_out_message(self) -> None:
         """One of its messages timed out (in_flight_count -= 1)."""
         ...
@@ -111,7 +115,7 @@ class Channel:
     def put_deferred(self, msg: Message, delay: float, now: float) -> None:
         """A new DPUB message: held for ``delay`` seconds, then queued."""
         self.message_count += 1
-        self.deferred.add(msg, now + delay)
+        self.deferred.add(msg.data[:16], msg, now + delay)
 
     def _put(self, msg: Message, now: float) -> None:
         if self._ring and not self.paused and self._dispatch(msg, now):
@@ -136,7 +140,7 @@ class Channel:
             msg.attempts += 1
             msg.client_id = client.id
             msg.delivery_ts = now
-            self.in_flight.add(msg, now + client.msg_timeout)
+            self.in_flight.add(msg.data[:16], msg, now + client.msg_timeout)
             client.send_message(msg)
             if client.can_take():
                 ring.append(client)
@@ -152,10 +156,19 @@ class Channel:
         memory = self.memory
         ring = self._ring
         while memory and ring:
-            msg = memory.popleft()
-            if not self._dispatch(msg, now):
-                memory.appendleft(msg)
-                return
+            client = ring[0]
+            if client.sample_rate or not client.can_take():
+                msg = memory.popleft()
+                if not self._dispatch(msg, now):
+                    memory.appendleft(msg)
+                    return
+                continue
+            self._deliver_batch(client, now)
+            if client.can_take():
+                ring.rotate(-1)
+            else:
+                ring.popleft()
+                client.in_ring = False
         backend = self.backend
         while ring and backend.depth:
             data = backend.read()
@@ -169,6 +182,19 @@ class Channel:
             if not self._dispatch(msg, now):
                 memory.appendleft(msg)
                 return
+
+    def _deliver_batch(self, client: Consumer, now: float) -> None:
+        """Give ``client`` as many queued messages as its RDY allows, in one tight loop."""
+        memory = self.memory
+        count = min(client.ready_count - client.in_flight_count, len(memory))
+        batch = [memory.popleft() for _ in range(count)]
+        client_id = client.id
+        for msg in batch:
+            msg.attempts += 1
+            msg.client_id = client_id
+            msg.delivery_ts = now
+        self.in_flight.add_batch(batch, now + client.msg_timeout)
+        client.send_messages(batch)
 
     def client_ready(self, client: Consumer, now: float) -> None:
         """``client`` may take more messages now: enter the ring and pull."""
@@ -186,7 +212,7 @@ class Channel:
             raise ChannelError("ID not in flight")
         if msg.client_id != client_id:
             raise ChannelError("client does not own message")
-        self.in_flight.remove(msg)
+        self.in_flight.remove(msg_id, msg)
         return msg
 
     def finish_message(self, client_id: int, msg_id: bytes) -> None:
@@ -204,7 +230,7 @@ class Channel:
                 raise ChannelError("exiting")
             self._put(msg, now)
         else:
-            self.deferred.add(msg, now + delay)
+            self.deferred.add(msg_id, msg, now + delay)
 
     def touch_message(self, client_id: int, msg_id: bytes, msg_timeout: float, now: float) -> None:
         """TOUCH: restart the message's timeout, capped at delivery + max-msg-timeout."""
@@ -213,7 +239,7 @@ class Channel:
         max_msg_timeout = self.nsqd.options.max_msg_timeout
         if deadline - msg.delivery_ts >= max_msg_timeout:
             deadline = msg.delivery_ts + max_msg_timeout
-        self.in_flight.add(msg, deadline)
+        self.in_flight.add(msg_id, msg, deadline)
 
     # -- periodic scan -------------------------------------------------------
     def process_in_flight(self, now: float) -> bool:

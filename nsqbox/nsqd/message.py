@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..wire.message import MESSAGE_HEADER, decode_message
+from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH, MSG_ID_LENGTH
 
 # Snowflake layout (nsqd/guid.go): 41 bits of ~ms time, 10 bits node, 12 bits sequence.
 _NODE_ID_SHIFT = 12
@@ -16,39 +16,51 @@ _TWEPOCH = 1288834974288
 class Message:
     """One message as held by a topic or a channel.
 
-    Each channel holds its own copy (same id, body and timestamp) because
-    attempts, owner and deadlines are per channel.
+    ``data`` is the 16-byte id followed by the body: the tail of a delivery frame
+    and of a disk record, so a message costs one bytes object, and a frame is a
+    header plus ``data``. Each channel holds its own Message (attempts, owner
+    and deadline are per channel) sharing the same ``data``.
     """
 
-    __slots__ = ("attempts", "body", "client_id", "deadline", "deferred", "delivery_ts", "id",
-                 "timestamp", "tq_key")
+    __slots__ = ("attempts", "client_id", "data", "deadline", "delivery_ts", "timestamp")
 
-    def __init__(self, msg_id: bytes, body: bytes, timestamp: int, attempts: int = 0) -> None:
-        self.id = msg_id
-        self.body = body
+    def __init__(self, data: bytes, timestamp: int, attempts: int = 0) -> None:
+        self.data = data
         self.timestamp = timestamp  # wall clock, ns (what clients see)
         self.attempts = attempts
         self.client_id = 0
         self.delivery_ts = 0.0  # server clock, seconds
-        self.deadline = 0.0  # server clock, seconds (in-flight or deferred expiry)
-        self.deferred = 0.0  # seconds to defer when the topic hands it to channels
-        self.tq_key = 0  # bucket of the TimeoutQueue holding it
+        # In a channel: the in-flight or deferred expiry (server clock, seconds).
+        # At the topic, before fan-out: the DPUB delay in seconds (0.0 for none).
+        self.deadline = 0.0
+
+    @property
+    def id(self) -> bytes:
+        """The 16 ASCII hex bytes of the message id."""
+        return self.data[:MSG_ID_LENGTH]
+
+    @property
+    def body(self) -> bytes:
+        """The message body."""
+        return self.data[MSG_ID_LENGTH:]
 
     def copy(self) -> Message:
         """A fresh copy for another channel (same id, body, timestamp; nsqd does the same)."""
-        m = Message(self.id, self.body, self.timestamp, self.attempts)
-        m.deferred = self.deferred
+        m = Message(self.data, self.timestamp, self.attempts)
+        m.deadline = self.deadline
         return m
 
     def encode(self) -> bytes:
         """The message encoding (as on disk and in delivery frames)."""
-        return MESSAGE_HEADER.pack(self.timestamp, self.attempts) + self.id + self.body
+        return MESSAGE_HEADER.pack(self.timestamp, self.attempts) + self.data
 
     @classmethod
     def decode(cls, data: bytes) -> Message:
         """Inverse of :meth:`encode`."""
-        d = decode_message(data)
-        return cls(d.id, d.body, d.timestamp, d.attempts)
+        if len(data) < MIN_VALID_MSG_LENGTH:
+            raise ValueError(f"invalid message buffer size ({len(data)})")
+        timestamp, attempts = MESSAGE_HEADER.unpack_from(data)
+        return cls(data[10:], timestamp, attempts)
 
     def __repr__(self) -> str:
         return f"Message(id={self.id!r}, attempts={self.attempts}, body={self.body[:32]!r})"

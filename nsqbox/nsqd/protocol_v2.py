@@ -107,6 +107,8 @@ class ClientV2:
         self._out = bytearray()
         self._wake = trio.Event()
         self._pending: Continuation | None = None
+        self._refill = False
+        self._tls_gate = opts.tls_required != TLS_NOT_REQUIRED
         self._closing = False
         self._cancel = trio.CancelScope()
         self._now = 0.0
@@ -138,12 +140,24 @@ class ClientV2:
         out = self._out
         if not out:
             self._wake.set()
-        body = msg.body
-        out += MESSAGE_FRAME_HEADER.pack(len(body) + 30, 2, msg.timestamp, msg.attempts)
-        out += msg.id
-        out += body
+        data = msg.data
+        out += MESSAGE_FRAME_HEADER.pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+        out += data
         self.in_flight_count += 1
         self.message_count += 1
+
+    def send_messages(self, msgs: list[Message]) -> None:
+        """Buffer several message frames at once."""
+        out = self._out
+        if not out and msgs:
+            self._wake.set()
+        pack = MESSAGE_FRAME_HEADER.pack
+        for msg in msgs:
+            data = msg.data
+            out += pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+            out += data
+        self.in_flight_count += len(msgs)
+        self.message_count += len(msgs)
 
     def timed_out_message(self) -> None:
         """One of this client's messages timed out."""
@@ -206,6 +220,10 @@ class ClientV2:
         self._now = self.nsqd.now()
         try:
             self._process()
+            if self._refill:
+                self._refill = False
+                if self.channel is not None:
+                    self.channel.client_ready(self, self._now)
         except NSQError as err:
             logger.error("[%s] - %s", self, err)
             out += encode_frame(FrameType.ERROR, err.frame_body())
@@ -246,7 +264,7 @@ class ClientV2:
         if name == b"IDENTIFY":
             return self._identify(cmd.params)
         handler = self._handlers.get(name)
-        if self.nsqd.options.tls_required != TLS_NOT_REQUIRED and not self.tls:
+        if self._tls_gate and not self.tls:
             raise invalid(f"cannot {name.decode('utf-8', 'replace')} in current state (TLS required)")
         if handler is None:
             raise invalid(f"invalid command {name.decode('utf-8', 'replace')}")
@@ -449,10 +467,14 @@ class ClientV2:
         return self.channel
 
     def _fin(self, params: list[bytes]) -> bytes | None:
-        channel = self._subscribed_channel("FIN")
+        channel = self.channel
+        if self.state < STATE_SUBSCRIBED or channel is None:
+            raise invalid("cannot FIN in current state")
         if len(params) < 2:
             raise invalid("FIN insufficient number of params")
-        msg_id = _message_id(params[1])
+        msg_id = params[1]
+        if len(msg_id) != MSG_ID_LENGTH:
+            raise invalid("invalid message ID")
         try:
             channel.finish_message(self.id, msg_id)
         except ChannelError as err:
@@ -461,8 +483,7 @@ class ClientV2:
             ) from None
         self.finish_count += 1
         self.in_flight_count -= 1
-        if self.in_flight_count < self.ready_count and not self.in_ring:
-            channel.client_ready(self, self._now)
+        self._refill = True  # one pull per received chunk, not one per FIN
         return None
 
     def _req(self, params: list[bytes]) -> bytes | None:

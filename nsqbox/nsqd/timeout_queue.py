@@ -3,7 +3,7 @@
 nsqd keeps a binary heap with per-item indexes. Here every operation a message
 takes on the hot path (add, FIN, REQ, TOUCH) is O(1): messages sit in coarse
 time buckets (dicts), and only bucket keys go into a heap, so the heap grows by
-one entry per bucket (100 per second), not per message.
+one entry per bucket (at most 100 per second), not per message.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from .message import Message
 #: Bucket width in seconds. Expiry may run up to this late, well inside the
 #: 100 ms queue-scan interval.
 RESOLUTION = 0.01
+
+
+def _bucket(deadline: float) -> int:
+    return int(deadline / RESOLUTION) + 1
 
 
 class TimeoutQueue:
@@ -41,37 +45,51 @@ class TimeoutQueue:
         """The message with this id, if held."""
         return self._items.get(msg_id)
 
-    def add(self, msg: Message, deadline: float) -> None:
-        """Hold ``msg`` until ``deadline``. The id must not be held already."""
+    def add(self, msg_id: bytes, msg: Message, deadline: float) -> None:
+        """Hold ``msg`` (whose id is ``msg_id``) until ``deadline``; the id must be new here."""
         msg.deadline = deadline
-        key = int(deadline / RESOLUTION) + 1
-        msg.tq_key = key
+        key = _bucket(deadline)
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = {}
             heapq.heappush(self._heap, key)
-        bucket[msg.id] = msg
-        self._items[msg.id] = msg
+        bucket[msg_id] = msg
+        self._items[msg_id] = msg
 
-    def remove(self, msg: Message) -> None:
+    def add_batch(self, msgs: list[Message], deadline: float) -> None:
+        """Hold every message of ``msgs`` until the same ``deadline``."""
+        key = _bucket(deadline)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = {}
+            heapq.heappush(self._heap, key)
+        items = self._items
+        for msg in msgs:
+            msg.deadline = deadline
+            msg_id = msg.data[:16]
+            bucket[msg_id] = msg
+            items[msg_id] = msg
+
+    def remove(self, msg_id: bytes, msg: Message) -> None:
         """Stop holding ``msg`` (which must be held)."""
-        del self._items[msg.id]
-        bucket = self._buckets[msg.tq_key]
-        del bucket[msg.id]
+        del self._items[msg_id]
+        key = _bucket(msg.deadline)
+        bucket = self._buckets[key]
+        del bucket[msg_id]
         if not bucket:
-            del self._buckets[msg.tq_key]  # its heap key is skipped when it surfaces
+            del self._buckets[key]  # its heap key is skipped when it surfaces
 
     def pop_expired(self, now: float) -> list[Message]:
         """Remove and return every message whose bucket ended at or before ``now``."""
         heap = self._heap
         limit = int(now / RESOLUTION)
         out: list[Message] = []
+        items = self._items
         while heap and heap[0] <= limit:
             key = heapq.heappop(heap)
             bucket = self._buckets.pop(key, None)
             if bucket is None:
                 continue
-            items = self._items
             for msg_id, msg in bucket.items():
                 del items[msg_id]
                 out.append(msg)

@@ -72,10 +72,10 @@ class Topic:
             raise TopicError("exiting")
         ids = self.id_factory.new_ids(len(bodies))
         ts = time.time_ns()
-        msgs = [Message(i, b, ts) for i, b in zip(ids, bodies, strict=True)]
+        msgs = [Message(i + b, ts) for i, b in zip(ids, bodies, strict=True)]
         if defer:
             for m in msgs:
-                m.deferred = defer
+                m.deadline = defer  # the delay rides in `deadline` until fan-out
         for tap in self.taps:
             tap.extend(msgs)
         if self._delivering and not self.memory and not self.backend.depth:
@@ -87,7 +87,7 @@ class Topic:
 
     def _hold(self, msgs: list[Message]) -> None:
         room = self.mem_limit - len(self.memory)
-        if self.mem_limit == 0 and (self.ephemeral or msgs[0].deferred):
+        if self.mem_limit == 0 and (self.ephemeral or msgs[0].deadline):
             # nsqd: an unbuffered channel send only succeeds while the pump is
             # receiving; ephemeral and deferred messages never wait for disk.
             room = 0
@@ -106,10 +106,11 @@ class Topic:
         first = channels[0]
         rest = channels[1:]
         for msg in msgs:
-            if msg.deferred:
+            delay = msg.deadline
+            if delay:
                 for c in rest:
-                    c.put_deferred(msg.copy(), msg.deferred, now)
-                first.put_deferred(msg, msg.deferred, now)
+                    c.put_deferred(msg.copy(), delay, now)
+                first.put_deferred(msg, delay, now)
                 continue
             for c in rest:
                 c.put(msg.copy(), now)
