@@ -25,13 +25,18 @@ def _command(line: bytes, body: bytes | None = None) -> bytes:
     return line + (struct.pack(">I", len(body)) + body if body is not None else b"")
 
 
-def run(address: tuple[str, int], topic: str, channel: str, count: int,
-        rdy: int) -> tuple[float, list[float]]:
+def run(
+    address: tuple[str, int], topic: str, channel: str, count: int, rdy: int
+) -> tuple[float, list[float]]:
     sock = socket.create_connection(address)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     identify = json.dumps({"user_agent": "nsqbox-bench-reader"}).encode()
-    sock.sendall(MAGIC + _command(b"IDENTIFY\n", identify) + f"SUB {topic} {channel}\n".encode()
-                 + f"RDY {rdy}\n".encode())
+    sock.sendall(
+        MAGIC
+        + _command(b"IDENTIFY\n", identify)
+        + f"SUB {topic} {channel}\n".encode()
+        + f"RDY {rdy}\n".encode()
+    )
     received = 0
     responses = 0
     buf = bytearray()
@@ -52,17 +57,17 @@ def run(address: tuple[str, int], topic: str, channel: str, count: int,
             if end - pos < 4 + size:
                 break
             if ftype == 2:
-                fins.append(b"FIN " + buf[pos + 18:pos + 34] + b"\n")
+                fins.append(b"FIN " + buf[pos + 18 : pos + 34] + b"\n")
                 if received % 1000 == 0:
                     (ts,) = TIMESTAMP.unpack_from(buf, pos + 8)
                     latencies.append(time.time() - ts / 1e9)
                 received += 1
             elif ftype == 0:
-                if buf[pos + 8:pos + 4 + size] == b"_heartbeat_":
+                if buf[pos + 8 : pos + 4 + size] == b"_heartbeat_":
                     fins.append(b"NOP\n")
                 responses += 1
             else:
-                raise SystemExit(f"error frame: {bytes(buf[pos + 8:pos + 4 + size])!r}")
+                raise SystemExit(f"error frame: {bytes(buf[pos + 8 : pos + 4 + size])!r}")
             pos += 4 + size
         if pos:
             del buf[:pos]
@@ -85,8 +90,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     host, _, port = args.nsqd_tcp_address.rpartition(":")
     elapsed, latencies = run((host, int(port)), args.topic, args.channel, args.count, args.rdy)
-    print(f"reader: {args.count} msgs in {elapsed:.2f}s: {args.count / elapsed:,.0f} msgs/s, "
-          f"e2e latency {percentiles(latencies)}", flush=True)
+    print(
+        f"reader: {args.count} msgs in {elapsed:.2f}s: {args.count / elapsed:,.0f} msgs/s, "
+        f"e2e latency {percentiles(latencies)}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

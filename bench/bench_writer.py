@@ -38,8 +38,9 @@ def build_command(topic: str, size: int, batch: int) -> bytes:
     return f"MPUB {topic}\n".encode() + struct.pack(">I", len(payload)) + payload
 
 
-def run(address: tuple[str, int], topic: str, size: int, batch: int, count: int,
-        window: int) -> tuple[float, list[float]]:
+def run(
+    address: tuple[str, int], topic: str, size: int, batch: int, count: int, window: int
+) -> tuple[float, list[float]]:
     """Publish ``count`` messages; return (seconds, per-command latencies)."""
     cmd = build_command(topic, size, batch)
     sock = socket.create_connection(address)
@@ -66,7 +67,7 @@ def run(address: tuple[str, int], topic: str, size: int, batch: int, count: int,
         if n:
             if buf[: n * len(OK_FRAME)] != OK_FRAME * n:
                 raise SystemExit(f"unexpected reply: {buf[:100]!r}")
-            buf = buf[n * len(OK_FRAME):]
+            buf = buf[n * len(OK_FRAME) :]
             now = time.perf_counter()
             for t in pending[:n]:
                 latencies.append(now - t)
@@ -87,13 +88,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=int, default=8, help="commands in flight at once")
     args = parser.parse_args(argv)
     host, _, port = args.nsqd_tcp_address.rpartition(":")
-    elapsed, latencies = run((host, int(port)), args.topic, args.size, args.batch_size,
-                             args.count, args.window)
+    elapsed, latencies = run(
+        (host, int(port)), args.topic, args.size, args.batch_size, args.count, args.window
+    )
     total = max(1, args.count // args.batch_size) * args.batch_size
     mode = "PUB" if args.batch_size == 1 else f"MPUB x{args.batch_size}"
-    print(f"writer: {mode} {total} msgs of {args.size}B in {elapsed:.2f}s: "
-          f"{total / elapsed:,.0f} msgs/s, {total * args.size / elapsed / 1e6:.1f} MB/s, "
-          f"ack latency {percentiles(latencies)}", flush=True)
+    print(
+        f"writer: {mode} {total} msgs of {args.size}B in {elapsed:.2f}s: "
+        f"{total / elapsed:,.0f} msgs/s, {total * args.size / elapsed / 1e6:.1f} MB/s, "
+        f"ack latency {percentiles(latencies)}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

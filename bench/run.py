@@ -36,8 +36,16 @@ class Server:
     def __init__(self, *flags: str) -> None:
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix="nsqbox-bench-")
-        cmd = [PY, "-m", "nsqbox", "nsqd", f"--tcp-address=127.0.0.1:{self.port}",
-               "--http-address=", f"--data-path={self.data}", *flags]
+        cmd = [
+            PY,
+            "-m",
+            "nsqbox",
+            "nsqd",
+            f"--tcp-address=127.0.0.1:{self.port}",
+            "--http-address=",
+            f"--data-path={self.data}",
+            *flags,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -46,7 +54,8 @@ class Server:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise SystemExit(self.proc.stderr.read().decode() if self.proc.stderr else "")
+                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    raise SystemExit(err) from None
                 time.sleep(0.05)
         raise SystemExit("server did not start")
 
@@ -65,8 +74,9 @@ class Server:
 
 
 def client(script: str, *args: str) -> str:
-    out = subprocess.run([PY, str(HERE / script), *args], check=True, capture_output=True,
-                         text=True, cwd=HERE).stdout.strip()
+    out = subprocess.run(
+        [PY, str(HERE / script), *args], check=True, capture_output=True, text=True, cwd=HERE
+    ).stdout.strip()
     print("   ", out, flush=True)
     return out
 
@@ -97,29 +107,54 @@ def main(argv: list[str] | None = None) -> None:
         try:
             create_channel(server.address, "sub_bench", "ch")
             n = str(args.count)
-            ingest.append(rate(client("bench_writer.py", "--nsqd-tcp-address", server.address,
-                                      "--count", n)))
-            consume.append(rate(client("bench_reader.py", "--nsqd-tcp-address", server.address,
-                                       "--count", n)))
-            single.append(rate(client("bench_writer.py", "--nsqd-tcp-address", server.address,
-                                      "--topic", "pub_bench", "--batch-size", "1",
-                                      "--count", str(args.count // 10))))
+            ingest.append(
+                rate(client("bench_writer.py", "--nsqd-tcp-address", server.address, "--count", n))
+            )
+            consume.append(
+                rate(client("bench_reader.py", "--nsqd-tcp-address", server.address, "--count", n))
+            )
+            single.append(
+                rate(
+                    client(
+                        "bench_writer.py",
+                        "--nsqd-tcp-address",
+                        server.address,
+                        "--topic",
+                        "pub_bench",
+                        "--batch-size",
+                        "1",
+                        "--count",
+                        str(args.count // 10),
+                    )
+                )
+            )
         finally:
             server.stop()
     server = Server("--mem-queue-size=1000000")
     try:
         create_channel(server.address, "mem_bench", "ch")
         base = server.rss_mb()
-        client("bench_writer.py", "--nsqd-tcp-address", server.address, "--topic", "mem_bench",
-               "--size", "100", "--count", "1000000")
+        client(
+            "bench_writer.py",
+            "--nsqd-tcp-address",
+            server.address,
+            "--topic",
+            "mem_bench",
+            "--size",
+            "100",
+            "--count",
+            "1000000",
+        )
         rss = server.rss_mb()
     finally:
         server.stop()
     print(f"ingest  (MPUB x200, 200B): median {statistics.median(ingest):,.0f} msgs/s")
     print(f"consume (RDY 2500, 200B):  median {statistics.median(consume):,.0f} msgs/s")
     print(f"PUB one at a time (200B):  median {statistics.median(single):,.0f} msgs/s")
-    print(f"memory: RSS {rss:.0f} MB with 1,000,000 x 100B queued on one channel "
-          f"(idle server {base:.0f} MB)")
+    print(
+        f"memory: RSS {rss:.0f} MB with 1,000,000 x 100B queued on one channel "
+        f"(idle server {base:.0f} MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Awaitable
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -23,7 +23,7 @@ StartNSQD = Callable[..., Awaitable[NSQDAddresses]]
 
 
 @pytest.fixture
-async def start_nsqd(nursery: trio.Nursery, tmp_path: object) -> AsyncIterator[StartNSQD]:
+async def start_nsqd(nursery: trio.Nursery, tmp_path: object) -> StartNSQD:
     """Start nsqd servers in the test's nursery; ``await start_nsqd(msg_timeout=1.0)``."""
 
     async def start(**overrides: object) -> NSQDAddresses:
@@ -31,7 +31,7 @@ async def start_nsqd(nursery: trio.Nursery, tmp_path: object) -> AsyncIterator[S
         addrs: NSQDAddresses = await nursery.start(serve_nsqd, make_options(**overrides))
         return addrs
 
-    yield start
+    return start
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -20,6 +21,8 @@ class RawConn:
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
         self.reader = FrameReader()
+        #: Seconds any single read may take (virtual seconds under an autojump clock).
+        self.timeout: float = TIMEOUT
 
     @classmethod
     async def open(cls, address: tuple[str, int], *, magic: bytes = MAGIC_V2) -> RawConn:
@@ -34,7 +37,7 @@ class RawConn:
 
     async def read_frame(self, *, skip_heartbeats: bool = True) -> tuple[int, bytes]:
         """The next frame (heartbeats skipped unless asked for)."""
-        with trio.fail_after(TIMEOUT):
+        with trio.fail_after(self.timeout):
             while True:
                 frame = self.reader.next_frame()
                 if frame is not None:
@@ -48,7 +51,7 @@ class RawConn:
 
     async def expect_closed(self) -> None:
         """The server hangs up (after any frames already read)."""
-        with trio.fail_after(TIMEOUT):
+        with trio.fail_after(self.timeout):
             while True:
                 try:
                     data = await self.stream.receive_some(65536)
@@ -95,3 +98,22 @@ class RawConn:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+async def publish(address: tuple[str, int], topic: str, *bodies: bytes) -> None:
+    """Publish on a connection of its own (PUB for one body, MPUB for several)."""
+    conn = await RawConn.open(address)
+    if len(bodies) == 1:
+        await conn.pub(topic, bodies[0])
+    else:
+        await conn.mpub(topic, list(bodies))
+    await conn.aclose()
+
+
+async def wait_until(predicate: Callable[[], object], within: float = TIMEOUT) -> None:
+    """Poll ``predicate`` until it is true; TooSlowError after ``within`` seconds."""
+    with trio.fail_after(within):
+        for _ in iter(int, 1):
+            if predicate():
+                return
+            await trio.sleep(0.005)

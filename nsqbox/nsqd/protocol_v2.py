@@ -24,7 +24,7 @@ from ..wire.frames import CLOSE_WAIT, HEARTBEAT, OK, FrameType, encode_frame
 from ..wire.identify import IdentifyResponse, decode_identify, encode_identify_response
 from ..wire.message import MESSAGE_FRAME_HEADER, MSG_ID_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
-from ..wire.parser import NEED_DATA, Body, Command, CommandParser, MPUBBody
+from ..wire.parser import NEED_DATA, Body, Command, CommandParser
 from .channel import ChannelError
 from .options import TLS_NOT_REQUIRED
 from .topic import TopicError
@@ -212,7 +212,7 @@ class ClientV2:
             if not data or not self._feed(data):
                 return
 
-    def _feed(self, data: bytes) -> bool:
+    def _feed(self, data: bytes | bytearray) -> bool:
         """Parse and execute; False when the connection must close."""
         self.parser.receive_data(data)
         out = self._out
@@ -249,7 +249,7 @@ class ClientV2:
                 else:
                     pending = self._pending
                     self._pending = None
-                    assert pending is not None and isinstance(event, Body | MPUBBody)
+                    assert pending is not None, "a body without a command"
                     response = pending(event)
             except NSQError as err:
                 if err.fatal:
@@ -265,7 +265,9 @@ class ClientV2:
             return self._identify(cmd.params)
         handler = self._handlers.get(name)
         if self._tls_gate and not self.tls:
-            raise invalid(f"cannot {name.decode('utf-8', 'replace')} in current state (TLS required)")
+            raise invalid(
+                f"cannot {name.decode('utf-8', 'replace')} in current state (TLS required)"
+            )
         if handler is None:
             raise invalid(f"invalid command {name.decode('utf-8', 'replace')}")
         return handler(cmd.params)
@@ -281,6 +283,7 @@ class ClientV2:
                 with trio.move_on_at(self._next_heartbeat if hb > 0 else math.inf):
                     await self._wake.wait()
                 self._wake = trio.Event()
+                hb = self.heartbeat_interval  # IDENTIFY may have changed it meanwhile
                 if hb > 0 and nsqd.now() >= self._next_heartbeat:
                     self._out += encode_frame(FrameType.RESPONSE, HEARTBEAT)
                     self._next_heartbeat += hb
@@ -429,9 +432,7 @@ class ClientV2:
             raise NSQError("E_BAD_TOPIC", f"SUB topic name {go_quote(params[1])} is not valid")
         channel_name = params[2].decode("latin-1")
         if not is_valid_channel_name(channel_name):
-            raise NSQError(
-                "E_BAD_CHANNEL", f"SUB channel name {go_quote(params[2])} is not valid"
-            )
+            raise NSQError("E_BAD_CHANNEL", f"SUB channel name {go_quote(params[2])} is not valid")
         topic = self.nsqd.get_topic(topic_name)
         channel = topic.get_channel(channel_name)
         try:
@@ -537,7 +538,9 @@ class ClientV2:
         if not is_valid_topic_name(name):
             # nsqd's MPUB repeats the code inside the description; clients see it that way
             prefix = "E_BAD_TOPIC " if mpub else ""
-            raise NSQError("E_BAD_TOPIC", f"{prefix}{cmd} topic name {go_quote(params[1])} is not valid")
+            raise NSQError(
+                "E_BAD_TOPIC", f"{prefix}{cmd} topic name {go_quote(params[1])} is not valid"
+            )
         return name
 
     def _pub(self, params: list[bytes]) -> bytes | None:

@@ -70,9 +70,7 @@ def mpub(topic: str, bodies: Iterable[bytes]) -> bytes:
         parts.append(body)
         count += 1
     payload = b"".join(parts)
-    return (
-        f"MPUB {topic}\n".encode() + pack(len(payload) + 4) + pack(count) + payload
-    )
+    return f"MPUB {topic}\n".encode() + pack(len(payload) + 4) + pack(count) + payload
 
 
 def rdy(count: int) -> bytes:

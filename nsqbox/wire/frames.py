@@ -58,7 +58,7 @@ class FrameReader:
         self._pos = 0
         self._max = max_frame_size
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         """Append bytes read from the connection."""
         if self._pos and self._pos >= len(self._buf) // 2:
             del self._buf[: self._pos]

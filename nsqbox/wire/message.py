@@ -41,9 +41,7 @@ def encode_message(timestamp: int, attempts: int, msg_id: bytes, body: bytes) ->
 
 def encode_message_frame(timestamp: int, attempts: int, msg_id: bytes, body: bytes) -> bytes:
     """A complete message frame (type 2)."""
-    return (
-        MESSAGE_FRAME_HEADER.pack(len(body) + 30, 2, timestamp, attempts) + msg_id + body
-    )
+    return MESSAGE_FRAME_HEADER.pack(len(body) + 30, 2, timestamp, attempts) + msg_id + body
 
 
 def decode_message(data: bytes) -> DecodedMessage:

@@ -76,7 +76,7 @@ class CommandParser:
         self._count = 0
         self._bodies: list[bytes] = []
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         """Append bytes read from the connection."""
         if self._pos and self._pos >= len(self._buf) >> 1:
             del self._buf[: self._pos]
