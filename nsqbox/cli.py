@@ -1,0 +1,242 @@
+"""The ``nsqbox`` command: ``nsqbox <command> [flags]`` (also ``python -m nsqbox``).
+
+Commands live in :data:`SUBCOMMANDS` as ``"module:function"`` strings, imported only when run, so
+``nsqbox --version`` stays light and each command adds one line here. A command function takes
+the arguments after its name and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import platform
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nsqbox import NSQ_VERSION, __version__
+from nsqbox.goflags import FlagError, FlagSet, HelpRequested
+from nsqbox.logs import configure_logging, unconfigure_logging
+from nsqbox.nsqd.config import ConfigError, NSQDCommand, nsqd_flag_set, parse_nsqd_args
+from nsqbox.nsqd.options import NSQDOptions
+
+logger = logging.getLogger("nsqbox.cli")
+
+#: Commands that exist: name -> "module:function" taking ``argv`` and returning the exit status.
+SUBCOMMANDS: dict[str, str] = {
+    "up": "nsqbox.cli:up_main",
+    "nsqd": "nsqbox.cli:nsqd_main",
+}
+
+#: One line of help per command, including the ones still to come.
+SUMMARIES: dict[str, str] = {
+    "up": "run the whole box in one process (for now: nsqd)",
+    "nsqd": "run an nsqd; takes NSQ nsqd's flags",
+    "lookupd": "run an nsqlookupd; takes NSQ nsqlookupd's flags",
+    "tui": "the terminal admin UI, for nsqbox or any NSQ cluster",
+    "pub": "publish messages to a topic",
+    "tail": "print the messages of a topic",
+    "stat": "print topic and channel statistics",
+    "bench": "measure publish and consume throughput",
+}
+
+#: Where ``nsqbox up`` keeps its data unless --data-path says otherwise.
+UP_DATA_PATH = "./nsqbox-data"
+
+# How nsqd labels fatal start-up errors (main.go's logFatal always uses this prefix).
+_NSQD_PREFIX = "[nsqd] "
+
+
+def version_line() -> str:
+    """What ``nsqbox --version`` prints."""
+    return f"nsqbox {__version__} (NSQ {NSQ_VERSION} protocol)"
+
+
+def nsqd_version_line() -> str:
+    """What ``nsqbox nsqd --version`` prints, shaped like nsqd's own line for scripts."""
+    return f"nsqd v{NSQ_VERSION} (built w/nsqbox {__version__}, Python {platform.python_version()})"
+
+
+def usage() -> str:
+    """The top-level help text."""
+    width = max(len(name) for name in SUMMARIES)
+    lines = [f"  {name:<{width}}  {text}" for name, text in SUMMARIES.items()]
+    return (
+        "usage: nsqbox <command> [flags]\n\ncommands:\n"
+        + "\n".join(lines)
+        + "\n\n'nsqbox --version' prints the version; 'nsqbox <command> -h' lists its flags.\n"
+    )
+
+
+def _load(target: str) -> Callable[[list[str]], int] | None:
+    """Import ``module:function``; None when the module (not one of its imports) is missing."""
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            return None
+        raise
+    func: Callable[[list[str]], int] | None = getattr(module, attr, None)
+    return func
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``nsqbox`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:
+        sys.stderr.write(usage())
+        return 2
+    name, rest = args[0], args[1:]
+    if name in ("--version", "-version"):
+        print(version_line())
+        return 0
+    if name in ("-h", "--help", "-help", "help"):
+        sys.stdout.write(usage())
+        return 0
+    target = SUBCOMMANDS.get(name)
+    func = _load(target) if target else None
+    if func is None:
+        if name in SUMMARIES:
+            print(f"nsqbox: '{name}' is not available yet", file=sys.stderr)
+        else:
+            print(f"nsqbox: unknown command '{name}'\n", file=sys.stderr)
+            sys.stderr.write(usage())
+        return 2
+    try:
+        return func(rest)
+    except KeyboardInterrupt:  # a second Ctrl-C while shutting down
+        return 130
+    finally:
+        unconfigure_logging()
+
+
+# --- nsqd and up --------------------------------------------------------------------------------
+
+
+def _fatal(message: str) -> int:
+    """Log ``message`` as nsqd's logFatal does and return nsqd's exit status for it."""
+    configure_logging("info", _NSQD_PREFIX)
+    logger.critical("%s", message)
+    return 1
+
+
+def _parse(argv: list[str], flags: FlagSet, defaults: NSQDOptions) -> NSQDCommand | int:
+    """Parse an nsqd-style command line; an int is the exit status when there is nothing to run."""
+    try:
+        command = parse_nsqd_args(argv, defaults=defaults, flags=flags)
+    except HelpRequested as exc:
+        sys.stderr.write(exc.usage)  # Go's flag package prints usage to stderr, then exits 0
+        return 0
+    except FlagError as exc:
+        sys.stderr.write(f"{exc}\n{exc.usage}")
+        return 2
+    except ConfigError as exc:
+        return _fatal(str(exc))
+    if command.args and not command.show_version:
+        # nsqd silently ignores these, and with them every flag after them ("-snappy false"
+        # stops parsing at "false"); refusing is kinder than running with half the flags.
+        print(
+            f"{flags.name}: unexpected argument {command.args[0]!r}; "
+            "flags must come first and boolean flags take values as -flag=false",
+            file=sys.stderr,
+        )
+        return 2
+    return command
+
+
+def nsqd_main(argv: list[str]) -> int:
+    """``nsqbox nsqd [flags]``: an nsqd, with nsqd's flags and config file."""
+    defaults = NSQDOptions()
+    command = _parse(argv, nsqd_flag_set("nsqbox nsqd", defaults), defaults)
+    if isinstance(command, int):
+        return command
+    if command.show_version:
+        print(nsqd_version_line())
+        return 0
+    return _serve(command.options, label="nsqbox nsqd", ready_json=False)
+
+
+def up_main(argv: list[str]) -> int:
+    """``nsqbox up [flags]``: the whole box in one process; nsqd's flags plus --ready-json."""
+    defaults = NSQDOptions(data_path=UP_DATA_PATH)
+    flags = nsqd_flag_set("nsqbox up", defaults)
+    ready_json = flags.add_bool(
+        "ready-json", False, "once listening, print the addresses as one JSON line on stdout"
+    )
+    command = _parse(argv, flags, defaults)
+    if isinstance(command, int):
+        return command
+    if command.show_version:
+        print(version_line())
+        return 0
+    try:
+        os.makedirs(command.options.data_path, exist_ok=True)
+    except OSError as exc:
+        return _fatal(f"failed to create data-path {command.options.data_path} - {exc}")
+    return _serve(command.options, label="nsqbox up", ready_json=ready_json.value)
+
+
+def format_address(address: tuple[str, int]) -> str:
+    """``host:port``, with IPv6 hosts in brackets."""
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass(slots=True)
+class _RunState:
+    started: bool = False
+
+
+def _serve(options: NSQDOptions, *, label: str, ready_json: bool) -> int:
+    """Run the services until SIGINT or SIGTERM; the exit status."""
+    import trio  # not at the top: ``nsqbox --version`` and ``-h`` should not pay for it
+
+    configure_logging(options.log_level, options.log_prefix)
+    state = _RunState()
+    failure: BaseException | None = None
+    interrupted = False
+    try:
+        trio.run(_run_until_signal, options, label, ready_json, state)
+    except* KeyboardInterrupt:  # Ctrl-C before the signal receiver, or a second one after it
+        interrupted = True
+    except* (OSError, ValueError) as group:
+        if state.started:
+            raise  # after start-up these are bugs, and a traceback is what helps
+        failure = group
+        while isinstance(failure, BaseExceptionGroup):  # report the first real error
+            failure = failure.exceptions[0]
+    if failure is not None:
+        return _fatal(f"failed to instantiate nsqd - {failure}")
+    return 130 if interrupted else 0
+
+
+async def _run_until_signal(
+    options: NSQDOptions, label: str, ready_json: bool, state: _RunState
+) -> None:
+    import trio
+
+    from nsqbox.nsqd.server import serve_nsqd  # the server stack loads only when it runs
+
+    async with trio.open_nursery() as nursery:
+        # Listen for signals before starting, so one that arrives during start-up is not lost;
+        # leave the receiver after the first one, so a second Ctrl-C interrupts a slow shutdown.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            addrs = await nursery.start(serve_nsqd, options)
+            state.started = True
+            tcp = format_address(addrs.tcp)
+            http = format_address(addrs.http) if addrs.http else None
+            services = f"nsqd (TCP {tcp}, HTTP {http or 'off'})"
+            where = f"; data in {options.data_path or os.getcwd()}"
+            print(f"{label}: running {services}{where}; Ctrl-C stops", file=sys.stderr)
+            if ready_json:
+                ready = {"nsqd_tcp_address": tcp, "nsqd_http_address": http}
+                print(json.dumps(ready), flush=True)
+            async for signum in signals:
+                logger.info("%s: shutting down", signal.Signals(signum).name)
+                break
+        nursery.cancel_scope.cancel()
