@@ -338,7 +338,9 @@ class ResponseReader:
             return NEED_DATA
         (size,) = _INT32.unpack_from(self._buf, 0)
         if size < 0 or size > self._max:
-            raise ProtocolViolation(f"response body size ({size}) is greater than limit ({self._max})")
+            raise ProtocolViolation(
+                f"response body size ({size}) is greater than limit ({self._max})"
+            )
         if len(self._buf) < 4 + size:
             return NEED_DATA
         data = bytes(self._buf[4 : 4 + size])

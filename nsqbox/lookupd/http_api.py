@@ -1,0 +1,118 @@
+"""nsqlookupd's HTTP API (nsqlookupd/http.go) on nsqbox's router.
+
+Responses are NSQ 1.x's plain JSON (no ``status_code``/``data`` envelope) with
+NSQ's header and ``{"message": CODE}`` errors, which the HTTP layer adds. The
+mutating routes answer POST, as v1.3.0 does, and also GET, which pre-1.0
+nsqlookupd and older tools (and the seed docs' ``curl`` examples) use. The
+deprecated ``/tombstone_topic_producer`` is kept as an alias of
+``/topic/tombstone``.
+"""
+
+from __future__ import annotations
+
+from .. import NSQ_VERSION
+from ..http.messages import HTTPError, Request
+from ..http.router import Router
+from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from .core import NSQLookupd
+
+__all__ = ["build_router"]
+
+# lookupd takes its parameters from the query string; bodies are ignored.
+_MAX_BODY = 64 * 1024
+
+
+def _required(request: Request, name: str, missing: str) -> str:
+    value = request.arg(name)
+    if value is None:
+        raise HTTPError(400, missing)
+    return value
+
+
+def _topic_channel(request: Request) -> tuple[str, str]:
+    """http_api.GetTopicChannelArgs: both required, both valid, checked in this order."""
+    topic = _required(request, "topic", "MISSING_ARG_TOPIC")
+    if not is_valid_topic_name(topic):
+        raise HTTPError(400, "INVALID_ARG_TOPIC")
+    channel = _required(request, "channel", "MISSING_ARG_CHANNEL")
+    if not is_valid_channel_name(channel):
+        raise HTTPError(400, "INVALID_ARG_CHANNEL")
+    return topic, channel
+
+
+def build_router(lookupd: NSQLookupd) -> Router:
+    """The complete nsqlookupd HTTP API for ``lookupd``."""
+    router = Router(max_body_size=_MAX_BODY)
+
+    async def ping(request: Request) -> object:
+        return "OK"
+
+    async def info(request: Request) -> object:
+        return {"version": NSQ_VERSION}
+
+    async def debug(request: Request) -> object:
+        return lookupd.debug()
+
+    async def lookup(request: Request) -> object:
+        topic = _required(request, "topic", "MISSING_ARG_TOPIC")
+        found = lookupd.lookup(topic)
+        if found is None:
+            raise HTTPError(404, "TOPIC_NOT_FOUND")
+        channels, producers = found
+        return {"channels": channels, "producers": producers}
+
+    async def topics(request: Request) -> object:
+        return {"topics": lookupd.topics()}
+
+    async def channels(request: Request) -> object:
+        topic = _required(request, "topic", "MISSING_ARG_TOPIC")
+        return {"channels": lookupd.channels(topic)}
+
+    async def nodes(request: Request) -> object:
+        return {"producers": lookupd.nodes()}
+
+    async def create_topic(request: Request) -> object:
+        topic = _required(request, "topic", "MISSING_ARG_TOPIC")
+        if not is_valid_topic_name(topic):
+            raise HTTPError(400, "INVALID_ARG_TOPIC")
+        lookupd.create_topic(topic)
+        return None
+
+    async def delete_topic(request: Request) -> object:
+        lookupd.delete_topic(_required(request, "topic", "MISSING_ARG_TOPIC"))
+        return None
+
+    async def tombstone_topic_producer(request: Request) -> object:
+        topic = _required(request, "topic", "MISSING_ARG_TOPIC")
+        node = _required(request, "node", "MISSING_ARG_NODE")
+        lookupd.tombstone_topic_producer(topic, node)
+        return None
+
+    async def create_channel(request: Request) -> object:
+        lookupd.create_channel(*_topic_channel(request))
+        return None
+
+    async def delete_channel(request: Request) -> object:
+        if not lookupd.delete_channel(*_topic_channel(request)):
+            raise HTTPError(404, "CHANNEL_NOT_FOUND")
+        return None
+
+    router.add("GET", "/ping", ping, plain_text=True)
+    router.add("GET", "/info", info)
+    router.add("GET", "/debug", debug)
+    router.add("GET", "/lookup", lookup)
+    router.add("GET", "/topics", topics)
+    router.add("GET", "/channels", channels)
+    router.add("GET", "/nodes", nodes)
+    mutating = {
+        "/topic/create": create_topic,
+        "/topic/delete": delete_topic,
+        "/channel/create": create_channel,
+        "/channel/delete": delete_channel,
+        "/topic/tombstone": tombstone_topic_producer,
+        "/tombstone_topic_producer": tombstone_topic_producer,
+    }
+    for path, handler in mutating.items():
+        router.add("POST", path, handler)
+        router.add("GET", path, handler)
+    return router

@@ -1,0 +1,160 @@
+"""nsqlookupd's options, with real nsqlookupd's names and defaults (apps/nsqlookupd).
+
+Durations are seconds (floats), as trio speaks them. Field names are the flag
+names with ``-`` turned into ``_`` (the keys a TOML config file uses).
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..goflags import FlagSet
+from ..logs import parse_level
+from ..nsqd.config import ConfigError, Kind, OptionFlag, load_config_file
+from ..nsqd.config import _coerce as coerce
+from ..nsqd.config import _flag_value as flag_value
+from ..nsqd.options import is_loopback, split_host_port
+
+__all__ = [
+    "LOOKUPD_OPTION_FLAGS",
+    "ConfigError",
+    "LookupdCommand",
+    "LookupdOptions",
+    "lookupd_flag_set",
+    "parse_lookupd_args",
+    "resolve_lookupd_options",
+]
+
+
+@dataclass(slots=True)
+class LookupdOptions:
+    """Every nsqlookupd option. Defaults are nsqlookupd v1.3.0's, except the bind host.
+
+    nsqbox binds 127.0.0.1 by default: a development tool must not listen on
+    every interface unless told to.
+    """
+
+    log_level: str = "info"
+    log_prefix: str = "[nsqlookupd] "
+    tcp_address: str = "127.0.0.1:4160"
+    http_address: str = "127.0.0.1:4161"
+    broadcast_address: str = ""  # "" -> derived, see effective_broadcast_address()
+    inactive_producer_timeout: float = 300.0
+    tombstone_lifetime: float = 45.0
+
+    def effective_broadcast_address(self) -> str:
+        """What IDENTIFY replies carry: the flag, else a loopback bind host, else the hostname.
+
+        nsqd builds the lookupd HTTP address it asks for channels from this, so
+        on a loopback-only box it must not be a hostname that resolves elsewhere.
+        """
+        if self.broadcast_address:
+            return self.broadcast_address
+        host, _ = split_host_port(self.tcp_address)
+        if is_loopback(host):
+            return host
+        return socket.gethostname()
+
+
+# --- command line and --config (apps/nsqlookupd) ---------------------------------------
+
+#: nsqlookupd's option flags, in its order (``-h`` sorts them by name).
+LOOKUPD_OPTION_FLAGS: tuple[OptionFlag, ...] = (
+    OptionFlag("log-level", Kind.LOG_LEVEL, "log level: debug, info, warn, error or fatal"),
+    OptionFlag("log-prefix", Kind.STRING, "prefix for every log line"),
+    OptionFlag("tcp-address", Kind.STRING, "<addr>:<port> to listen on for TCP clients"),
+    OptionFlag("http-address", Kind.STRING, "<addr>:<port> to listen on for HTTP clients"),
+    OptionFlag(
+        "broadcast-address",
+        Kind.STRING,
+        "address of this lookupd node (default: the bind host if loopback, else the hostname)",
+    ),
+    OptionFlag(
+        "inactive-producer-timeout",
+        Kind.DURATION,
+        "duration of time a producer will remain in the active list since its last ping",
+    ),
+    OptionFlag(
+        "tombstone-lifetime",
+        Kind.DURATION,
+        "duration of time a producer will remain tombstoned if registration remains",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LookupdCommand:
+    """The outcome of parsing an nsqlookupd command line."""
+
+    options: LookupdOptions
+    #: ``--version`` was given: print the version and exit (the config file is not read).
+    show_version: bool
+    flags: FlagSet
+    #: Arguments after the flags (nsqlookupd ignores them).
+    args: list[str]
+
+
+def lookupd_flag_set(name: str = "nsqlookupd", defaults: LookupdOptions | None = None) -> FlagSet:
+    """nsqlookupd's flag set; ``defaults`` supply the defaults (nsqbox's if None)."""
+    base = LookupdOptions() if defaults is None else defaults
+    flags = FlagSet(name)
+    flags.add_string("config", "", "path to config file")
+    flags.add_bool("version", False, "print version string")
+    flags.add_bool("verbose", False, "[deprecated] has no effect, use --log-level")
+    for opt in LOOKUPD_OPTION_FLAGS:
+        flags.var(opt.flag, flag_value(opt.kind, getattr(base, opt.attr)), opt.usage)
+    return flags
+
+
+def resolve_lookupd_options(
+    flags: FlagSet, cfg: Mapping[str, Any], defaults: LookupdOptions | None = None
+) -> LookupdOptions:
+    """go-options ``Resolve``: each option from its flag if given, else the config, else default.
+
+    Unknown config keys are ignored, as nsqlookupd does. Raises ConfigError.
+    """
+    options = copy.deepcopy(LookupdOptions() if defaults is None else defaults)
+    if "log_level" in cfg:  # nsqlookupd's config.Validate
+        try:
+            parse_level(str(cfg["log_level"]))
+        except ValueError:
+            raise ConfigError(f"failed parsing log_level {cfg['log_level']}") from None
+    for opt in LOOKUPD_OPTION_FLAGS:
+        if flags.is_set(opt.flag):
+            value = flags[opt.flag].value.value
+        elif opt.config_key in cfg:
+            raw = cfg[opt.config_key]
+            try:
+                value = (
+                    parse_level(str(raw)) if opt.kind is Kind.LOG_LEVEL else coerce(opt.kind, raw)
+                )
+            except ValueError as exc:
+                raise ConfigError(
+                    f"failed to coerce config value {opt.config_key} = {raw} - {exc}"
+                ) from None
+        else:
+            continue
+        setattr(options, opt.attr, value)
+    return options
+
+
+def parse_lookupd_args(
+    argv: Sequence[str], *, defaults: LookupdOptions | None = None
+) -> LookupdCommand:
+    """Parse an nsqlookupd command line (without the program name) as nsqlookupd does.
+
+    Both ``-flag=value`` and ``--flag value`` forms are accepted. Raises goflags'
+    FlagError and HelpRequested, and ConfigError.
+    """
+    base = LookupdOptions() if defaults is None else defaults
+    flags = lookupd_flag_set(defaults=base)
+    rest = flags.parse(list(argv))
+    if flags["version"].value.value:
+        return LookupdCommand(copy.deepcopy(base), True, flags, rest)
+    path = flags["config"].value.value
+    cfg = load_config_file(path) if path else {}
+    return LookupdCommand(resolve_lookupd_options(flags, cfg, base), False, flags, rest)

@@ -1,0 +1,139 @@
+"""serve_lookupd: nsqlookupd's TCP and HTTP listeners in one trio task tree, and its CLI.
+
+Shutdown is cancellation: cancelling the surrounding scope closes both
+listeners and every connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from platform import python_version
+
+import trio
+
+from .. import NSQ_VERSION, __version__
+from ..goflags import FlagError, HelpRequested
+from ..http.server import serve_http
+from ..logs import configure_logging
+from ..nsqd.options import split_host_port
+from .core import NSQLookupd
+from .http_api import build_router
+from .options import ConfigError, LookupdOptions, parse_lookupd_args
+from .protocol_v1 import handle_v1_connection
+
+log = logging.getLogger("nsqbox.lookupd")
+
+__all__ = ["LookupdAddresses", "main", "serve_lookupd", "version_string"]
+
+_PREFIX = "[nsqlookupd] "
+
+
+@dataclass(frozen=True)
+class LookupdAddresses:
+    """What serve_lookupd reports once it listens; ``lookupd`` is the live state."""
+
+    tcp: tuple[str, int]
+    http: tuple[str, int]
+    lookupd: NSQLookupd
+
+
+async def _open_listeners(address: str) -> list[trio.SocketListener]:
+    host, port = split_host_port(address)
+    return await trio.open_tcp_listeners(port, host=host or None)
+
+
+def _bound(listeners: list[trio.SocketListener]) -> tuple[str, int]:
+    sockname = listeners[0].socket.getsockname()
+    return str(sockname[0]), int(sockname[1])
+
+
+async def serve_lookupd(
+    options: LookupdOptions,
+    *,
+    task_status: trio.TaskStatus[LookupdAddresses] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run an nsqlookupd until cancelled; report the bound addresses through ``task_status``."""
+    lookupd = NSQLookupd(options, clock=trio.current_time)
+    tcp_listeners = await _open_listeners(options.tcp_address)
+    try:
+        http_listeners = await _open_listeners(options.http_address)
+    except BaseException:
+        for listener in tcp_listeners:
+            await listener.aclose()
+        raise
+    tcp, http = _bound(tcp_listeners), _bound(http_listeners)
+    lookupd.tcp_port, lookupd.http_port = tcp[1], http[1]
+
+    async def handle(stream: trio.SocketStream) -> None:
+        await handle_v1_connection(lookupd, stream)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, handle, tcp_listeners)
+        log.info("TCP: listening on %s:%d", *tcp)
+        await nursery.start(serve_http, build_router(lookupd), http_listeners)
+        log.info("HTTP: listening on %s:%d", *http)
+        task_status.started(LookupdAddresses(tcp=tcp, http=http, lookupd=lookupd))
+
+
+def version_string() -> str:
+    """What ``-version`` prints, shaped like nsqlookupd's own line for scripts."""
+    return f"nsqlookupd v{NSQ_VERSION} (built w/nsqbox {__version__}, Python {python_version()})"
+
+
+async def _run_until_signalled(options: LookupdOptions) -> None:
+    async with trio.open_nursery() as nursery:
+        # Listen before starting so an early signal is not lost; leave the receiver after
+        # the first one so a second Ctrl-C interrupts a slow shutdown.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            await nursery.start(serve_lookupd, options)
+            async for signum in signals:
+                log.info("%s: shutting down", signal.Signals(signum).name)
+                break
+        nursery.cancel_scope.cancel()
+
+
+def _fatal(message: str, prefix: str = _PREFIX) -> int:
+    """Log ``message`` as nsqlookupd's logFatal does; its exit status."""
+    configure_logging("info", prefix)
+    log.critical("%s", message)
+    return 1
+
+
+def main(argv: Sequence[str]) -> int:
+    """``nsqbox lookupd [flags]``: nsqlookupd's command line; returns the exit status."""
+    try:
+        command = parse_lookupd_args(argv)
+    except HelpRequested as exc:
+        sys.stderr.write(exc.usage)  # Go's flag package prints usage to stderr, then exits 0
+        return 0
+    except FlagError as exc:
+        sys.stderr.write(f"{exc}\n{exc.usage}")
+        return 2
+    except ConfigError as exc:
+        return _fatal(str(exc))
+    if command.show_version:
+        print(version_string())
+        return 0
+    if command.args:
+        # nsqlookupd ignores these, and with them every flag after them; refusing is kinder.
+        print(
+            f"nsqlookupd: unexpected argument {command.args[0]!r}; "
+            "flags must come first and boolean flags take values as -flag=false",
+            file=sys.stderr,
+        )
+        return 2
+    options = command.options
+    configure_logging(options.log_level, options.log_prefix)
+    log.info("%s", version_string())
+    failure: BaseException | None = None
+    try:
+        trio.run(_run_until_signalled, options)
+    except* (OSError, ValueError) as group:  # a listener could not bind, or a bad address
+        failure = group.exceptions[0]
+    if failure is not None:
+        return _fatal(f"failed to instantiate nsqlookupd - {failure}", options.log_prefix)
+    return 0

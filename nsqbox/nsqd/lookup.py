@@ -1,0 +1,438 @@
+"""nsqd's side of discovery: registering with nsqlookupds (nsqd/lookup.go, lookup_peer.go).
+
+For each ``--lookupd-tcp-address`` nsqd keeps one V1 connection. On every
+(re)connect it sends IDENTIFY, then REGISTER for every topic and channel it
+has; afterwards it forwards each create (REGISTER) and delete (UNREGISTER) as
+it happens, and PINGs every 15 seconds. A lookupd that goes away is dialled
+again at the next command or PING tick, and the full registration is rebuilt
+then, so commands issued while disconnected are simply dropped.
+
+When a topic is created at runtime nsqd asks the lookupds' HTTP ``/channels``
+for the channels consumers already know and creates them (``#ephemeral`` ones
+excepted) before the topic starts delivering, so no early message misses a
+channel. Real nsqd blocks the publisher for that query; here the topic holds
+its messages until :meth:`Topic.start` instead, which has the same effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+
+import httpx
+import msgspec
+import trio
+
+from .. import NSQ_VERSION
+from ..wire.errors import ProtocolViolation
+from ..wire.lookupd import (
+    MAGIC_V1,
+    NEED_DATA,
+    ResponseReader,
+    encode_identify,
+    encode_ping,
+    encode_register,
+    encode_unregister,
+)
+from ..wire.names import is_ephemeral
+from .channel import Channel
+from .nsqd import NSQD
+from .options import split_host_port
+from .topic import Topic
+
+log = logging.getLogger("nsqbox.nsqd.lookup")
+
+__all__ = [
+    "PING_INTERVAL",
+    "LookupService",
+    "lookup_loop",
+    "lookup_service",
+    "lookupd_http_addresses",
+    "set_lookupd_addresses",
+]
+
+#: nsqd's lookup ticker: heartbeat (and reconnect attempt) period.
+PING_INTERVAL = 15.0
+#: nsqd's lookupPeer dial, read and write deadline.
+IO_TIMEOUT = 1.0
+
+# The running service of each NSQD, so PUT /config/nsqlookupd_tcp_addresses can reach it.
+_services: weakref.WeakKeyDictionary[NSQD, LookupService] = weakref.WeakKeyDictionary()
+
+
+class LookupdInfo(msgspec.Struct, frozen=True):
+    """What a lookupd says about itself in its IDENTIFY reply."""
+
+    tcp_port: int = 0
+    http_port: int = 0
+    version: str = ""
+    broadcast_address: str = ""
+    hostname: str = ""
+
+
+class _LookupdRefused(Exception):
+    """The lookupd answered IDENTIFY with an error or something unreadable."""
+
+
+# What ends one connection to a lookupd (ValueError: an address without a port).
+_SESSION_ERRORS = (
+    OSError,
+    ValueError,
+    trio.BrokenResourceError,
+    trio.TooSlowError,
+    ProtocolViolation,
+    _LookupdRefused,
+)
+
+
+@dataclass(eq=False)
+class _Peer:
+    """One lookupd address and the state of nsqd's connection to it."""
+
+    address: str
+    queue: deque[bytes] = field(default_factory=deque)
+    wake: trio.Event = field(default_factory=trio.Event)
+    info: LookupdInfo | None = None
+    connected: bool = False
+    busy: bool = False
+    removed: bool = False
+    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+    def push(self, command: bytes) -> None:
+        self.queue.append(command)
+        self.wake.set()
+
+    @property
+    def idle(self) -> bool:
+        return self.connected and not self.busy and not self.queue
+
+
+def _join_host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class LookupService:
+    """nsqd's lookupd registration: one connection task per lookupd address.
+
+    Run it with :meth:`run` (or :func:`lookup_loop`); change the addresses at
+    runtime with :meth:`set_addresses`.
+    """
+
+    def __init__(self, nsqd: NSQD, *, ping_interval: float = PING_INTERVAL) -> None:
+        self.nsqd = nsqd
+        self.ping_interval = ping_interval
+        self._peers: dict[str, _Peer] = {}
+        self._changed = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._pending_topics: set[Topic] = set()
+
+    # --- public ------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[LookupService] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Register with the configured lookupds until cancelled."""
+        nsqd = self.nsqd
+        opts = nsqd.options
+        previous_hook = nsqd.on_new_topic
+        timeout = httpx.Timeout(
+            opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
+        )
+        try:
+            async with httpx.AsyncClient(timeout=timeout) as http, trio.open_nursery() as nursery:
+                self._http = http
+                self._nursery = nursery
+                nsqd.add_notify_callback(self._on_notify)
+                nsqd.on_new_topic = self._on_new_topic
+                self.set_addresses(opts.lookupd_tcp_addresses)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            self._http = None
+            self._peers.clear()  # the notify callback stays installed; it finds no peers
+            nsqd.on_new_topic = previous_hook
+
+    def set_addresses(self, addresses: list[str]) -> None:
+        """Use exactly ``addresses`` (nsqd's opts change): drop the others, dial new ones."""
+        self.nsqd.options.lookupd_tcp_addresses = list(addresses)
+        wanted = dict.fromkeys(addresses)
+        for address, peer in list(self._peers.items()):
+            if address not in wanted:
+                log.info("LOOKUP(%s): removing peer", address)
+                peer.removed = True
+                peer.cancel_scope.cancel()
+                del self._peers[address]
+        if self._nursery is None:
+            return
+        for address in wanted:
+            if address not in self._peers:
+                log.info("LOOKUP(%s): adding peer", address)
+                peer = _Peer(address)
+                self._peers[address] = peer
+                self._nursery.start_soon(self._run_peer, peer)
+        self._signal()
+
+    def http_addresses(self) -> list[str]:
+        """The lookupds' HTTP addresses, from their IDENTIFY replies (nsqd's lookupdHTTPAddrs)."""
+        return [
+            _join_host_port(p.info.broadcast_address, p.info.http_port)
+            for p in self._peers.values()
+            if p.info is not None and p.info.broadcast_address
+        ]
+
+    async def wait_synced(self) -> None:
+        """Wait until every lookupd is connected and has acknowledged every command sent so far."""
+        while not all(p.idle for p in self._peers.values()) or self._pending_topics:
+            await self._changed.wait()
+
+    # --- notifications -----------------------------------------------------------
+
+    def _signal(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _on_notify(self, obj: Topic | Channel) -> None:
+        if isinstance(obj, Channel):
+            topic, channel = obj.topic_name, obj.name
+        else:
+            topic, channel = obj.name, ""
+        command = (
+            encode_unregister(topic, channel) if obj.exiting else encode_register(topic, channel)
+        )
+        for peer in self._peers.values():
+            peer.push(command)
+        self._signal()
+
+    def _on_new_topic(self, topic: Topic) -> None:
+        if self._nursery is None:
+            topic.start()
+            return
+        self._pending_topics.add(topic)
+        self._nursery.start_soon(self._precreate_channels, topic)
+
+    async def _precreate_channels(self, topic: Topic) -> None:
+        try:
+            addresses = self.http_addresses()
+            if addresses:
+                names = await self._query_channels(topic.name, addresses)
+                for name in names:
+                    if not topic.exiting and not is_ephemeral(name):  # ephemeral: no consumer yet
+                        topic.get_channel(name)
+            elif self.nsqd.options.lookupd_tcp_addresses:
+                log.error(
+                    "no available nsqlookupd to query for channels to pre-create for topic %s",
+                    topic.name,
+                )
+        finally:
+            # Also when cancelled (shutdown, or the loop stopping): a topic must not
+            # stay unstarted, holding its messages, forever.
+            self._pending_topics.discard(topic)
+            if not topic.exiting:
+                topic.start()
+            self._signal()
+
+    async def _query_channels(self, topic: str, addresses: list[str]) -> list[str]:
+        """The union of ``/channels?topic=`` over ``addresses`` (GetLookupdTopicChannels)."""
+        found: set[str] = set()
+        errors: list[str] = []
+        http = self._http
+        assert http is not None  # set for as long as run() runs
+
+        async def query(address: str) -> None:
+            url = f"http://{address}/channels"
+            try:
+                response = await http.get(url, params={"topic": topic})
+                response.raise_for_status()
+                found.update(msgspec.json.decode(response.content, type=_Channels).channels)
+            except (httpx.HTTPError, httpx.InvalidURL, msgspec.DecodeError) as exc:
+                errors.append(f"{url}: {exc}")
+
+        async with trio.open_nursery() as nursery:
+            for address in addresses:
+                nursery.start_soon(query, address)
+        if errors:
+            log.warning(
+                "failed to query nsqlookupd for channels to pre-create for topic %s - %s",
+                topic,
+                errors,
+            )
+        return sorted(found)
+
+    # --- one lookupd connection -------------------------------------------------------
+
+    def _registrations(self) -> list[bytes]:
+        """REGISTER commands for everything this nsqd has (nsqd's connectCallback)."""
+        commands = []
+        for topic in list(self.nsqd.topics.values()):
+            if topic.exiting:
+                continue
+            channels = [c for c in topic.channels.values() if not c.exiting]
+            if not channels:
+                commands.append(encode_register(topic.name))
+            commands.extend(encode_register(topic.name, c.name) for c in channels)
+        return commands
+
+    def _identify(self) -> bytes:
+        nsqd = self.nsqd
+        opts = nsqd.options
+        return encode_identify(
+            broadcast_address=opts.effective_broadcast_address(),
+            hostname=nsqd.hostname,
+            tcp_port=opts.broadcast_tcp_port or nsqd.tcp_port,
+            http_port=opts.broadcast_http_port or nsqd.http_port,
+            version=NSQ_VERSION,
+        )
+
+    async def _run_peer(self, peer: _Peer) -> None:
+        with peer.cancel_scope:
+            while not peer.removed:
+                was_connected = False
+                try:
+                    await self._session(peer)
+                except _SESSION_ERRORS as exc:
+                    log.error("LOOKUPD(%s): %s", peer.address, str(exc) or type(exc).__name__)
+                finally:
+                    was_connected = peer.connected
+                    peer.connected = False
+                    peer.busy = False
+                    self._signal()
+                if was_connected:
+                    # The lookupd went away (a restart, say): try again at once, so
+                    # a lookupd that is already back has everything re-registered now.
+                    continue
+                # nsqd dials again at its next PING tick or command, whichever comes first.
+                with trio.move_on_after(self.ping_interval):
+                    await peer.wake.wait()
+                peer.wake = trio.Event()
+
+    async def _session(self, peer: _Peer) -> None:
+        host, port = split_host_port(peer.address)
+        log.info("LOOKUP connecting to %s", peer.address)
+        with trio.fail_after(IO_TIMEOUT):
+            stream = await trio.open_tcp_stream(host, port)
+        async with stream:
+            reader = ResponseReader(self.nsqd.options.max_body_size)
+            # Everything queued so far is covered by the registrations below.
+            peer.queue.clear()
+            peer.busy = True
+            commands = self._registrations()
+            reply = await self._roundtrip(stream, reader, MAGIC_V1 + self._identify())
+            if reply.startswith(b"E_"):
+                raise _LookupdRefused(f"lookupd returned {reply.decode(errors='replace')}")
+            try:
+                peer.info = msgspec.json.decode(reply, type=LookupdInfo)
+            except msgspec.DecodeError:
+                raise _LookupdRefused(f"parsing response - {reply!r}") from None
+            log.info("LOOKUPD(%s): peer info %s", peer.address, peer.info)
+            for command in commands:
+                await self._command(peer, stream, reader, command)
+            peer.connected = True
+            next_ping = trio.current_time() + self.ping_interval
+            while True:
+                peer.busy = False
+                self._signal()
+                if not peer.queue:
+                    peer.wake = trio.Event()
+                    if await _idle_until(peer, stream, next_ping):
+                        # lookupd never speaks first: readable means it hung up.
+                        raise trio.BrokenResourceError("lookupd closed the connection")
+                peer.busy = True
+                if peer.queue:
+                    await self._command(peer, stream, reader, peer.queue.popleft())
+                if trio.current_time() >= next_ping:
+                    log.debug("LOOKUPD(%s): sending heartbeat", peer.address)
+                    await self._command(peer, stream, reader, encode_ping())
+                    next_ping = trio.current_time() + self.ping_interval
+
+    async def _command(
+        self, peer: _Peer, stream: trio.SocketStream, reader: ResponseReader, command: bytes
+    ) -> None:
+        log.info("LOOKUPD(%s): %s", peer.address, command.rstrip(b"\n").decode(errors="replace"))
+        reply = await self._roundtrip(stream, reader, command)
+        if reply != b"OK":
+            # Every V1 error is fatal: lookupd hangs up, and the next command reconnects.
+            log.error(
+                "LOOKUPD(%s): %s - %s",
+                peer.address,
+                command.rstrip(),
+                reply.decode(errors="replace"),
+            )
+
+    @staticmethod
+    async def _roundtrip(stream: trio.SocketStream, reader: ResponseReader, data: bytes) -> bytes:
+        with trio.fail_after(IO_TIMEOUT):
+            await stream.send_all(data)
+        with trio.fail_after(IO_TIMEOUT):
+            while (reply := reader.next_response()) is NEED_DATA:
+                chunk = await stream.receive_some()
+                if not chunk:
+                    raise trio.BrokenResourceError("lookupd closed the connection")
+                reader.receive_data(chunk)
+        assert isinstance(reply, bytes)
+        return reply
+
+
+async def _idle_until(peer: _Peer, stream: trio.SocketStream, deadline: float) -> bool:
+    """Wait for a command, the deadline, or the socket turning readable (True)."""
+    readable = False
+    with trio.move_on_at(deadline):
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal readable
+                await trio.lowlevel.wait_readable(stream.socket)
+                readable = True
+                nursery.cancel_scope.cancel()
+
+            async def woken() -> None:
+                await peer.wake.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            nursery.start_soon(woken)
+    return readable
+
+
+class _Channels(msgspec.Struct):
+    channels: list[str] = msgspec.field(default_factory=list)
+
+
+async def lookup_loop(
+    nsqd: NSQD, *, task_status: trio.TaskStatus[LookupService] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Register ``nsqd`` with its ``--lookupd-tcp-address`` lookupds until cancelled.
+
+    Reports the :class:`LookupService` through ``task_status``; while it runs,
+    :func:`set_lookupd_addresses` reaches it.
+    """
+    service = LookupService(nsqd)
+    _services[nsqd] = service
+    try:
+        await service.run(task_status=task_status)
+    finally:
+        if _services.get(nsqd) is service:
+            del _services[nsqd]
+
+
+def set_lookupd_addresses(nsqd: NSQD, addresses: list[str]) -> None:
+    """PUT /config/nsqlookupd_tcp_addresses: store the new list and apply it if the loop runs."""
+    service = _services.get(nsqd)
+    if service is None:
+        nsqd.options.lookupd_tcp_addresses = list(addresses)
+    else:
+        service.set_addresses(addresses)
+
+
+def lookup_service(nsqd: NSQD) -> LookupService | None:
+    """The running :func:`lookup_loop`'s service for ``nsqd``, if one runs."""
+    return _services.get(nsqd)
+
+
+def lookupd_http_addresses(nsqd: NSQD) -> list[str]:
+    """The HTTP addresses the running lookup loop learned from its lookupds (empty if none)."""
+    service = _services.get(nsqd)
+    return service.http_addresses() if service is not None else []
