@@ -10,6 +10,7 @@ per message.
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
@@ -85,6 +86,9 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.e2e_latency: Quantile | None = nsqd.new_e2e_latency()
+        #: Deadlines (wall-clock ns by id) of deferred messages flushed to disk at the last
+        #: shutdown; they wait out their delay when read back.
+        self.restored_deadlines = nsqd.restored_deadlines(topic.name, name)
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -122,8 +126,8 @@ class Channel:
             return
         if len(self.memory) < self.mem_limit:
             self.memory.append(msg)
-        else:
-            self.nsqd.write_to_backend(self.backend, msg)
+        elif not self.nsqd.write_to_backend(self.backend, msg):
+            raise ChannelError(self.nsqd.health_error or "failed to write message to backend")
 
     def _dispatch(self, msg: Message, now: float) -> bool:
         """Hand ``msg`` to the next ready consumer; False when none is ready."""
@@ -171,17 +175,29 @@ class Channel:
                 client.in_ring = False
         backend = self.backend
         while ring and backend.depth:
-            data = backend.read()
-            if data is None:
+            stored = self._read_backend(now)
+            if stored is not None and not self._dispatch(stored, now):
+                memory.appendleft(stored)
                 return
-            try:
-                msg = Message.decode(data)
-            except ValueError:
-                self.nsqd.logger.error("CHANNEL(%s): failed to decode message", self.name)
-                continue
-            if not self._dispatch(msg, now):
-                memory.appendleft(msg)
-                return
+
+    def _read_backend(self, now: float) -> Message | None:
+        """The next message from the backend, unless it went back to the deferred queue."""
+        data = self.backend.read()
+        if data is None:
+            return None
+        try:
+            msg = Message.decode(data)
+        except ValueError:
+            self.nsqd.logger.error("CHANNEL(%s): failed to decode message", self.name)
+            return None
+        if self.restored_deadlines:
+            deadline = self.restored_deadlines.pop(msg.id, None)
+            if deadline is not None:
+                delay = (deadline - time.time_ns()) / 1e9
+                if delay > 0:
+                    self.deferred.add(msg.id, msg, now + delay)
+                    return None
+        return msg
 
     def _deliver_batch(self, client: Consumer, now: float) -> None:
         """Give ``client`` as many queued messages as its RDY allows, in one tight loop."""
@@ -252,7 +268,7 @@ class Channel:
             client = self.clients.get(msg.client_id)
             if client is not None:
                 client.timed_out_message()
-            self._put(msg, now)
+            self._put_logged(msg, now)
         for msg in expired:
             client = self.clients.get(msg.client_id)
             if client is not None:
@@ -265,8 +281,14 @@ class Channel:
             return False
         expired = self.deferred.pop_expired(now)
         for msg in expired:
-            self._put(msg, now)
+            self._put_logged(msg, now)
         return bool(expired)
+
+    def _put_logged(self, msg: Message, now: float) -> None:
+        try:
+            self._put(msg, now)
+        except ChannelError as err:  # nobody to tell but the log (and /ping's health)
+            self.nsqd.logger.error("CHANNEL(%s): failed to requeue message - %s", self.name, err)
 
     # -- consumers -----------------------------------------------------------
     def add_client(self, client: Consumer) -> None:

@@ -504,6 +504,7 @@ class DiskQueue:
             with open(self._meta_file_name, "rb") as f:
                 raw = f.read()
         except FileNotFoundError:
+            self._recover_without_metadata()
             return
         except OSError as exc:
             log.error("DISKQUEUE(%s) failed to retrieveMetaData - %s", self.name, exc)
@@ -526,8 +527,70 @@ class DiskQueue:
         if wpos < size:
             msg = "DISKQUEUE(%s) metadata writePos %d < file size of %d, skipping to new file"
             log.warning(msg, self.name, wpos, size)
+            # Records written after the last meta sync (the process was killed) are still in
+            # the file: count them, so depth says what the reader will find.
+            self._depth += self._count_records(self.file_name(wfn), wpos, size)
             self._write_file_num += 1
             self._write_pos = 0
+
+    def _recover_without_metadata(self) -> None:
+        """Data files but no meta file: the process died before its first sync.
+
+        go-diskqueue would start over at file 0 and overwrite them. nsqbox reads them
+        instead (so --mem-queue-size 0 loses nothing acknowledged when killed) and
+        writes to a fresh file after the last one.
+        """
+        prefix = f"{self.name}.diskqueue."
+        nums = []
+        try:
+            names = os.listdir(self.data_path)
+        except OSError:
+            return
+        for fn in names:
+            if (
+                fn.startswith(prefix)
+                and fn.endswith(".dat")
+                and fn != os.path.basename(self._meta_file_name)
+            ):
+                middle = fn[len(prefix) : -len(".dat")]
+                if middle.isdigit():
+                    nums.append(int(middle))
+        if not nums:
+            return
+        nums.sort()
+        depth = 0
+        for num in nums:
+            path = self.file_name(num)
+            depth += self._count_records(path, 0, os.stat(path).st_size)
+        log.warning(
+            "DISKQUEUE(%s) no metadata, recovered %d records from %d file(s)",
+            self.name,
+            depth,
+            len(nums),
+        )
+        self._depth = depth
+        self._read_file_num = self._next_read_file_num = nums[0]
+        self._write_file_num = nums[-1] + 1
+
+    def _count_records(self, path: str, pos: int, size: int) -> int:
+        """Whole, plausible records between ``pos`` and ``size`` in ``path``."""
+        try:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                data = f.read(size - pos)
+        except OSError:
+            return 0
+        count = 0
+        off = 0
+        while off + 4 <= len(data):
+            (length,) = _unpack_len(data, off)
+            if length < self.min_msg_size or length > self.max_msg_size:
+                break
+            off += 4 + length
+            if off > len(data):
+                break
+            count += 1
+        return count
 
     # -- emptying, closing -------------------------------------------------------------------
 

@@ -10,7 +10,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import NSQ_VERSION
+from ..wire.message import MIN_VALID_MSG_LENGTH
+from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from . import metadata as md
 from .backend import BackendQueue, DummyBackend
+from .diskqueue import DiskQueue
 from .message import Message
 from .options import NSQDOptions
 from .topic import Topic
@@ -48,6 +53,9 @@ class NSQD:
         #: to pre-create channels known to lookupd before the topic starts.
         self.on_new_topic: Callable[[Topic], None] = Topic.start
         self.data_path = options.data_path or os.getcwd()
+        # deferred deadlines read at start: (topic, channel) -> {message id: wall-clock ns}
+        self._restored_deadlines: dict[tuple[str, str], dict[bytes, int]] = {}
+        self._deadlines_to_save: list[md.DeferredDeadline] = []
 
     # -- ids, health ---------------------------------------------------------
     def next_client_id(self) -> int:
@@ -58,6 +66,11 @@ class NSQD:
     def set_health(self, error: str | None) -> None:
         """Record a backend failure (or its end, with None)."""
         self._health_error = error
+
+    @property
+    def health_error(self) -> str | None:
+        """The last backend failure, while unhealthy."""
+        return self._health_error
 
     def is_healthy(self) -> bool:
         """False after a failed backend write, until one succeeds."""
@@ -114,17 +127,102 @@ class NSQD:
             self.persist_metadata()
 
     def persist_metadata(self) -> None:
-        """Write nsqd.dat (the durability layer installs the real writer)."""
+        """Rewrite nsqd.dat (atomically) with every non-ephemeral topic and channel."""
+        if self.loading:
+            return
+        topics = tuple(
+            md.TopicMetadata(
+                name=t.name,
+                paused=t.paused,
+                channels=tuple(
+                    md.ChannelMetadata(name=c.name, paused=c.paused)
+                    for c in t.channels.values()
+                    if not c.ephemeral
+                ),
+            )
+            for t in self.topics.values()
+            if not t.ephemeral
+        )
+        try:
+            md.persist_metadata(self.data_path, md.Metadata(topics=topics, version=NSQ_VERSION))
+        except OSError as exc:
+            self.logger.error("failed to persist metadata - %s", exc)
+
+    def load_metadata(self) -> None:
+        """Recreate topics and channels (and their pause state) from nsqd.dat, then start them.
+
+        Also reads nsqbox's deferred-deadline side file, so that deferred messages
+        flushed to disk at the last shutdown wait out the rest of their delay.
+        """
+        data = md.load_metadata(self.data_path)
+        for (topic_name, channel_name, msg_id), deadline in md.load_deferred(
+            self.data_path
+        ).items():
+            self._restored_deadlines.setdefault((topic_name, channel_name), {})[msg_id] = deadline
+        if data is None:
+            return
+        self.loading = True
+        try:
+            for t in data.topics:
+                if not is_valid_topic_name(t.name):
+                    self.logger.warning("skipping creation of invalid topic %s", t.name)
+                    continue
+                topic = self.get_topic(t.name)
+                topic.paused = t.paused
+                for c in t.channels:
+                    if not is_valid_channel_name(c.name):
+                        self.logger.warning("skipping creation of invalid channel %s", c.name)
+                        continue
+                    topic.get_channel(c.name).paused = c.paused
+        finally:
+            self.loading = False
+        for topic in self.topics.values():
+            topic.start()
+
+    def restored_deadlines(self, topic: str, channel: str) -> dict[bytes, int]:
+        """Deferred deadlines (wall-clock ns by message id) saved for this channel, if any."""
+        return self._restored_deadlines.pop((topic, channel), {})
 
     def save_deferred(self, channel: Channel, msgs: list[Message]) -> None:
-        """Remember deferred deadlines across a restart (the durability layer installs it)."""
+        """Remember when each of a closing channel's deferred messages is due."""
+        now, wall = self.now(), time.time_ns()
+        for msg in msgs:
+            deadline = wall + int((msg.deadline - now) * 1e9)
+            self._deadlines_to_save.append(
+                md.DeferredDeadline(channel.topic_name, channel.name, msg.id, deadline)
+            )
+        for msg_id, deadline in channel.restored_deadlines.items():
+            self._deadlines_to_save.append(
+                md.DeferredDeadline(channel.topic_name, channel.name, msg_id, deadline)
+            )
 
     # -- backends ------------------------------------------------------------
     def new_backend(self, name: str, ephemeral: bool) -> BackendQueue:
         """The spill queue for a topic (``name``) or channel (``topic:channel``)."""
         if ephemeral:
             return DummyBackend()
-        return _MemoryBackend()
+        opts = self.options
+        return DiskQueue(
+            name,
+            self.data_path,
+            opts.max_bytes_per_file,
+            MIN_VALID_MSG_LENGTH,
+            opts.max_msg_size + MIN_VALID_MSG_LENGTH,
+            opts.sync_every,
+            opts.sync_timeout,
+            clock=self.now,
+        )
+
+    def sync_backends(self) -> None:
+        """fsync disk queues whose --sync-timeout has passed (go-diskqueue's sync ticker)."""
+        for topic in self.topics.values():
+            maybe_sync = getattr(topic.backend, "maybe_sync", None)
+            if maybe_sync is not None:
+                maybe_sync()
+            for channel in topic.channels.values():
+                maybe_sync = getattr(channel.backend, "maybe_sync", None)
+                if maybe_sync is not None:
+                    maybe_sync()
 
     def write_to_backend(self, backend: BackendQueue, msg: Message) -> bool:
         """Spill one message; on failure mark the node unhealthy and return False."""
@@ -173,40 +271,10 @@ class NSQD:
         """Shutdown: persist metadata, close every topic (they flush to their backends)."""
         self.exiting = True
         self.persist_metadata()
+        self._deadlines_to_save = []
         for topic in list(self.topics.values()):
             topic.close()
-
-
-class _MemoryBackend:
-    """Stand-in spill queue until the disk queue is wired in: keeps records in memory."""
-
-    def __init__(self) -> None:
-        self._records: list[bytes] = []
-        self._head = 0
-
-    @property
-    def depth(self) -> int:
-        return len(self._records) - self._head
-
-    def put(self, data: bytes) -> None:
-        self._records.append(data)
-
-    def read(self) -> bytes | None:
-        if self._head >= len(self._records):
-            return None
-        data = self._records[self._head]
-        self._head += 1
-        if self._head > 1024 and self._head * 2 > len(self._records):
-            del self._records[: self._head]
-            self._head = 0
-        return data
-
-    def empty(self) -> None:
-        self._records.clear()
-        self._head = 0
-
-    def delete(self) -> None:
-        self.empty()
-
-    def close(self) -> None:
-        pass
+        try:
+            md.save_deferred(self.data_path, self._deadlines_to_save)
+        except OSError as exc:
+            self.logger.error("failed to save deferred deadlines - %s", exc)

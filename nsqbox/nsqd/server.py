@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import trio
 
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
+from .dirlock import DirLock
 from .nsqd import NSQD
 from .options import NSQDOptions, split_host_port
 from .protocol_v2 import ClientV2
@@ -72,11 +73,15 @@ async def handle_tcp(nsqd: NSQD, stream: trio.SocketStream) -> None:
 
 
 async def queue_scan_loop(nsqd: NSQD) -> None:
-    """nsqd's queueScanLoop: every queue-scan-interval, expire in-flight and deferred messages."""
+    """nsqd's queueScanLoop: every queue-scan-interval, expire in-flight and deferred messages.
+
+    It also runs the disk queues' time-based fsync (go-diskqueue's per-queue sync ticker).
+    """
     opts = nsqd.options
     while True:
         await trio.sleep(opts.queue_scan_interval)
         nsqd.scan_queues(nsqd.channels())
+        nsqd.sync_backends()
 
 
 async def serve_nsqd(
@@ -86,14 +91,22 @@ async def serve_nsqd(
 ) -> None:
     """Run an nsqd until cancelled; report the bound addresses through ``task_status``."""
     nsqd = NSQD(options, now=trio.current_time)
-    tcp_listeners = await _open_listeners(options.tcp_address)
+    lock = DirLock(nsqd.data_path)
+    lock.lock()
+    tcp_listeners: list[trio.SocketListener] = []
     http_listeners: list[trio.SocketListener] = []
     try:
+        nsqd.load_metadata()
+        nsqd.persist_metadata()
+        tcp_listeners = await _open_listeners(options.tcp_address)
         if options.http_address:
             http_listeners = await _open_listeners(options.http_address)
     except BaseException:
-        for listener in tcp_listeners:
-            await listener.aclose()
+        nsqd.close()
+        lock.unlock()
+        with trio.CancelScope(shield=True):
+            for listener in tcp_listeners:
+                await listener.aclose()
         raise
     tcp = _bound(tcp_listeners)
     http = _bound(http_listeners) if http_listeners else None
@@ -114,6 +127,9 @@ async def serve_nsqd(
             logger.info("TCP: listening on %s:%d", *tcp)
             task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd))
     finally:
-        for listener in http_listeners:
-            await listener.aclose()
+        # persist first: the awaits below are checkpoints, and this scope may be cancelled
         nsqd.close()
+        lock.unlock()
+        with trio.CancelScope(shield=True):
+            for listener in http_listeners:
+                await listener.aclose()

@@ -13,7 +13,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from ..wire.names import is_ephemeral
-from .channel import Channel
+from .channel import Channel, ChannelError
 from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
@@ -79,7 +79,10 @@ class Topic:
         for tap in self.taps:
             tap.extend(msgs)
         if self._delivering and not self.memory and not self.backend.depth:
-            self._fan_out(msgs, self.nsqd.now())
+            try:
+                self._fan_out(msgs, self.nsqd.now())
+            except ChannelError as err:
+                raise TopicError(str(err)) from None
         else:
             self._hold(msgs)
         self.message_count += len(msgs)
@@ -99,7 +102,7 @@ class Topic:
             msgs = msgs[room:]
         for m in msgs:
             if not self.nsqd.write_to_backend(self.backend, m):
-                raise TopicError("failed to write message to backend")
+                raise TopicError(self.nsqd.health_error or "failed to write message to backend")
 
     def _fan_out(self, msgs: list[Message], now: float) -> None:
         channels = self._channel_list
@@ -124,7 +127,7 @@ class Topic:
         if self.memory:
             msgs = list(self.memory)
             self.memory.clear()
-            self._fan_out(msgs, now)
+            self._fan_out_logged(msgs, now)
         backend = self.backend
         while backend.depth and self._delivering:
             data = backend.read()
@@ -135,7 +138,13 @@ class Topic:
             except ValueError:
                 self.nsqd.logger.error("TOPIC(%s): failed to decode message", self.name)
                 continue
-            self._fan_out([msg], now)
+            self._fan_out_logged([msg], now)
+
+    def _fan_out_logged(self, msgs: list[Message], now: float) -> None:
+        try:
+            self._fan_out(msgs, now)
+        except ChannelError as err:  # the publisher already had its OK: log, as nsqd does
+            self.nsqd.logger.error("TOPIC(%s): failed to put msg to channel - %s", self.name, err)
 
     def start(self) -> None:
         """Begin delivering to channels (nsqd starts a topic once its channels are known)."""
