@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -31,7 +32,7 @@ async def drain(conn: RawConn, count: int) -> list[tuple[bytes, int]]:
 
 
 async def test_clean_restart_delivers_exactly_the_unfinished(tmp_path: Path) -> None:
-    opts = dict(data_path=str(tmp_path), mem_queue_size=5)
+    opts: dict[str, object] = {"data_path": str(tmp_path), "mem_queue_size": 5}
     sent = {t: [f"{t}-{i}".encode() for i in range(40)] for t in ("t1", "t2")}
     finished: Counter[tuple[str, str, bytes]] = Counter()
     in_flight: set[tuple[str, str, bytes]] = set()
@@ -86,7 +87,7 @@ async def test_clean_restart_delivers_exactly_the_unfinished(tmp_path: Path) -> 
 async def test_deferred_keeps_its_deadline_across_restart(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    opts = dict(data_path=str(tmp_path))
+    opts: dict[str, object] = {"data_path": str(tmp_path)}
     async with trio.open_nursery() as nursery:
         first = await nursery.start(serve_nsqd, make_options(**opts))
         conn = await RawConn.open(first.tcp)
@@ -117,7 +118,7 @@ async def test_deferred_keeps_its_deadline_across_restart(
 
 
 async def test_paused_state_and_channels_survive_restart(tmp_path: Path) -> None:
-    opts = dict(data_path=str(tmp_path))
+    opts: dict[str, object] = {"data_path": str(tmp_path)}
     async with trio.open_nursery() as nursery:
         first = await nursery.start(serve_nsqd, make_options(**opts))
         topic = first.nsqd.get_topic("t")
@@ -144,12 +145,8 @@ async def test_paused_state_and_channels_survive_restart(tmp_path: Path) -> None
 async def test_data_path_is_locked(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_nsqd, make_options(data_path=str(tmp_path)))
-        try:
+        with pytest.raises(OSError, match="failed to lock data-path"):
             await serve_nsqd(make_options(data_path=str(tmp_path)))
-        except OSError as exc:
-            assert "failed to lock data-path" in str(exc)
-        else:  # pragma: no cover - the assertion below explains
-            raise AssertionError("a second nsqd got the same data path")
         nursery.cancel_scope.cancel()
 
 
