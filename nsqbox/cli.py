@@ -29,6 +29,7 @@ logger = logging.getLogger("nsqbox.cli")
 SUBCOMMANDS: dict[str, str] = {
     "up": "nsqbox.cli:up_main",
     "nsqd": "nsqbox.cli:nsqd_main",
+    "lookupd": "nsqbox.lookupd.server:main",
 }
 
 #: One line of help per command, including the ones still to come.

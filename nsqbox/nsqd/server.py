@@ -13,6 +13,7 @@ import trio
 
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
 from .dirlock import DirLock
+from .lookup import lookup_loop
 from .nsqd import NSQD
 from .options import NSQDOptions, split_host_port
 from .protocol_v2 import ClientV2
@@ -124,6 +125,7 @@ async def serve_nsqd(
 
             nursery.start_soon(trio.serve_listeners, handler, tcp_listeners)
             nursery.start_soon(queue_scan_loop, nsqd)
+            await nursery.start(lookup_loop, nsqd)
             logger.info("TCP: listening on %s:%d", *tcp)
             task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd))
     finally:
