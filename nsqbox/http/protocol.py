@@ -1,0 +1,235 @@
+"""One HTTP/1.1 server connection on h11, sans I/O: bytes in, events out.
+
+:class:`ServerConnection` never touches a socket, a clock or an event loop
+(hypercorn's ``protocol/`` versus ``trio/`` split). The server's pump feeds it
+the bytes it reads and acts on what :meth:`ServerConnection.next_event` says:
+
+* :data:`NEED_DATA` -- read more bytes and call ``receive_data`` (``b""`` at EOF);
+* :class:`SendBytes` -- write them (a ``100 Continue``, or an early error);
+* :class:`Dispatch` -- a complete request: await ``dispatch.endpoint.respond``,
+  then write ``connection.respond(response)``;
+* :class:`CloseConnection` -- stop; with ``drain`` set, first half-close and
+  read what the client is still sending, so it can read our answer.
+
+Requests are answered one at a time, in order, so pipelining works and no send
+lock is needed. A body longer than the endpoint allows is refused before it is
+read (from ``Content-Length``) or as soon as it grows too long, with the
+endpoint's ``too_large`` response. Malformed HTTP gets ``400 Bad Request`` (or
+h11's more precise status, e.g. 431) and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import http
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+from urllib.parse import unquote, urlsplit
+
+import h11
+
+from nsqbox.http.messages import (
+    NSQ_CONTENT_TYPE,
+    NSQ_CONTENT_TYPE_HEADER,
+    Request,
+    Response,
+)
+from nsqbox.http.router import App, Endpoint
+
+#: Largest request head accepted (h11 answers 431 beyond it).
+MAX_HEADER_SIZE: Final = 64 * 1024
+
+
+class _NeedData:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+#: :meth:`ServerConnection.next_event` needs more bytes from the peer.
+NEED_DATA: Final = _NeedData()
+
+
+@dataclass(frozen=True, slots=True)
+class SendBytes:
+    """Bytes to write to the peer before asking for the next event."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A complete request, and the endpoint that answers it."""
+
+    request: Request
+    endpoint: Endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConnection:
+    """The connection is finished. ``drain``: the peer may still be sending a body."""
+
+    drain: bool
+
+
+ConnectionEvent: TypeAlias = _NeedData | SendBytes | Dispatch | CloseConnection
+
+_REASONS: Final = {s.value: s.phrase.encode() for s in http.HTTPStatus}
+_NSQ_HEADER: Final = (NSQ_CONTENT_TYPE_HEADER.encode(), NSQ_CONTENT_TYPE.encode())
+
+
+class ServerConnection:
+    """The server side of one HTTP/1.1 connection (see the module doc)."""
+
+    def __init__(
+        self, app: App, *, remote_address: str = "", max_header_size: int = MAX_HEADER_SIZE
+    ) -> None:
+        self.app = app
+        self.remote_address = remote_address
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_header_size)
+        self._closing: CloseConnection | None = None
+        # The request being received or answered.
+        self._head: h11.Request | None = None
+        self._path = ""
+        self._query = ""
+        self._endpoint: Endpoint | None = None
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._awaiting_response = False
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the peer; ``b""`` means the peer closed its side."""
+        self._h11.receive_data(data)
+
+    def next_event(self) -> ConnectionEvent:
+        """What the pump should do next (see the module doc)."""
+        if self._closing is not None:
+            return self._closing
+        if self._awaiting_response:
+            raise RuntimeError("call respond() for the dispatched request first")
+        while True:
+            try:
+                event = self._h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                return self._fail(exc.error_status_hint)
+            if event is h11.NEED_DATA:
+                return NEED_DATA
+            if isinstance(event, h11.Request):
+                early = self._start(event)
+                if early is not None:
+                    return early
+            elif isinstance(event, h11.Data):
+                self._body_size += len(event.data)
+                assert self._endpoint is not None
+                if self._body_size > self._endpoint.max_body_size:
+                    return self._refuse(self._endpoint.too_large)
+                self._body.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return self._dispatch()
+            elif isinstance(event, h11.ConnectionClosed):
+                self._closing = CloseConnection(drain=False)
+                return self._closing
+            else:  # pragma: no cover - PAUSED cannot happen: we answer before reading on
+                raise RuntimeError(f"unexpected h11 event {event!r}")
+
+    def respond(self, response: Response) -> bytes:
+        """The bytes of ``response`` to the dispatched request; prepares for the next one."""
+        if not self._awaiting_response:
+            raise RuntimeError("no request is waiting for a response")
+        self._awaiting_response = False
+        data = self._encode(response, close=False)
+        if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
+            self._h11.start_next_cycle()
+        else:
+            # HTTP/1.0 or "Connection: close": h11 has said close in our headers.
+            self._closing = CloseConnection(drain=False)
+        return data
+
+    def _start(self, head: h11.Request) -> ConnectionEvent | None:
+        self._head = head
+        self._body = []
+        self._body_size = 0
+        self._path, self._query = _split_target(head.target.decode("latin-1"))
+        self._endpoint = endpoint = self.app.resolve(head.method.decode("ascii"), self._path)
+        declared = _content_length(head)
+        if declared is not None and declared > endpoint.max_body_size:
+            return self._refuse(endpoint.too_large)
+        if self._h11.client_is_waiting_for_100_continue:
+            go_on = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+            return SendBytes(self._h11.send(go_on) or b"")
+        return None
+
+    def _dispatch(self) -> Dispatch:
+        head, endpoint = self._head, self._endpoint
+        assert head is not None
+        assert endpoint is not None
+        request = Request(
+            method=head.method.decode("ascii"),
+            target=head.target.decode("latin-1"),
+            path=self._path,
+            raw_query=self._query,
+            headers=tuple((bytes(k), bytes(v)) for k, v in head.headers),
+            body=b"".join(self._body),
+            params=endpoint.params,
+            remote_address=self.remote_address,
+        )
+        self._body = []
+        self._awaiting_response = True
+        return Dispatch(request, endpoint)
+
+    def _refuse(self, response: Response) -> ConnectionEvent:
+        # Answer now, without the rest of the body; the connection cannot be
+        # reused, so close it once the client has had a chance to read this.
+        self._closing = CloseConnection(drain=True)
+        return SendBytes(self._encode(response, close=True))
+
+    def _fail(self, status: int) -> ConnectionEvent:
+        self._closing = CloseConnection(drain=True)
+        if self._h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return self._closing
+        # What Go's net/http answers to a request it cannot parse.
+        text = f"{status} {_REASONS.get(status, b'Bad Request').decode()}"
+        return SendBytes(self._encode(Response.text(text, status), close=True))
+
+    def _encode(self, response: Response, *, close: bool) -> bytes:
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
+        headers.append(_NSQ_HEADER)
+        headers.append((b"Content-Length", str(len(response.body)).encode()))
+        if close:
+            headers.append((b"Connection", b"close"))
+        reason = _REASONS.get(response.status, b"")
+        head = h11.Response(status_code=response.status, headers=headers, reason=reason)
+        out = [self._h11.send(head)]
+        # h11 frames a HEAD response with Content-Length but refuses its body.
+        if response.body and not (self._head is not None and self._head.method == b"HEAD"):
+            out.append(self._h11.send(h11.Data(data=response.body)))
+        out.append(self._h11.send(h11.EndOfMessage()))
+        return b"".join(chunk for chunk in out if chunk)
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    """The decoded path and the raw query of a request target."""
+    if not target.startswith("/"):
+        # absolute-form ("http://host/path?q"), which proxies send.
+        parts = urlsplit(target)
+        return unquote(parts.path or "/"), parts.query
+    path, _, query = target.partition("?")
+    return unquote(path), query
+
+
+def _content_length(head: h11.Request) -> int | None:
+    for name, value in head.headers:
+        if name == b"content-length":
+            return int(value)  # h11 has already validated it
+    return None
+
+
+__all__ = [
+    "MAX_HEADER_SIZE",
+    "NEED_DATA",
+    "CloseConnection",
+    "ConnectionEvent",
+    "Dispatch",
+    "SendBytes",
+    "ServerConnection",
+]

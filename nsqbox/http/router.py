@@ -1,0 +1,300 @@
+"""A small router in the manner of julienschmidt/httprouter, which NSQ's services use.
+
+Routes are ``(method, pattern)`` pairs. A pattern is a path whose segments may be
+``:name`` (one segment) or, last, ``*name`` (the rest of the path); the matched
+values reach the handler as ``request.params``. As in httprouter (with NSQ's
+settings):
+
+* an unknown path answers ``404 {"message":"NOT_FOUND"}``;
+* a known path with another method answers ``405 {"message":"METHOD_NOT_ALLOWED"}``
+  with an ``Allow`` header, and ``OPTIONS`` answers ``200`` with ``Allow``;
+* a path that matches only with or without a trailing slash is redirected
+  (301 for GET, 307 otherwise).
+
+A handler is ``async def handler(request) -> result``; the result becomes the
+response as NSQ's ``RespondV1`` does (see :meth:`Response.v1`), and an
+:class:`HTTPError` it raises becomes NSQ's JSON error. Each route also says how
+large a body it accepts and what to answer when a body is larger, because the
+server must decide that before it reads the body (nsqd's ``/pub`` answers
+``413 MSG_TOO_BIG`` where ``/mpub`` answers ``413 BODY_TOO_BIG``).
+
+Example (what the nsqlookupd service does)::
+
+    router = Router()
+
+    @router.route("GET", "/lookup")
+    async def lookup(request: Request) -> object:
+        topic = request.require("topic", "MISSING_ARG_TOPIC")  # 400 when absent
+        if topic not in registry:
+            raise HTTPError(404, "TOPIC_NOT_FOUND")
+        return {"channels": registry[topic], "producers": []}  # JSON
+
+    await serve_http(router, listeners)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from nsqbox.http.messages import HTTPError, Request, Response
+
+log = logging.getLogger("nsqbox.http")
+
+#: A route's handler: the request in, a ``RespondV1``-style result out.
+Handler = Callable[[Request], Awaitable[object]]
+
+#: How much body the router accepts for a request it will refuse (404, 405),
+#: so the connection can be kept; Go's net/http drains up to 256 KiB the same way.
+DISCARD_BODY_LIMIT = 256 * 1024
+
+DEFAULT_MAX_BODY_SIZE = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What the server learns about a request from its head, before the body.
+
+    ``respond`` answers the complete request (it never raises an
+    :class:`HTTPError`); ``too_large`` is sent instead, and the connection
+    closed, when the body is longer than ``max_body_size``.
+    """
+
+    respond: Callable[[Request], Awaitable[Response]]
+    params: dict[str, str] = field(default_factory=dict)
+    max_body_size: int = DISCARD_BODY_LIMIT
+    too_large: Response = field(
+        default_factory=lambda: Response.error(HTTPError(413, "BODY_TOO_BIG"))
+    )
+
+
+class App(Protocol):
+    """Anything :func:`nsqbox.http.serve_http` can serve: it resolves a request head."""
+
+    def resolve(self, method: str, path: str) -> Endpoint:
+        """The endpoint for ``method`` on the decoded ``path``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    method: str
+    pattern: str
+    segments: tuple[str, ...]
+    handler: Handler
+    max_body_size: int
+    too_large: Response
+    plain_text: bool
+    log: bool
+    logger: logging.Logger
+
+    async def respond(self, request: Request) -> Response:
+        """Run the handler and turn its result or error into the response."""
+        started = time.perf_counter()
+        try:
+            result = await self.handler(request)
+            if self.plain_text and not isinstance(result, str | bytes | Response):
+                raise TypeError(f"plain-text route {self.pattern} returned {type(result)}")
+            response = Response.v1(result)
+        except HTTPError as exc:
+            response = _error_response(exc, self.plain_text)
+        except Exception:
+            # nsqd's PanicHandler: the client gets a 500, the server lives on.
+            self.logger.exception("panic in HTTP handler %s %s", self.method, self.pattern)
+            response = Response.error(HTTPError(500, "INTERNAL_ERROR"))
+        if self.log:
+            _log_request(self.logger, request, response.status, started)
+        return response
+
+
+class Router:
+    """Routes requests to handlers by method and path pattern (see the module doc).
+
+    ``max_body_size`` and ``too_large`` are the defaults for routes that do not
+    set their own. A route added with ``plain_text=True`` answers errors as
+    plain text with their status (NSQ's ``PlainText`` decorator, used by
+    ``/ping``) instead of JSON. Each request is logged at INFO on ``logger``
+    (default ``nsqbox.http``) as nsqd logs them; ``log=False`` keeps a hot
+    route (``/pub``) out of that log, as nsqd does.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        too_large: HTTPError | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.logger = logger or log
+        self.max_body_size = max_body_size
+        self.too_large = too_large or HTTPError(413, "BODY_TOO_BIG")
+        # Static paths are looked up directly; patterns with parameters in order.
+        self._static: dict[str, dict[str, _Route]] = {}
+        self._dynamic: list[tuple[tuple[str, ...], dict[str, _Route]]] = []
+
+    def add(
+        self,
+        method: str,
+        pattern: str,
+        handler: Handler,
+        *,
+        max_body_size: int | None = None,
+        too_large: HTTPError | None = None,
+        plain_text: bool = False,
+        log: bool = True,
+    ) -> None:
+        """Route ``method`` requests for ``pattern`` to ``handler``.
+
+        Raises ValueError for a malformed pattern or a duplicate route.
+        """
+        if not pattern.startswith("/"):
+            raise ValueError(f"pattern must start with '/': {pattern!r}")
+        segments = tuple(pattern.split("/")[1:])
+        for i, segment in enumerate(segments):
+            if segment.startswith("*") and i != len(segments) - 1:
+                raise ValueError(f"catch-all must be the last segment: {pattern!r}")
+        error = too_large or self.too_large
+        route = _Route(
+            method=method.upper(),
+            pattern=pattern,
+            segments=segments,
+            handler=handler,
+            max_body_size=self.max_body_size if max_body_size is None else max_body_size,
+            too_large=_error_response(error, plain_text),
+            plain_text=plain_text,
+            log=log,
+            logger=self.logger,
+        )
+        if any(s[:1] in (":", "*") for s in segments):
+            methods = next((m for segs, m in self._dynamic if segs == segments), None)
+            if methods is None:
+                methods = {}
+                self._dynamic.append((segments, methods))
+        else:
+            methods = self._static.setdefault(pattern, {})
+        if route.method in methods:
+            raise ValueError(f"duplicate route {route.method} {pattern}")
+        methods[route.method] = route
+
+    def route(
+        self,
+        method: str,
+        pattern: str,
+        *,
+        max_body_size: int | None = None,
+        too_large: HTTPError | None = None,
+        plain_text: bool = False,
+        log: bool = True,
+    ) -> Callable[[Handler], Handler]:
+        """Decorator form of :meth:`add` (same keyword options)."""
+
+        def register(handler: Handler) -> Handler:
+            self.add(
+                method,
+                pattern,
+                handler,
+                max_body_size=max_body_size,
+                too_large=too_large,
+                plain_text=plain_text,
+                log=log,
+            )
+            return handler
+
+        return register
+
+    def resolve(self, method: str, path: str) -> Endpoint:
+        """The endpoint for a request head; unknown paths and methods get error endpoints."""
+        found = self._lookup(path)
+        if found is not None:
+            methods, params = found
+            route = methods.get(method)
+            if route is not None:
+                return Endpoint(
+                    respond=route.respond,
+                    params=params,
+                    max_body_size=route.max_body_size,
+                    too_large=route.too_large,
+                )
+            allow = ", ".join(sorted({*methods, "OPTIONS"}))
+            if method == "OPTIONS":
+                return _fixed(Response(200, b"", (("Allow", allow),)))
+            error = Response.error(HTTPError(405, "METHOD_NOT_ALLOWED"))
+            return _fixed(_with_header(error, "Allow", allow), self.logger)
+        if path != "/":
+            other = path[:-1] if path.endswith("/") else path + "/"
+            found = self._lookup(other)
+            if found is not None and method in found[0]:
+                return _redirect(other, 301 if method == "GET" else 307)
+        return _fixed(Response.error(HTTPError(404, "NOT_FOUND")), self.logger)
+
+    def _lookup(self, path: str) -> tuple[dict[str, _Route], dict[str, str]] | None:
+        methods = self._static.get(path)
+        if methods is not None:
+            return methods, {}
+        parts = path.split("/")[1:]
+        for segments, methods in self._dynamic:
+            params = _match(segments, parts)
+            if params is not None:
+                return methods, params
+        return None
+
+
+def _match(segments: tuple[str, ...], parts: list[str]) -> dict[str, str] | None:
+    params: dict[str, str] = {}
+    for i, segment in enumerate(segments):
+        if segment.startswith("*"):
+            # httprouter's catch-all value keeps its leading slash.
+            params[segment[1:]] = "/" + "/".join(parts[i:])
+            return params
+        if i >= len(parts):
+            return None
+        if segment.startswith(":"):
+            if not parts[i]:
+                return None
+            params[segment[1:]] = parts[i]
+        elif segment != parts[i]:
+            return None
+    return params if len(parts) == len(segments) else None
+
+
+def _error_response(error: HTTPError, plain_text: bool) -> Response:
+    if plain_text and error.body is None:
+        return Response.text(error.message, error.status)
+    return Response.error(error)
+
+
+def _with_header(response: Response, name: str, value: str) -> Response:
+    return Response(response.status, response.body, (*response.headers, (name, value)))
+
+
+def _log_request(logger: logging.Logger, request: Request, status: int, started: float) -> None:
+    if logger.isEnabledFor(logging.INFO):
+        elapsed = time.perf_counter() - started
+        logger.info(
+            "%d %s %s (%s) %.3fms",
+            status,
+            request.method,
+            request.target,
+            request.remote_address,
+            elapsed * 1000,
+        )
+
+
+def _fixed(response: Response, logger: logging.Logger | None = None) -> Endpoint:
+    async def respond(request: Request) -> Response:
+        if logger is not None:
+            _log_request(logger, request, response.status, time.perf_counter())
+        return response
+
+    return Endpoint(respond=respond, too_large=response)
+
+
+def _redirect(location: str, status: int) -> Endpoint:
+    async def respond(request: Request) -> Response:
+        target = location + ("?" + request.raw_query if request.raw_query else "")
+        return Response(status, b"", (("Location", target),))
+
+    return Endpoint(respond=respond)

@@ -1,0 +1,505 @@
+"""nsqd's HTTP API (nsqd/http.go in NSQ v1.3.0) on nsqbox's h11 router.
+
+Same routes, status codes and error strings as real nsqd; see :func:`make_app`.
+Handlers are thin: they validate parameters as nsqd does and call the domain
+(:class:`~nsqbox.nsqd.nsqd.NSQD`, topics, channels).
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import platform
+import re
+import struct
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import trio
+
+from .. import NSQ_VERSION, __version__
+from ..goflags import format_duration_ns
+from ..http import Endpoint, HTTPError, Request, Response, Router
+from ..logs import parse_level, set_level
+from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from .config import NSQD_OPTION_FLAGS, Kind
+from .options import TLS_REQUIRED
+from .quantile import QuantileResult
+from .stats import (
+    ChannelStats,
+    MemStats,
+    TopicStats,
+    get_stats,
+    memory_stats,
+    stats_document,
+)
+from .topic import TopicError
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .nsqd import NSQD
+    from .options import NSQDOptions
+    from .stats import ClientStats
+    from .topic import Topic
+
+# nsqd's boolParams: anything else means "use the default".
+BOOL_PARAMS: Final = {"true": True, "1": True, "false": False, "0": False}
+# Go's lg levels as /config/log_level reports them (a Go int).
+GO_LOG_LEVELS: Final = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
+# crypto/tls version numbers, as /config/tls_min_version reports them.
+_TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
+# nsqd's flag-tagged options by config name: what GET /config/:opt can read.
+_CONFIG_OPTIONS: Final = {flag.config_key: flag for flag in NSQD_OPTION_FLAGS}
+_INT64: Final = re.compile(r"[+-]?[0-9]+")
+_UINT32: Final = struct.Struct(">i")
+
+
+class InfoDoc(msgspec.Struct, frozen=True):
+    """The body of ``GET /info``."""
+
+    version: str
+    broadcast_address: str
+    hostname: str
+    http_port: int
+    tcp_port: int
+    start_time: int
+    max_heartbeat_interval: int
+    max_output_buffer_size: int
+    max_output_buffer_timeout: int
+    max_deflate_level: int
+
+
+def make_app(
+    nsqd: NSQD,
+    *,
+    tls_enabled: bool = False,
+    on_options_changed: Callable[[], None] | None = None,
+) -> Router | TLSRequiredApp:
+    """nsqd's HTTP routes for ``nsqd``, ready for :func:`nsqbox.http.serve_http`.
+
+    ``tls_enabled`` says whether this app serves the HTTPS listener: with
+    ``--tls-required=true`` the plain-HTTP app answers every request ``403
+    TLS_REQUIRED``, as nsqd does. ``on_options_changed`` is called after
+    ``PUT /config/...`` changed an option (nsqd's ``triggerOptsNotification``:
+    the lookupd loop reconnects).
+    """
+    opts = nsqd.options
+    if not tls_enabled and opts.tls_required == TLS_REQUIRED:
+        return TLSRequiredApp(nsqd)
+    api = _NSQDHTTP(nsqd, on_options_changed)
+    router = Router(max_body_size=opts.max_body_size, logger=nsqd.logger)
+    router.add("GET", "/ping", api.ping, plain_text=True)
+    router.add("GET", "/info", api.info)
+    # "/put" is not in v1.3.0 (nsqd dropped it in 1.0); kept for old scripts that still use it.
+    for path in ("/pub", "/put"):
+        router.add(
+            "POST",
+            path,
+            api.pub,
+            max_body_size=opts.max_msg_size,
+            too_large=HTTPError(413, "MSG_TOO_BIG"),
+            log=False,
+        )
+    router.add("POST", "/mpub", api.mpub, too_large=HTTPError(413, "BODY_TOO_BIG"), log=False)
+    router.add("GET", "/stats", api.stats)
+    router.add("POST", "/topic/create", api.topic_create)
+    router.add("POST", "/topic/delete", api.topic_delete)
+    router.add("POST", "/topic/empty", api.topic_empty)
+    router.add("POST", "/topic/pause", api.topic_pause)
+    router.add("POST", "/topic/unpause", api.topic_unpause)
+    router.add("POST", "/channel/create", api.channel_create)
+    router.add("POST", "/channel/delete", api.channel_delete)
+    router.add("POST", "/channel/empty", api.channel_empty)
+    router.add("POST", "/channel/pause", api.channel_pause)
+    router.add("POST", "/channel/unpause", api.channel_unpause)
+    router.add("GET", "/config/:opt", api.get_config)
+    router.add(
+        "PUT",
+        "/config/:opt",
+        api.put_config,
+        max_body_size=opts.max_msg_size,
+        too_large=HTTPError(413, "INVALID_VALUE"),
+    )
+    router.add("GET", "/debug", api.debug)
+    return router
+
+
+class TLSRequiredApp:
+    """The plain-HTTP app of an nsqd with ``--tls-required=true``: 403 to everything."""
+
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+
+    def resolve(self, method: str, path: str) -> Endpoint:
+        """Every request gets nsqd's ``TLS_REQUIRED`` answer, naming the HTTPS port."""
+        # nsqd writes this body by hand, hence the space after the colons.
+        body = f'{{"message": "TLS_REQUIRED", "https_port": {self.nsqd.https_port}}}'
+        error = Response.error(HTTPError(403, "TLS_REQUIRED", body=body.encode()))
+
+        async def refuse(request: Request) -> Response:
+            return error
+
+        return Endpoint(respond=refuse, too_large=error)
+
+
+class _NSQDHTTP:
+    """The handlers; one per nsqd route, named after it."""
+
+    def __init__(self, nsqd: NSQD, on_options_changed: Callable[[], None] | None) -> None:
+        self.nsqd = nsqd
+        self.on_options_changed = on_options_changed
+
+    # -- /ping, /info ------------------------------------------------------
+    async def ping(self, request: Request) -> str:
+        health = self.nsqd.get_health()
+        if not self.nsqd.is_healthy():
+            raise HTTPError(500, health)
+        return health
+
+    async def info(self, request: Request) -> InfoDoc:
+        nsqd, opts = self.nsqd, self.nsqd.options
+        return InfoDoc(
+            version=NSQ_VERSION,
+            broadcast_address=opts.effective_broadcast_address(),
+            hostname=nsqd.hostname,
+            http_port=nsqd.http_port,
+            tcp_port=nsqd.tcp_port,
+            start_time=int(nsqd.start_time),
+            max_heartbeat_interval=_ns(opts.max_heartbeat_interval),
+            max_output_buffer_size=opts.max_output_buffer_size,
+            max_output_buffer_timeout=_ns(opts.max_output_buffer_timeout),
+            max_deflate_level=opts.max_deflate_level,
+        )
+
+    # -- publishing --------------------------------------------------------
+    async def pub(self, request: Request) -> str:
+        # The server has already refused bodies over --max-msg-size (MSG_TOO_BIG).
+        if not request.body:
+            raise HTTPError(400, "MSG_EMPTY")
+        args, topic = self._topic_from_query(request)
+        defer = 0.0
+        if "defer" in args:
+            raw = args["defer"][0]
+            if not _INT64.fullmatch(raw):
+                raise HTTPError(400, "INVALID_DEFER")
+            defer = int(raw) / 1000
+            if defer < 0 or defer > self.nsqd.options.max_req_timeout:
+                raise HTTPError(400, "INVALID_DEFER")
+        self._put(topic, [request.body], defer)
+        return "OK"
+
+    async def mpub(self, request: Request) -> str:
+        # The server has already refused bodies over --max-body-size (BODY_TOO_BIG).
+        args, topic = self._topic_from_query(request)
+        opts = self.nsqd.options
+        binary = False
+        if "binary" in args:
+            # nsqd treats an unrecognised value as true (and logs it as deprecated).
+            binary = BOOL_PARAMS.get(args["binary"][0], True)
+        if binary:
+            bodies = _read_binary_mpub(request.body, opts.max_msg_size, opts.max_body_size)
+        else:
+            # Empty lines are dropped, as nsqd has done since 0.2.22.
+            bodies = [line for line in request.body.split(b"\n") if line]
+            if any(len(line) > opts.max_msg_size for line in bodies):
+                raise HTTPError(413, "MSG_TOO_BIG")
+        self._put(topic, bodies, 0.0)
+        return "OK"
+
+    def _put(self, topic: Topic, bodies: list[bytes], defer: float) -> None:
+        if self.nsqd.exiting or topic.exiting:
+            raise HTTPError(503, "EXITING")
+        if not bodies:
+            return
+        try:
+            topic.put_messages(bodies, defer)
+        except TopicError:
+            raise HTTPError(503, "EXITING") from None
+
+    def _topic_from_query(self, request: Request) -> tuple[dict[str, list[str]], Topic]:
+        """nsqd's getTopicFromQuery: a valid ``topic`` argument; the topic is created."""
+        args = request.args()
+        names = args.get("topic")
+        if not names:
+            raise HTTPError(400, "MISSING_ARG_TOPIC")
+        if not is_valid_topic_name(names[0]):
+            raise HTTPError(400, "INVALID_TOPIC")
+        return args, self.nsqd.get_topic(names[0])
+
+    # -- topics ------------------------------------------------------------
+    async def topic_create(self, request: Request) -> None:
+        self._topic_from_query(request)
+
+    async def topic_delete(self, request: Request) -> None:
+        name = request.require("topic", "MISSING_ARG_TOPIC")
+        if not self.nsqd.delete_existing_topic(name):
+            raise HTTPError(404, "TOPIC_NOT_FOUND")
+
+    async def topic_empty(self, request: Request) -> None:
+        name = request.require("topic", "MISSING_ARG_TOPIC")
+        if not is_valid_topic_name(name):
+            raise HTTPError(400, "INVALID_TOPIC")
+        self._existing_topic(name).empty()
+
+    async def topic_pause(self, request: Request) -> None:
+        # Topic.pause() persists the metadata, so a crash cannot unpause it.
+        self._existing_topic(request.require("topic", "MISSING_ARG_TOPIC")).pause()
+
+    async def topic_unpause(self, request: Request) -> None:
+        self._existing_topic(request.require("topic", "MISSING_ARG_TOPIC")).unpause()
+
+    def _existing_topic(self, name: str) -> Topic:
+        topic = self.nsqd.get_existing_topic(name)
+        if topic is None:
+            raise HTTPError(404, "TOPIC_NOT_FOUND")
+        return topic
+
+    # -- channels ----------------------------------------------------------
+    def _topic_and_channel(self, request: Request) -> tuple[Topic, str]:
+        """nsqd's getExistingTopicFromQuery (with GetTopicChannelArgs' error codes)."""
+        topic_name = request.require("topic", "MISSING_ARG_TOPIC")
+        if not is_valid_topic_name(topic_name):
+            raise HTTPError(400, "INVALID_ARG_TOPIC")
+        channel_name = request.require("channel", "MISSING_ARG_CHANNEL")
+        if not is_valid_channel_name(channel_name):
+            raise HTTPError(400, "INVALID_ARG_CHANNEL")
+        return self._existing_topic(topic_name), channel_name
+
+    def _existing_channel(self, request: Request) -> Channel:
+        topic, name = self._topic_and_channel(request)
+        channel = topic.get_existing_channel(name)
+        if channel is None:
+            raise HTTPError(404, "CHANNEL_NOT_FOUND")
+        return channel
+
+    async def channel_create(self, request: Request) -> None:
+        topic, name = self._topic_and_channel(request)
+        topic.get_channel(name)
+
+    async def channel_delete(self, request: Request) -> None:
+        topic, name = self._topic_and_channel(request)
+        if not topic.delete_existing_channel(name):
+            raise HTTPError(404, "CHANNEL_NOT_FOUND")
+
+    async def channel_empty(self, request: Request) -> None:
+        self._existing_channel(request).empty()
+
+    async def channel_pause(self, request: Request) -> None:
+        self._existing_channel(request).pause()
+
+    async def channel_unpause(self, request: Request) -> None:
+        self._existing_channel(request).unpause()
+
+    # -- /stats ------------------------------------------------------------
+    async def stats(self, request: Request) -> object:
+        args = request.args()
+
+        def arg(name: str) -> str:
+            return args.get(name, [""])[0]
+
+        include_clients = BOOL_PARAMS.get(arg("include_clients"), True)
+        include_mem = BOOL_PARAMS.get(arg("include_mem"), True)
+        stats = get_stats(self.nsqd, arg("topic"), arg("channel"), include_clients=include_clients)
+        memory = memory_stats() if include_mem else None
+        if arg("format") == "json":
+            return stats_document(self.nsqd, stats, memory)
+        return render_stats_text(self.nsqd, stats.topics or [], stats.producers or [], memory)
+
+    # -- /config -----------------------------------------------------------
+    async def get_config(self, request: Request) -> object:
+        return config_value(self.nsqd.options, request.params["opt"])
+
+    async def put_config(self, request: Request) -> object:
+        opt, opts, body = request.params["opt"], self.nsqd.options, request.body
+        if not body:
+            raise HTTPError(413, "INVALID_VALUE")
+        if opt == "nsqlookupd_tcp_addresses":
+            try:
+                addresses = msgspec.json.decode(body, type=list[str] | None)
+            except msgspec.DecodeError:
+                raise HTTPError(400, "INVALID_VALUE") from None
+            opts.lookupd_tcp_addresses = addresses or []
+        elif opt == "log_level":
+            try:
+                opts.log_level = parse_level(body.decode("utf-8", "replace"))
+            except ValueError:
+                raise HTTPError(400, "INVALID_VALUE") from None
+            set_level(opts.log_level)
+        else:
+            raise HTTPError(400, "INVALID_OPTION")
+        if self.on_options_changed is not None:
+            self.on_options_changed()
+        return config_value(opts, opt)
+
+    # -- /debug ------------------------------------------------------------
+    async def debug(self, request: Request) -> dict[str, object]:
+        return debug_snapshot(self.nsqd)
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
+    """nsqd's readMPUB over a whole body: ``[4B count]([4B size][data])*``.
+
+    Errors are nsqd's protocol codes without ``E_``, with status 413.
+    """
+    if len(body) < 4:
+        raise HTTPError(413, "BAD_BODY")
+    (count,) = _UINT32.unpack_from(body, 0)
+    if count <= 0 or count > (max_body_size - 4) // 5:
+        raise HTTPError(413, "BAD_BODY")
+    bodies = []
+    pos = 4
+    for _ in range(count):
+        if len(body) - pos < 4:
+            raise HTTPError(413, "BAD_MESSAGE")
+        (size,) = _UINT32.unpack_from(body, pos)
+        end = pos + 4 + size
+        if size <= 0 or size > max_msg_size or end > len(body):
+            raise HTTPError(413, "BAD_MESSAGE")
+        bodies.append(body[pos + 4 : end])
+        pos = end
+    return bodies
+
+
+def config_value(opts: NSQDOptions, cfg_name: str) -> object:
+    """nsqd's getOptByCfgName: a flag option by config name, with Go's JSON types.
+
+    Durations are Go ns integers, the log level and TLS version Go's numbers.
+    """
+    flag = _CONFIG_OPTIONS.get(cfg_name)
+    if flag is None:
+        raise HTTPError(400, "INVALID_OPTION")
+    value = getattr(opts, flag.attr)
+    match flag.kind:
+        case Kind.DURATION:
+            return _ns(value)
+        case Kind.LOG_LEVEL:
+            return GO_LOG_LEVELS.get(value, 0)
+        case Kind.TLS_MIN_VERSION:
+            return _TLS_VERSIONS.get(value.lower(), 0)
+    return value
+
+
+# -- the text format of /stats (nsqd's printStats) --------------------------
+
+
+def render_stats_text(
+    nsqd: NSQD,
+    topics: list[TopicStats],
+    producers: list[ClientStats],
+    memory: MemStats | None,
+) -> str:
+    """``/stats`` without ``format=json``: nsqd's human-readable report, line for line."""
+    started = datetime.datetime.fromtimestamp(nsqd.start_time).astimezone()
+    uptime = format_duration_ns(int((time.time() - nsqd.start_time) * 1e9))
+    lines = [
+        f"nsqd v{NSQ_VERSION} (built w/nsqbox {__version__} python{platform.python_version()})",
+        f"start_time {_rfc3339(started)}",
+        f"uptime {uptime}",
+        "",
+        f"Health: {nsqd.get_health()}",
+    ]
+    if memory is not None:
+        lines += ["", "Memory:"]
+        lines += [f"   {key:<25}\t{value}" for key, value in msgspec.structs.asdict(memory).items()]
+    lines.append("")
+    lines.append("Topics: None" if not topics else "Topics:")
+    for i, t in enumerate(topics):
+        if i:
+            lines.append("")  # printStats starts every topic after the first with a newline
+        lines.append(
+            f"{'*P ' if t.paused else '   '}[{t.topic_name:<15}] depth: {t.depth:<5d} "
+            f"be-depth: {t.backend_depth:<5d} msgs: {t.message_count:<8d} "
+            f"e2e%: {t.e2e_processing_latency}"
+        )
+        for c in t.channels:
+            lines.append(_channel_line(c))
+            lines += [f"        {client}" for client in c.clients or ()]
+    lines.append("")
+    if not producers:
+        lines.append("Producers: None")
+    else:
+        lines.append("Producers:")
+        lines += [f"   {client}" for client in producers]
+    return "\n".join(lines) + "\n"
+
+
+def _channel_line(c: ChannelStats) -> str:
+    latency: QuantileResult = c.e2e_processing_latency
+    return (
+        f"{'   *P ' if c.paused else '      '}[{c.channel_name:<25}] depth: {c.depth:<5d} "
+        f"be-depth: {c.backend_depth:<5d} inflt: {c.in_flight_count:<4d} "
+        f"def: {c.deferred_count:<4d} re-q: {c.requeue_count:<5d} "
+        f"timeout: {c.timeout_count:<5d} msgs: {c.message_count:<8d} e2e%: {latency}"
+    )
+
+
+def _rfc3339(moment: datetime.datetime) -> str:
+    text = moment.isoformat(timespec="seconds")
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+# -- /debug -------------------------------------------------------------------
+
+
+def debug_snapshot(nsqd: NSQD) -> dict[str, object]:
+    """What ``GET /debug`` shows instead of Go's pprof: the server's internals in JSON."""
+    topics = []
+    for topic in sorted(nsqd.topics.values(), key=lambda t: t.name):
+        channels = [
+            {
+                "name": c.name,
+                "paused": c.paused,
+                "ephemeral": c.ephemeral,
+                "memory_depth": len(c.memory),
+                "backend_depth": c.backend_depth(),
+                "in_flight": c.in_flight_count(),
+                "deferred": c.deferred_count(),
+                "clients": len(c.clients),
+            }
+            for c in sorted(topic.channels.values(), key=lambda c: c.name)
+        ]
+        topics.append(
+            {
+                "name": topic.name,
+                "paused": topic.paused,
+                "ephemeral": topic.ephemeral,
+                "started": topic.started,
+                "memory_depth": len(topic.memory),
+                "backend_depth": topic.backend_depth(),
+                "channels": channels,
+            }
+        )
+    memory = memory_stats()
+    return {
+        "version": NSQ_VERSION,
+        "nsqbox_version": __version__,
+        "python": sys.version,
+        "uptime_s": round(time.time() - nsqd.start_time, 3),
+        "health": nsqd.get_health(),
+        "trio_tasks": _count_trio_tasks(),
+        "client_count": len(nsqd.clients),
+        "rss_bytes": memory.heap_in_use_bytes,
+        "gc": {"counts": list(gc.get_count()), "collections": memory.gc_total_runs},
+        "topics": topics,
+    }
+
+
+def _count_trio_tasks() -> int:
+    """Every task in this trio run (walks the task tree: cheap for a debug page)."""
+    count = 0
+    stack = [trio.lowlevel.current_root_task()]
+    while stack:
+        task = stack.pop()
+        if task is None:
+            continue
+        count += 1
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return count

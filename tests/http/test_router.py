@@ -1,0 +1,228 @@
+"""Router: matching, NSQ's response conventions, and its error endpoints."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import msgspec
+import pytest
+
+from nsqbox.http import HTTPError, Request, Response, Router, parse_query
+
+
+def _request(method: str, path: str, query: str = "", body: bytes = b"") -> Request:
+    return Request(method, path + ("?" + query if query else ""), path, query, (), body)
+
+
+async def _call(router: Router, method: str, path: str, query: str = "") -> Response:
+    endpoint = router.resolve(method, path)
+    request = replace(_request(method, path, query), params=endpoint.params)
+    return await endpoint.respond(request)
+
+
+class Point(msgspec.Struct):
+    x: int
+    y: int
+
+
+@pytest.mark.parametrize(
+    ("result", "body", "content_type"),
+    [
+        pytest.param("OK", b"OK", "text/plain; charset=utf-8", id="str"),
+        pytest.param(b"\x00raw", b"\x00raw", "text/plain; charset=utf-8", id="bytes"),
+        pytest.param(None, b"", None, id="none"),
+        pytest.param({"a": [1]}, b'{"a":[1]}', "application/json; charset=utf-8", id="dict"),
+        pytest.param(Point(1, 2), b'{"x":1,"y":2}', "application/json; charset=utf-8", id="struct"),
+        pytest.param(Response(201, b"made"), b"made", None, id="response"),
+    ],
+)
+async def test_results_become_responses_as_nsq_respond_v1(
+    result: object, body: bytes, content_type: str | None
+) -> None:
+    router = Router()
+
+    async def handler(request: Request) -> object:
+        return result
+
+    router.add("GET", "/x", handler)
+    response = await _call(router, "GET", "/x")
+    assert response.body == body
+    assert dict(response.headers).get("Content-Type") == content_type
+
+
+async def test_http_error_becomes_json_message() -> None:
+    router = Router()
+
+    async def handler(request: Request) -> object:
+        raise HTTPError(404, "TOPIC_NOT_FOUND")
+
+    router.add("POST", "/x", handler)
+    response = await _call(router, "POST", "/x")
+    assert (response.status, response.body) == (404, b'{"message":"TOPIC_NOT_FOUND"}')
+    assert ("Content-Type", "application/json; charset=utf-8") in response.headers
+
+
+async def test_plain_text_route_answers_errors_in_plain_text() -> None:
+    router = Router()
+
+    async def ping(request: Request) -> str:
+        raise HTTPError(500, "NOK - disk full")
+
+    router.add("GET", "/ping", ping, plain_text=True)
+    response = await _call(router, "GET", "/ping")
+    assert (response.status, response.body) == (500, b"NOK - disk full")
+
+
+async def test_handler_crash_is_a_500_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    router = Router()
+
+    async def handler(request: Request) -> object:
+        raise ZeroDivisionError
+
+    router.add("GET", "/boom", handler)
+    with caplog.at_level(logging.ERROR, logger="nsqbox.http"):
+        response = await _call(router, "GET", "/boom")
+    assert (response.status, response.body) == (500, b'{"message":"INTERNAL_ERROR"}')
+    assert "panic in HTTP handler GET /boom" in caplog.text
+
+
+async def test_requests_are_logged_on_the_given_logger(caplog: pytest.LogCaptureFixture) -> None:
+    router = Router(logger=logging.getLogger("test.router"))
+
+    async def handler(request: Request) -> str:
+        return "OK"
+
+    router.add("GET", "/a", handler)
+    router.add("GET", "/quiet", handler, log=False)
+    with caplog.at_level(logging.INFO, logger="test.router"):
+        await _call(router, "GET", "/a", "q=1")
+        await _call(router, "GET", "/quiet")
+    messages = [r.getMessage() for r in caplog.records if r.name == "test.router"]
+    assert len(messages) == 1
+    assert messages[0].startswith("200 GET /a?q=1 ()")
+
+
+async def test_path_parameters_and_catch_all() -> None:
+    router = Router()
+
+    async def show(request: Request) -> object:
+        return request.params
+
+    router.add("GET", "/config/:opt", show)
+    router.add("GET", "/api/topics/:topic/:channel", show)
+    router.add("GET", "/static/*path", show)
+    assert (await _call(router, "GET", "/config/log_level")).body == b'{"opt":"log_level"}'
+    assert (await _call(router, "GET", "/api/topics/t/c")).body == b'{"topic":"t","channel":"c"}'
+    assert (await _call(router, "GET", "/static/a/b.js")).body == b'{"path":"/a/b.js"}'
+    assert (await _call(router, "GET", "/config/")).status == 404
+    assert (await _call(router, "GET", "/api/topics/t")).status == 404
+    assert (await _call(router, "GET", "/api/topics/t/c/d")).status == 404
+
+
+async def test_static_routes_win_over_parameters() -> None:
+    router = Router()
+
+    async def fixed(request: Request) -> str:
+        return "fixed"
+
+    async def param(request: Request) -> str:
+        return "param"
+
+    router.add("GET", "/config/:opt", param)
+    router.add("GET", "/config/special", fixed)
+    assert (await _call(router, "GET", "/config/special")).body == b"fixed"
+    assert (await _call(router, "GET", "/config/other")).body == b"param"
+
+
+async def test_unknown_path_wrong_method_and_options() -> None:
+    router = Router()
+
+    async def handler(request: Request) -> str:
+        return "OK"
+
+    router.add("GET", "/stats", handler)
+    router.add("PUT", "/stats", handler)
+    missing = await _call(router, "GET", "/not_found")
+    assert (missing.status, missing.body) == (404, b'{"message":"NOT_FOUND"}')
+    wrong = await _call(router, "POST", "/stats")
+    assert (wrong.status, wrong.body) == (405, b'{"message":"METHOD_NOT_ALLOWED"}')
+    assert ("Allow", "GET, OPTIONS, PUT") in wrong.headers
+    options = await _call(router, "OPTIONS", "/stats")
+    assert (options.status, options.body) == (200, b"")
+    assert ("Allow", "GET, OPTIONS, PUT") in options.headers
+
+
+async def test_trailing_slash_redirects() -> None:
+    router = Router()
+
+    async def handler(request: Request) -> str:
+        return "OK"
+
+    router.add("GET", "/stats", handler)
+    router.add("POST", "/topic/create", handler)
+    router.add("GET", "/dir/", handler)
+    get = await _call(router, "GET", "/stats/", "format=json")
+    assert (get.status, get.headers) == (301, (("Location", "/stats?format=json"),))
+    post = await _call(router, "POST", "/topic/create/")
+    assert (post.status, post.headers) == (307, (("Location", "/topic/create"),))
+    assert (await _call(router, "GET", "/dir")).headers == (("Location", "/dir/"),)
+    # Only to a route that has the method.
+    assert (await _call(router, "POST", "/stats/")).status == 404
+
+
+def test_route_errors_and_body_limits() -> None:
+    router = Router(max_body_size=100, too_large=HTTPError(413, "BODY_TOO_BIG"))
+
+    async def handler(request: Request) -> str:
+        return "OK"
+
+    router.add("POST", "/a", handler)
+    router.add("POST", "/b", handler, max_body_size=7, too_large=HTTPError(413, "MSG_TOO_BIG"))
+    with pytest.raises(ValueError, match="duplicate route"):
+        router.add("POST", "/a", handler)
+    with pytest.raises(ValueError, match="must start with"):
+        router.add("GET", "a", handler)
+    with pytest.raises(ValueError, match="catch-all"):
+        router.add("GET", "/*x/y", handler)
+    a, b = router.resolve("POST", "/a"), router.resolve("POST", "/b")
+    assert (a.max_body_size, a.too_large.body) == (100, b'{"message":"BODY_TOO_BIG"}')
+    assert (b.max_body_size, b.too_large.body) == (7, b'{"message":"MSG_TOO_BIG"}')
+    # A refused request keeps its answer even if its body is too long.
+    assert router.resolve("GET", "/nope").too_large.status == 404
+
+
+async def test_decorator_form() -> None:
+    router = Router()
+
+    @router.route("GET", "/ping", plain_text=True)
+    async def ping(request: Request) -> str:
+        return "OK"
+
+    assert (await _call(router, "GET", "/ping")).body == b"OK"
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        pytest.param("", {}, id="empty"),
+        pytest.param("a=1&b=2&a=3", {"a": ["1", "3"], "b": ["2"]}, id="repeated"),
+        pytest.param("topic=&x", {"topic": [""], "x": [""]}, id="blank"),
+        pytest.param("t=a+b%2Bc&&", {"t": ["a b+c"]}, id="escapes"),
+    ],
+)
+def test_parse_query(raw: str, parsed: dict[str, list[str]]) -> None:
+    assert parse_query(raw) == parsed
+
+
+@pytest.mark.parametrize("raw", ["a=%zz", "a=1;b=2", "a=%4"])
+def test_parse_query_refuses_what_go_refuses(raw: str) -> None:
+    with pytest.raises(ValueError, match="invalid"):
+        parse_query(raw)
+
+
+def test_request_args_answer_invalid_request() -> None:
+    request = _request("GET", "/stats", "topic=%zz")
+    with pytest.raises(HTTPError) as info:
+        request.arg("topic")
+    assert (info.value.status, info.value.message) == (400, "INVALID_REQUEST")
