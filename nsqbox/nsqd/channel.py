@@ -154,31 +154,56 @@ class Channel:
         return False
 
     def pump(self, now: float) -> None:
-        """Deliver queued messages to ready consumers until one side runs out."""
+        """Deliver queued messages (memory, then backend) to ready consumers.
+
+        Each ready consumer takes as many as its RDY allows in one batch; consumers
+        that sample go one message at a time.
+        """
         if self.paused:
             return
         memory = self.memory
+        backend = self.backend
         ring = self._ring
-        while memory and ring:
+        while ring and (memory or backend.depth):
             client = ring[0]
-            if client.sample_rate or not client.can_take():
-                msg = memory.popleft()
-                if not self._dispatch(msg, now):
-                    memory.appendleft(msg)
+            if not client.can_take():
+                ring.popleft()
+                client.in_ring = False
+                continue
+            room = client.ready_count - client.in_flight_count
+            if client.sample_rate:
+                room = 1
+            if memory:
+                batch = [memory.popleft() for _ in range(min(room, len(memory)))]
+            else:
+                batch = []
+                while len(batch) < room and backend.depth:
+                    msg = self._read_backend(now)
+                    if msg is not None:
+                        batch.append(msg)
+                if not batch:
+                    continue
+            if client.sample_rate:  # one at a time: _dispatch samples and rotates the ring
+                if not self._dispatch(batch[0], now):
+                    memory.appendleft(batch[0])
                     return
                 continue
-            self._deliver_batch(client, now)
+            self._deliver(client, batch, now)
             if client.can_take():
                 ring.rotate(-1)
             else:
                 ring.popleft()
                 client.in_ring = False
-        backend = self.backend
-        while ring and backend.depth:
-            stored = self._read_backend(now)
-            if stored is not None and not self._dispatch(stored, now):
-                memory.appendleft(stored)
-                return
+
+    def _deliver(self, client: Consumer, batch: list[Message], now: float) -> None:
+        """Hand ``batch`` (no more than its RDY allows) to ``client`` in one tight loop."""
+        client_id = client.id
+        for msg in batch:
+            msg.attempts += 1
+            msg.client_id = client_id
+            msg.delivery_ts = now
+        self.in_flight.add_batch(batch, now + client.msg_timeout)
+        client.send_messages(batch)
 
     def _read_backend(self, now: float) -> Message | None:
         """The next message from the backend, unless it went back to the deferred queue."""
@@ -198,19 +223,6 @@ class Channel:
                     self.deferred.add(msg.id, msg, now + delay)
                     return None
         return msg
-
-    def _deliver_batch(self, client: Consumer, now: float) -> None:
-        """Give ``client`` as many queued messages as its RDY allows, in one tight loop."""
-        memory = self.memory
-        count = min(client.ready_count - client.in_flight_count, len(memory))
-        batch = [memory.popleft() for _ in range(count)]
-        client_id = client.id
-        for msg in batch:
-            msg.attempts += 1
-            msg.client_id = client_id
-            msg.delivery_ts = now
-        self.in_flight.add_batch(batch, now + client.msg_timeout)
-        client.send_messages(batch)
 
     def client_ready(self, client: Consumer, now: float) -> None:
         """``client`` may take more messages now: enter the ring and pull."""

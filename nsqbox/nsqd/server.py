@@ -11,12 +11,15 @@ from dataclasses import dataclass
 
 import trio
 
+from ..http import serve_http
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
 from .dirlock import DirLock
-from .lookup import lookup_loop
+from .http_api import make_app
+from .lookup import lookup_loop, set_lookupd_addresses
 from .nsqd import NSQD
 from .options import NSQDOptions, split_host_port
 from .protocol_v2 import ClientV2
+from .statsd import statsd_loop
 
 logger = logging.getLogger("nsqbox.nsqd")
 
@@ -124,14 +127,19 @@ async def serve_nsqd(
                 await handle_tcp(nsqd, stream)
 
             nursery.start_soon(trio.serve_listeners, handler, tcp_listeners)
+            if http_listeners:
+
+                def options_changed() -> None:  # nsqd's triggerOptsNotification
+                    set_lookupd_addresses(nsqd, nsqd.options.lookupd_tcp_addresses)
+
+                app = make_app(nsqd, on_options_changed=options_changed)
+                await nursery.start(serve_http, app, http_listeners)
             nursery.start_soon(queue_scan_loop, nsqd)
             await nursery.start(lookup_loop, nsqd)
+            if options.statsd_address:
+                nursery.start_soon(statsd_loop, nsqd)
             logger.info("TCP: listening on %s:%d", *tcp)
             task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd))
     finally:
-        # persist first: the awaits below are checkpoints, and this scope may be cancelled
         nsqd.close()
         lock.unlock()
-        with trio.CancelScope(shield=True):
-            for listener in http_listeners:
-                await listener.aclose()

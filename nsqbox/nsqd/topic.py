@@ -130,15 +130,18 @@ class Topic:
             self._fan_out_logged(msgs, now)
         backend = self.backend
         while backend.depth and self._delivering:
-            data = backend.read()
-            if data is None:
+            batch: list[Message] = []
+            while len(batch) < 1024 and backend.depth:
+                data = backend.read()
+                if data is None:
+                    break
+                try:
+                    batch.append(Message.decode(data))
+                except ValueError:
+                    self.nsqd.logger.error("TOPIC(%s): failed to decode message", self.name)
+            if not batch:
                 break
-            try:
-                msg = Message.decode(data)
-            except ValueError:
-                self.nsqd.logger.error("TOPIC(%s): failed to decode message", self.name)
-                continue
-            self._fan_out_logged([msg], now)
+            self._fan_out_logged(batch, now)
 
     def _fan_out_logged(self, msgs: list[Message], now: float) -> None:
         try:
