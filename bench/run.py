@@ -4,7 +4,8 @@
 
 Method (issue "nsqd core"): --mem-queue-size 1000000, one topic with one channel,
 200-byte messages, MPUB batches of 200, the reader with RDY 2500 FINing everything;
-memory is the server's RSS with 1,000,000 messages of 100 bytes queued.
+memory is the server's RSS with 1,000,000 messages of 100 bytes queued. The same
+writer also runs against --mem-queue-size 0, where every message goes to disk.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count", type=int, default=2_000_000)
     args = parser.parse_args(argv)
     os.chdir(HERE)
-    ingest, consume, single = [], [], []
+    ingest, consume, single, on_disk = [], [], [], []
     for run in range(args.runs):
         print(f"run {run + 1}/{args.runs}", flush=True)
         server = Server("--mem-queue-size=1000000")
@@ -130,6 +131,24 @@ def main(argv: list[str] | None = None) -> None:
             )
         finally:
             server.stop()
+        server = Server("--mem-queue-size=0")
+        try:
+            create_channel(server.address, "disk_bench", "ch")
+            on_disk.append(
+                rate(
+                    client(
+                        "bench_writer.py",
+                        "--nsqd-tcp-address",
+                        server.address,
+                        "--topic",
+                        "disk_bench",
+                        "--count",
+                        str(args.count // 4),
+                    )
+                )
+            )
+        finally:
+            server.stop()
     server = Server("--mem-queue-size=1000000")
     try:
         create_channel(server.address, "mem_bench", "ch")
@@ -151,6 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ingest  (MPUB x200, 200B): median {statistics.median(ingest):,.0f} msgs/s")
     print(f"consume (RDY 2500, 200B):  median {statistics.median(consume):,.0f} msgs/s")
     print(f"PUB one at a time (200B):  median {statistics.median(single):,.0f} msgs/s")
+    print(
+        f"ingest, --mem-queue-size 0 (all on disk): median {statistics.median(on_disk):,.0f} msgs/s"
+    )
     print(
         f"memory: RSS {rss:.0f} MB with 1,000,000 x 100B queued on one channel "
         f"(idle server {base:.0f} MB)"
