@@ -20,10 +20,11 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
 import struct
 import time
 from collections.abc import Callable, Sequence
+
+from .diskqueue_files import META_RE, count_records, data_file_numbers
 
 __all__ = ["DiskQueue", "DiskQueueClosedError", "backend_name"]
 
@@ -36,12 +37,6 @@ _unpack_len = _LEN.unpack_from
 # Read this much at a time: large enough that a read syscall serves hundreds of small messages,
 # small enough that a few hundred channels reading from disk at once stay cheap in memory.
 _READ_CHUNK = 128 * 1024
-
-# go-diskqueue's retrieveMetaData uses fmt.Fscanf("%d\n%d,%d\n%d,%d\n"); %d tolerates leading
-# blanks and a sign, newlines must match.
-_META_RE = re.compile(
-    rb"[ \t]*([+-]?\d+)\n[ \t]*([+-]?\d+),[ \t]*([+-]?\d+)\n[ \t]*([+-]?\d+),[ \t]*([+-]?\d+)\n?"
-)
 
 
 def backend_name(topic: str, channel: str | None = None) -> str:
@@ -509,7 +504,7 @@ class DiskQueue:
         except OSError as exc:
             log.error("DISKQUEUE(%s) failed to retrieveMetaData - %s", self.name, exc)
             return
-        match = _META_RE.match(raw)
+        match = META_RE.match(raw)
         if match is None:
             log.error("DISKQUEUE(%s) failed to retrieveMetaData - %r", self.name, raw[:80])
             return
@@ -540,28 +535,13 @@ class DiskQueue:
         instead (so --mem-queue-size 0 loses nothing acknowledged when killed) and
         writes to a fresh file after the last one.
         """
-        prefix = f"{self.name}.diskqueue."
-        nums = []
-        try:
-            names = os.listdir(self.data_path)
-        except OSError:
-            return
-        for fn in names:
-            if (
-                fn.startswith(prefix)
-                and fn.endswith(".dat")
-                and fn != os.path.basename(self._meta_file_name)
-            ):
-                middle = fn[len(prefix) : -len(".dat")]
-                if middle.isdigit():
-                    nums.append(int(middle))
+        nums = data_file_numbers(self.data_path, self.name)
         if not nums:
             return
-        nums.sort()
-        depth = 0
-        for num in nums:
-            path = self.file_name(num)
-            depth += self._count_records(path, 0, os.stat(path).st_size)
+        depth = sum(
+            self._count_records(path, 0, os.stat(path).st_size)
+            for path in map(self.file_name, nums)
+        )
         log.warning(
             "DISKQUEUE(%s) no metadata, recovered %d records from %d file(s)",
             self.name,
@@ -573,24 +553,7 @@ class DiskQueue:
         self._write_file_num = nums[-1] + 1
 
     def _count_records(self, path: str, pos: int, size: int) -> int:
-        """Whole, plausible records between ``pos`` and ``size`` in ``path``."""
-        try:
-            with open(path, "rb") as f:
-                f.seek(pos)
-                data = f.read(size - pos)
-        except OSError:
-            return 0
-        count = 0
-        off = 0
-        while off + 4 <= len(data):
-            (length,) = _unpack_len(data, off)
-            if length < self.min_msg_size or length > self.max_msg_size:
-                break
-            off += 4 + length
-            if off > len(data):
-                break
-            count += 1
-        return count
+        return count_records(path, pos, size, self.min_msg_size, self.max_msg_size)
 
     # -- emptying, closing -------------------------------------------------------------------
 
