@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -182,7 +183,15 @@ async def test_failing_disk_gives_pub_failed_and_unhealthy(tmp_path: Path) -> No
         assert await conn.error() == b"E_PUB_FAILED PUB failed [Errno 28] No space left on device"
         await conn.expect_closed()
         assert not addrs.nsqd.is_healthy()
-        assert addrs.nsqd.get_health() == "NOK - [Errno 28] No space left on device"
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{addrs.http[1]}") as http:
+            ping = await http.get("/ping")
+            assert (ping.status_code, ping.text) == (
+                500,
+                "NOK - [Errno 28] No space left on device",
+            )
+            pub = await http.post("/pub?topic=t", content=b"x")
+            # nsqd answers every failed HTTP publish with 503 EXITING
+            assert (pub.status_code, pub.json()) == (503, {"message": "EXITING"})
         conn2 = await RawConn.open(addrs.tcp)
         await conn2.send(commands.mpub("t", [b"a", b"b"]))
         assert await conn2.error() == (
