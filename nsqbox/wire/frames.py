@@ -10,6 +10,8 @@ import struct
 from enum import IntEnum
 from typing import Final
 
+from .buffer import ReceiveBuffer
+
 MAGIC_V2: Final = b"  V2"
 
 FRAME_HEADER = struct.Struct(">ii")
@@ -45,7 +47,7 @@ class FrameTooLarge(Exception):
     """A frame header announced more bytes than the reader accepts."""
 
 
-class FrameReader:
+class FrameReader(ReceiveBuffer):
     """Incrementally split received bytes into ``(frame_type, data)`` tuples.
 
     Feed bytes with :meth:`receive_data`; :meth:`frames` returns every complete
@@ -54,28 +56,8 @@ class FrameReader:
     """
 
     def __init__(self, max_frame_size: int = 64 * 1024 * 1024) -> None:
-        self._buf = bytearray()
-        self._pos = 0
+        super().__init__()
         self._max = max_frame_size
-
-    def receive_data(self, data: bytes | bytearray) -> None:
-        """Append bytes read from the connection."""
-        if self._pos and self._pos >= len(self._buf) // 2:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
-
-    @property
-    def buffered(self) -> int:
-        """Bytes received but not yet returned as frames."""
-        return len(self._buf) - self._pos
-
-    def take_buffered(self) -> bytes:
-        """Remove and return unparsed bytes (for handing over to a TLS/compression layer)."""
-        rest = bytes(self._buf[self._pos :])
-        self._buf.clear()
-        self._pos = 0
-        return rest
 
     def next_frame(self) -> tuple[int, bytes] | None:
         """The next complete frame, or None when more data is needed."""

@@ -24,6 +24,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from .buffer import ReceiveBuffer
 from .errors import NSQError, ProtocolViolation
 from .names import is_valid_channel_name, is_valid_topic_name
 from .parser import NEED_DATA, _NeedData
@@ -121,7 +122,7 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-class LookupdV1Parser:
+class LookupdV1Parser(ReceiveBuffer):
     """Incremental parser for what an nsqd sends to nsqlookupd.
 
     Feed bytes with :meth:`receive_data` (``b""`` for end of stream), then call
@@ -136,8 +137,7 @@ class LookupdV1Parser:
         max_line_length: int = MAX_LINE_LENGTH,
         max_identify_size: int = MAX_IDENTIFY_SIZE,
     ) -> None:
-        self._buf = bytearray()
-        self._pos = 0
+        super().__init__()
         self._eof = False
         self._state = _MAGIC
         self._size = 0
@@ -146,15 +146,12 @@ class LookupdV1Parser:
         #: True once IDENTIFY has been parsed successfully.
         self.identified = False
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         """Append bytes read from the connection; ``b""`` means the peer closed."""
         if not data:
             self._eof = True
             return
-        if self._pos and self._pos >= len(self._buf) >> 1:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        super().receive_data(data)
 
     def next_event(self) -> Event | _NeedData:
         """The next event, :data:`NEED_DATA`, or :class:`ConnectionClosed` at the end."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
+from .buffer import ReceiveBuffer
 from .errors import NSQError, ProtocolViolation
 
 #: nsqd reads commands through a 16 KiB bufio.Reader; a longer line is dropped.
@@ -58,15 +59,14 @@ Event = Command | Body | MPUBBody | _NeedData
 _LINE, _MESSAGE, _BODY, _MPUB_LEN, _MPUB_COUNT, _MPUB_ITEMS = range(6)
 
 
-class CommandParser:
+class CommandParser(ReceiveBuffer):
     """Incremental parser for the client-to-server half of protocol V2.
 
     The ``"  V2"`` magic is not its business: the server reads it first.
     """
 
     def __init__(self, max_line_length: int = MAX_LINE_LENGTH) -> None:
-        self._buf = bytearray()
-        self._pos = 0
+        super().__init__()
         self._max_line = max_line_length
         self._state = _LINE
         self._name = ""
@@ -75,25 +75,6 @@ class CommandParser:
         self._size = 0
         self._count = 0
         self._bodies: list[bytes] = []
-
-    def receive_data(self, data: bytes | bytearray) -> None:
-        """Append bytes read from the connection."""
-        if self._pos and self._pos >= len(self._buf) >> 1:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
-
-    @property
-    def buffered(self) -> int:
-        """Bytes received and not yet consumed."""
-        return len(self._buf) - self._pos
-
-    def take_buffered(self) -> bytes:
-        """Remove and return unconsumed bytes (they belong to a TLS/compression layer)."""
-        rest = bytes(self._buf[self._pos :])
-        self._buf.clear()
-        self._pos = 0
-        return rest
 
     def expect_body(self, name: str, limit: int, *, message: bool) -> None:
         """Read a ``[4-byte size][data]`` body next.
