@@ -9,7 +9,6 @@ per message.
 
 from __future__ import annotations
 
-import random
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Protocol
@@ -137,7 +136,7 @@ class Channel:
             if not client.can_take():
                 client.in_ring = False
                 continue
-            if client.sample_rate and random.randrange(100) > client.sample_rate:
+            if client.sample_rate and self.nsqd.random.randrange(100) > client.sample_rate:
                 # nsqd's messagePump takes the message and drops it when not sampled
                 ring.append(client)
                 return True

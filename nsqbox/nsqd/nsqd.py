@@ -46,6 +46,10 @@ class NSQD:
         self.https_port = 0
         self.exiting = False
         self.loading = False
+        #: This server's own random numbers (queue-scan sampling, sample rates): it
+        #: runs inside test suites and applications and must not move their
+        #: global random state (hypothesis checks that it does not).
+        self.random = random.Random()
         self._health_error: str | None = None
         self._client_ids = 0
         self._notify_callbacks: list[Callable[[Topic | Channel], None]] = []
@@ -259,7 +263,7 @@ class NSQD:
             num = min(opts.queue_scan_selection_count, len(channels))
             now = self.now()
             dirty = 0
-            for channel in random.sample(channels, num):
+            for channel in self.random.sample(channels, num):
                 in_flight = channel.process_in_flight(now)
                 deferred = channel.process_deferred(now)
                 if in_flight or deferred:

@@ -1,35 +1,39 @@
-"""Protocol V2 over a trio stream: one ClientV2 per TCP connection.
+"""Protocol V2's commands: one ClientV2 per TCP connection (nsqd/protocol_v2.go).
 
-Each connection runs two tasks: a reader that parses commands and executes them
-synchronously (many per received chunk), and a writer that sends everything
-buffered since its last send in one ``send_all`` and emits heartbeats. Messages
-a channel delivers to this client are appended to the same output buffer, so a
-burst of deliveries costs one wake-up and one write, not one per message.
+:class:`ClientV2` holds a client's state and counters and executes its
+commands with nsqd's rules and error texts. How bytes move (the reader and
+writer tasks, heartbeats, commands that must await) is
+:class:`~nsqbox.nsqd.connection.Connection`'s; IDENTIFY's negotiation and the
+TLS/compression upgrades live in :mod:`~nsqbox.nsqd.negotiate`; AUTH's
+bookkeeping in :mod:`~nsqbox.nsqd.auth`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
+import ssl
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
-from .. import NSQ_VERSION
-from ..wire.errors import NSQError, ProtocolViolation, go_quote, invalid
-from ..wire.frames import CLOSE_WAIT, HEARTBEAT, OK, FrameType, encode_frame
-from ..wire.identify import IdentifyResponse, decode_identify, encode_identify_response
+from ..wire.errors import NSQError, go_quote, invalid
+from ..wire.frames import CLOSE_WAIT, OK, FrameType, encode_frame
 from ..wire.message import MESSAGE_FRAME_HEADER, MSG_ID_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
-from ..wire.parser import NEED_DATA, Body, Command, CommandParser
+from ..wire.parser import Body, Command
+from . import negotiate
+from .auth import ConnectionAuth
 from .channel import ChannelError
+from .connection import Connection, Suspend
 from .options import TLS_NOT_REQUIRED
+from .tls import peer_common_name
 from .topic import TopicError
 
 if TYPE_CHECKING:
+    from .auth import AuthClient, AuthState
     from .channel import Channel
     from .message import Message
     from .nsqd import NSQD
@@ -41,12 +45,13 @@ STATE_INIT = 0
 STATE_SUBSCRIBED = 3
 STATE_CLOSING = 4
 
-RECEIVE_SIZE = 256 * 1024
+__all__ = ["ClientV2"]
+
 DEFAULT_OUTPUT_BUFFER_SIZE = 16 * 1024
 _MAX_UINT64 = (1 << 64) - 1
 
 Handler = Callable[[list[bytes]], "bytes | None"]
-Continuation = Callable[[Any], "bytes | None"]
+Publisher = Callable[[str, str, list[bytes], float], "bytes | None"]
 
 
 def _base10(raw: bytes) -> int | None:
@@ -70,13 +75,22 @@ def _message_id(raw: bytes) -> bytes:
     return raw
 
 
-class ClientV2:
+class ClientV2(Connection):
     """One protocol V2 connection: its state, its counters, and its command handlers."""
 
-    def __init__(self, nsqd: NSQD, stream: trio.abc.Stream, remote: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        nsqd: NSQD,
+        stream: trio.abc.Stream,
+        remote: tuple[str, int],
+        *,
+        tls_context: ssl.SSLContext | None = None,
+        auth: AuthClient | None = None,
+    ) -> None:
+        super().__init__(nsqd, stream)
         opts = nsqd.options
-        self.nsqd = nsqd
-        self.stream = stream
+        #: Offered to clients that ask for ``tls_v1`` (None: TLS not configured).
+        self.tls_context = tls_context
         self.id = nsqd.next_client_id()
         host = remote[0]
         self.remote_address = f"[{host}]:{remote[1]}" if ":" in host else f"{host}:{remote[1]}"
@@ -94,25 +108,23 @@ class ClientV2:
         self.tls = False
         self.snappy = False
         self.deflate = False
-        self.tls_info: Any = None
-        self.auth_state: Any = None
+        #: The TLS layer (a trio.SSLStream: cipher(), version(), getpeercert()...) once upgraded.
+        self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
+        # nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands
+        self._authz = (
+            ConnectionAuth(auth, remote_ip=host, peer=self) if opts.auth_http_addresses else None
+        )
         self.pub_counts: dict[str, int] = {}
         self.channel: Channel | None = None
         self.in_ring = False
-        self.heartbeat_interval = opts.client_timeout / 2
         self.msg_timeout = opts.msg_timeout
         self.output_buffer_size = DEFAULT_OUTPUT_BUFFER_SIZE
         self.output_buffer_timeout = opts.output_buffer_timeout
-        self.parser = CommandParser()
-        self._out = bytearray()
-        self._wake = trio.Event()
-        self._pending: Continuation | None = None
-        self._refill = False
+        # PUB and DPUB publish through this; with auth it checks permissions first
+        self._publish: Publisher = (
+            self._publish_unchecked if self._authz is None else self._publish_checked
+        )
         self._tls_gate = opts.tls_required != TLS_NOT_REQUIRED
-        self._closing = False
-        self._cancel = trio.CancelScope()
-        self._now = 0.0
-        self._next_heartbeat = 0.0
         self._handlers: dict[bytes, Handler] = {
             b"FIN": self._fin,
             b"RDY": self._rdy,
@@ -129,6 +141,11 @@ class ClientV2:
 
     def __repr__(self) -> str:
         return f"ClientV2({self.remote_address})"
+
+    @property
+    def auth_state(self) -> AuthState | None:
+        """The auth server's answer for this client (``identity``, ``authorizations``...)."""
+        return self._authz.state if self._authz is not None else None
 
     # -- what a channel calls ------------------------------------------------
     def can_take(self) -> bool:
@@ -170,94 +187,23 @@ class ClientV2:
     def close(self) -> None:
         """Disconnect (the channel or topic is being deleted, or the server stops)."""
         self.ready_count = 0
-        self._closing = True
-        self._cancel.cancel()
+        super().close()
 
-    # -- connection tasks ------------------------------------------------------
+    # -- the connection ---------------------------------------------------------
     async def run(self, initial: bytes) -> None:
         """Serve the connection until it ends; ``initial`` is what followed the magic."""
-        nsqd = self.nsqd
-        nsqd.clients[self.id] = self
-        self._next_heartbeat = nsqd.now() + self.heartbeat_interval
-        try:
-            with self._cancel:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._writer)
-                    try:
-                        await self._reader(initial)
-                    finally:
-                        self._closing = True
-                        self._wake.set()
-        finally:
-            nsqd.clients.pop(self.id, None)
-            if self.channel is not None:
-                self.channel.remove_client(self)
-            with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self.stream)
+        self.nsqd.clients[self.id] = self
+        await self.serve(initial)
 
-    async def _reader(self, initial: bytes) -> None:
-        stream = self.stream
-        if initial and not self._feed(initial):
-            return
-        while not self._closing:
-            hb = self.heartbeat_interval
-            with trio.move_on_after(hb * 2 if hb > 0 else math.inf) as scope:
-                try:
-                    data = await stream.receive_some(RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-            if scope.cancelled_caught:
-                logger.info("PROTOCOL(V2): [%s] read timeout, closing", self)
-                return
-            if not data or not self._feed(data):
-                return
+    def _disconnected(self) -> None:
+        self.nsqd.clients.pop(self.id, None)
+        if self.channel is not None:
+            self.channel.remove_client(self)
 
-    def _feed(self, data: bytes | bytearray) -> bool:
-        """Parse and execute; False when the connection must close."""
-        self.parser.receive_data(data)
-        out = self._out
-        was_empty = not out
-        self._now = self.nsqd.now()
-        try:
-            self._process()
-            if self._refill:
-                self._refill = False
-                if self.channel is not None:
-                    self.channel.client_ready(self, self._now)
-        except NSQError as err:
-            logger.error("[%s] - %s", self, err)
-            out += encode_frame(FrameType.ERROR, err.frame_body())
-            self._wake.set()
-            return False
-        except ProtocolViolation as err:
-            logger.error("[%s] - %s", self, err)
-            return False
-        if was_empty and out:
-            self._wake.set()
-        return True
-
-    def _process(self) -> None:
-        parser = self.parser
-        out = self._out
-        while not self._closing:
-            event = parser.next_event()
-            if event is NEED_DATA:
-                return
-            try:
-                if type(event) is Command:
-                    response = self._exec(event)
-                else:
-                    pending = self._pending
-                    self._pending = None
-                    assert pending is not None, "a body without a command"
-                    response = pending(event)
-            except NSQError as err:
-                if err.fatal:
-                    raise
-                out += encode_frame(FrameType.ERROR, err.frame_body())
-                continue
-            if response is not None:
-                out += encode_frame(FrameType.RESPONSE, response)
+    def _ready_for_more(self) -> None:
+        # one pull per received chunk of FINs, not one per FIN
+        if self.channel is not None:
+            self.channel.client_ready(self, self._now)
 
     def _exec(self, cmd: Command) -> bytes | None:
         name = cmd.name
@@ -272,37 +218,6 @@ class ClientV2:
             raise invalid(f"invalid command {name.decode('utf-8', 'replace')}")
         return handler(cmd.params)
 
-    async def _writer(self) -> None:
-        stream = self.stream
-        nsqd = self.nsqd
-        while True:
-            if not self._out:
-                if self._closing:
-                    return
-                hb = self.heartbeat_interval
-                with trio.move_on_at(self._next_heartbeat if hb > 0 else math.inf):
-                    await self._wake.wait()
-                self._wake = trio.Event()
-                hb = self.heartbeat_interval  # IDENTIFY may have changed it meanwhile
-                if hb > 0 and nsqd.now() >= self._next_heartbeat:
-                    self._out += encode_frame(FrameType.RESPONSE, HEARTBEAT)
-                    self._next_heartbeat += hb
-                if not self._out:
-                    continue
-            data = self._out
-            self._out = bytearray()
-            hb = self.heartbeat_interval
-            with trio.move_on_after(hb if hb > 0 else math.inf) as scope:
-                try:
-                    await stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.close()
-                    return
-            if scope.cancelled_caught:
-                logger.error("[%s] write timeout, closing", self)
-                self.close()
-                return
-
     # -- commands --------------------------------------------------------------
     def _identify(self, params: list[bytes]) -> bytes | None:
         if self.state != STATE_INIT:
@@ -312,97 +227,21 @@ class ClientV2:
         return None
 
     def _identify_body(self, body: Body) -> bytes | None:
+        response, upgrades = negotiate.identify(self, body.data)
+        if not upgrades:
+            return response
+        # the reply goes out in the clear, then the upgrades happen with the writer held
+        self._out += encode_frame(FrameType.RESPONSE, response)
+        raise Suspend(partial(self._upgrade, upgrades))
+
+    async def _upgrade(self, upgrades: negotiate.Upgrades) -> None:
+        # what the client sent behind IDENTIFY belongs to the first new layer
+        initial = self.parser.take_buffered()
+        await self.hold_writer()
         try:
-            data = decode_identify(body.data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            raise NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
-        opts = self.nsqd.options
-        self.client_id = data.client_id
-        self.hostname = data.hostname
-        self.user_agent = data.user_agent
-        try:
-            self._apply_identify(
-                data.heartbeat_interval,
-                data.output_buffer_size,
-                data.output_buffer_timeout,
-                data.sample_rate,
-                data.msg_timeout,
-            )
-        except ValueError as err:
-            raise NSQError("E_BAD_BODY", f"IDENTIFY {err}") from None
-        if not data.feature_negotiation:
-            return OK
-        deflate = opts.deflate and data.deflate and _COMPRESSION.deflate
-        level = data.deflate_level if deflate and data.deflate_level > 0 else 6
-        level = min(level, opts.max_deflate_level)
-        snappy = opts.snappy and data.snappy and _COMPRESSION.snappy
-        if deflate and snappy:
-            raise NSQError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
-        response = IdentifyResponse(
-            max_rdy_count=opts.max_rdy_count,
-            version=NSQ_VERSION,
-            max_msg_timeout=round(opts.max_msg_timeout * 1000),
-            msg_timeout=round(self.msg_timeout * 1000),
-            tls_v1=False,
-            deflate=deflate,
-            deflate_level=level,
-            max_deflate_level=opts.max_deflate_level,
-            snappy=snappy,
-            sample_rate=self.sample_rate,
-            auth_required=bool(opts.auth_http_addresses),
-            output_buffer_size=self.output_buffer_size,
-            output_buffer_timeout=round(self.output_buffer_timeout * 1000),
-        )
-        return encode_identify_response(response)
-
-    def _apply_identify(
-        self, heartbeat: int, buf_size: int, buf_timeout: int, sample_rate: int, msg_timeout: int
-    ) -> None:
-        opts = self.nsqd.options
-        if heartbeat == -1:
-            self.heartbeat_interval = 0.0
-        elif heartbeat == 0:
-            pass
-        elif 1000 <= heartbeat <= round(opts.max_heartbeat_interval * 1000):
-            self.heartbeat_interval = heartbeat / 1000
-        else:
-            raise ValueError(f"heartbeat interval ({heartbeat}) is invalid")
-        # nsqd restarts the heartbeat ticker when IDENTIFY arrives
-        self._next_heartbeat = self._now + self.heartbeat_interval
-        self._wake.set()
-
-        if buf_timeout == -1:
-            self.output_buffer_timeout = 0.0
-        elif buf_timeout == 0:
-            pass
-        elif (
-            round(opts.min_output_buffer_timeout * 1000)
-            <= buf_timeout
-            <= round(opts.max_output_buffer_timeout * 1000)
-        ):
-            self.output_buffer_timeout = buf_timeout / 1000
-        else:
-            raise ValueError(f"output buffer timeout ({buf_timeout}) is invalid")
-        if buf_size == -1:
-            self.output_buffer_size = 1
-            self.output_buffer_timeout = 0.0
-        elif buf_size == 0:
-            pass
-        elif 64 <= buf_size <= opts.max_output_buffer_size:
-            self.output_buffer_size = buf_size
-        else:
-            raise ValueError(f"output buffer size ({buf_size}) is invalid")
-
-        if not 0 <= sample_rate <= 99:
-            raise ValueError(f"sample rate ({sample_rate}) is invalid")
-        self.sample_rate = sample_rate
-
-        if msg_timeout == 0:
-            pass
-        elif 1000 <= msg_timeout <= round(opts.max_msg_timeout * 1000):
-            self.msg_timeout = msg_timeout / 1000
-        else:
-            raise ValueError(f"msg timeout ({msg_timeout}) is invalid")
+            await negotiate.upgrade_transport(self, upgrades, initial)
+        finally:
+            self.release_writer()
 
     def _auth(self, params: list[bytes]) -> bytes | None:
         if self.state != STATE_INIT:
@@ -414,11 +253,39 @@ class ClientV2:
         return None
 
     def _auth_body(self, body: Body) -> bytes | None:
-        if self.auth_state is not None:
+        authz = self._authz
+        if authz is not None and authz.has_authorizations():
             raise invalid("AUTH already set")
-        if not self.nsqd.options.auth_http_addresses:
+        if authz is None:
             raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
-        raise NSQError("E_AUTH_FAILED", "AUTH failed")
+        secret = body.data.decode("utf-8", "surrogateescape")
+        authenticate = partial(
+            authz.authenticate, secret, tls=self.tls, common_name=self._common_name()
+        )
+        raise Suspend(authenticate)
+
+    def _common_name(self) -> str:
+        """The client certificate's subject CN, which the auth server is told."""
+        return peer_common_name(self.tls_info) if self.tls_info is not None else ""
+
+    def _check_auth(
+        self, cmd: str, topic: str, channel: str, then: Callable[[], bytes | None]
+    ) -> bytes | None:
+        """nsqd's CheckAuth, then ``then()``; suspends to ask again when the answer expired."""
+        assert self._authz is not None
+        if self._authz.check(cmd, topic, channel, self._now):
+            return then()
+        raise Suspend(partial(self._recheck_auth, cmd, topic, channel, then))
+
+    async def _recheck_auth(
+        self, cmd: str, topic: str, channel: str, then: Callable[[], bytes | None]
+    ) -> bytes | None:
+        assert self._authz is not None
+        await self._authz.refresh(
+            cmd, topic, channel, tls=self.tls, common_name=self._common_name()
+        )
+        self._now = self.nsqd.now()
+        return then()
 
     def _sub(self, params: list[bytes]) -> bytes | None:
         if self.state != STATE_INIT:
@@ -433,6 +300,12 @@ class ClientV2:
         channel_name = params[2].decode("latin-1")
         if not is_valid_channel_name(channel_name):
             raise NSQError("E_BAD_CHANNEL", f"SUB channel name {go_quote(params[2])} is not valid")
+        if self._authz is not None:
+            subscribe = partial(self._subscribe, topic_name, channel_name)
+            return self._check_auth("SUB", topic_name, channel_name, subscribe)
+        return self._subscribe(topic_name, channel_name)
+
+    def _subscribe(self, topic_name: str, channel_name: str) -> bytes:
         topic = self.nsqd.get_topic(topic_name)
         channel = topic.get_channel(channel_name)
         try:
@@ -571,14 +444,28 @@ class ClientV2:
         if len(params) < 2:
             raise invalid("MPUB insufficient number of parameters")
         topic_name = self._topic_name("MPUB", params, mpub=True)
+        if self._authz is not None:  # MPUB checks before it reads the body
+            return self._check_auth("MPUB", topic_name, "", partial(self._mpub_body, topic_name))
+        return self._mpub_body(topic_name)
+
+    def _mpub_body(self, topic_name: str) -> bytes | None:
         # nsqd creates the topic before it reads the body
         self.nsqd.get_topic(topic_name)
         opts = self.nsqd.options
         self.parser.expect_mpub(opts.max_body_size, opts.max_msg_size)
-        self._pending = lambda body: self._publish("MPUB", topic_name, body.bodies, 0.0)
+        self._pending = lambda body: self._publish_unchecked("MPUB", topic_name, body.bodies, 0.0)
         return None
 
-    def _publish(self, cmd: str, topic_name: str, bodies: list[bytes], delay: float) -> bytes:
+    def _publish_checked(
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
+    ) -> bytes:
+        """PUB and DPUB with auth: nsqd checks after reading the body."""
+        publish = partial(self._publish_unchecked, cmd, topic_name, bodies, delay)
+        return self._check_auth(cmd, topic_name, "", publish)  # type: ignore[return-value]
+
+    def _publish_unchecked(
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
+    ) -> bytes:
         topic = self.nsqd.get_topic(topic_name)
         try:
             topic.put_messages(bodies, delay)
@@ -586,13 +473,3 @@ class ClientV2:
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
         return OK
-
-
-class _Compression:
-    """Which compression upgrades this build can perform (the transport layer turns them on)."""
-
-    snappy = False
-    deflate = False
-
-
-_COMPRESSION = _Compression()

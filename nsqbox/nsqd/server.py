@@ -1,5 +1,10 @@
 """serve_nsqd: bind the listeners, run the TCP protocol and the periodic loops.
 
+Listeners: TCP (protocol V2), HTTP, and HTTPS when TLS is configured
+(``--tls-cert``/``--tls-key`` and ``--https-address``, as nsqd). With
+``--tls-required=true`` the plain HTTP listener answers every request
+``403 TLS_REQUIRED``; ``tcp-https`` requires TLS on TCP only.
+
 Shutdown is cancellation: when the surrounding scope is cancelled the listeners
 close, every connection ends, and the NSQD persists what it holds.
 """
@@ -7,12 +12,15 @@ close, every connection ends, and the NSQD persists what it holds.
 from __future__ import annotations
 
 import logging
+import ssl
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
 from ..http import serve_http
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
+from .auth import AuthClient, open_auth_client
 from .dirlock import DirLock
 from .http_api import make_app
 from .lookup import lookup_loop, set_lookupd_addresses
@@ -20,6 +28,7 @@ from .nsqd import NSQD
 from .options import NSQDOptions, split_host_port
 from .protocol_v2 import ClientV2
 from .statsd import statsd_loop
+from .tls import server_context
 
 logger = logging.getLogger("nsqbox.nsqd")
 
@@ -31,6 +40,8 @@ class NSQDAddresses:
     tcp: tuple[str, int]
     http: tuple[str, int] | None
     nsqd: NSQD
+    #: The HTTPS listener (None without TLS or with ``--https-address=""``).
+    https: tuple[str, int] | None = None
 
 
 async def _open_listeners(address: str) -> list[trio.SocketListener]:
@@ -43,8 +54,17 @@ def _bound(listeners: list[trio.SocketListener]) -> tuple[str, int]:
     return str(sockname[0]), int(sockname[1])
 
 
-async def handle_tcp(nsqd: NSQD, stream: trio.SocketStream) -> None:
-    """One TCP connection: read the magic, then speak protocol V2 until it ends."""
+async def handle_tcp(
+    nsqd: NSQD,
+    stream: trio.SocketStream,
+    *,
+    tls_context: ssl.SSLContext | None = None,
+    auth: AuthClient | None = None,
+) -> None:
+    """One TCP connection: read the magic, then speak protocol V2 until it ends.
+
+    ``tls_context`` is offered to clients that negotiate TLS; ``auth`` answers AUTH.
+    """
     try:
         remote = stream.socket.getpeername()
     except OSError:
@@ -69,7 +89,9 @@ async def handle_tcp(nsqd: NSQD, stream: trio.SocketStream) -> None:
                 await stream.send_all(encode_frame(FrameType.ERROR, b"E_BAD_PROTOCOL"))
             await trio.aclose_forcefully(stream)
             return
-        client = ClientV2(nsqd, stream, (str(remote[0]), int(remote[1])))
+        client = ClientV2(
+            nsqd, stream, (str(remote[0]), int(remote[1])), tls_context=tls_context, auth=auth
+        )
         await client.run(buf[4:])
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         logger.info("client(%s) connection error - %s", remote, exc)
@@ -93,53 +115,77 @@ async def serve_nsqd(
     *,
     task_status: trio.TaskStatus[NSQDAddresses] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run an nsqd until cancelled; report the bound addresses through ``task_status``."""
+    """Run an nsqd until cancelled; report the bound addresses through ``task_status``.
+
+    Raises ValueError before binding anything when the certificate or key cannot
+    be loaded (nsqd refuses to start the same way). ``--tls-required`` without a
+    certificate is refused by the command line (:mod:`nsqbox.nsqd.config`);
+    here it leaves every TCP command but IDENTIFY refused.
+    """
+    tls_context = server_context(options)
     nsqd = NSQD(options, now=trio.current_time)
     lock = DirLock(nsqd.data_path)
     lock.lock()
     tcp_listeners: list[trio.SocketListener] = []
     http_listeners: list[trio.SocketListener] = []
+    https_listeners: list[trio.SocketListener] = []
     try:
         nsqd.load_metadata()
         nsqd.persist_metadata()
         tcp_listeners = await _open_listeners(options.tcp_address)
         if options.http_address:
             http_listeners = await _open_listeners(options.http_address)
+        if tls_context is not None and options.https_address:
+            https_listeners = await _open_listeners(options.https_address)
     except BaseException:
         nsqd.close()
         lock.unlock()
         with trio.CancelScope(shield=True):
-            for listener in tcp_listeners:
+            for listener in tcp_listeners + http_listeners:
                 await listener.aclose()
         raise
     tcp = _bound(tcp_listeners)
     http = _bound(http_listeners) if http_listeners else None
+    https = _bound(https_listeners) if https_listeners else None
     nsqd.tcp_port = tcp[1]
     nsqd.http_port = http[1] if http else 0
+    nsqd.https_port = https[1] if https else 0
     if not options.broadcast_tcp_port:
         options.broadcast_tcp_port = nsqd.tcp_port
     if not options.broadcast_http_port:
         options.broadcast_http_port = nsqd.http_port
     try:
-        async with trio.open_nursery() as nursery:
+        async with (
+            open_auth_client(options, now=nsqd.now) as auth,
+            trio.open_nursery() as nursery,
+        ):
 
             async def handler(stream: trio.SocketStream) -> None:
-                await handle_tcp(nsqd, stream)
+                await handle_tcp(nsqd, stream, tls_context=tls_context, auth=auth)
 
             nursery.start_soon(trio.serve_listeners, handler, tcp_listeners)
+
+            def options_changed() -> None:  # nsqd's triggerOptsNotification
+                set_lookupd_addresses(nsqd, nsqd.options.lookupd_tcp_addresses)
+
             if http_listeners:
-
-                def options_changed() -> None:  # nsqd's triggerOptsNotification
-                    set_lookupd_addresses(nsqd, nsqd.options.lookupd_tcp_addresses)
-
                 app = make_app(nsqd, on_options_changed=options_changed)
                 await nursery.start(serve_http, app, http_listeners)
+            if https_listeners:
+                assert tls_context is not None
+                secure: list[trio.abc.Listener[Any]] = [
+                    trio.SSLListener(listener, tls_context, https_compatible=True)
+                    for listener in https_listeners
+                ]
+                app = make_app(nsqd, tls_enabled=True, on_options_changed=options_changed)
+                await nursery.start(serve_http, app, secure)
+                logger.info("HTTPS: listening on %s:%d", *_bound(https_listeners))
             nursery.start_soon(queue_scan_loop, nsqd)
             await nursery.start(lookup_loop, nsqd)
             if options.statsd_address:
                 nursery.start_soon(statsd_loop, nsqd)
             logger.info("TCP: listening on %s:%d", *tcp)
-            task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd))
+            task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd, https=https))
     finally:
         nsqd.close()
         lock.unlock()

@@ -74,6 +74,7 @@ class CommandParser(ReceiveBuffer):
         self._max_msg = 0
         self._size = 0
         self._count = 0
+        self._consumed = 0
         self._bodies: list[bytes] = []
 
     def expect_body(self, name: str, limit: int, *, message: bool) -> None:
@@ -100,6 +101,35 @@ class CommandParser(ReceiveBuffer):
         if self._state in (_MESSAGE, _BODY):
             return self._next_body()
         return self._next_mpub()
+
+    def eof_error(self) -> NSQError | None:
+        """The error nsqd sends when the peer closes its side now, or None.
+
+        nsqd answers a body cut short by the end of the stream with the error of
+        the read that failed (``PUB failed to read message body``...), and ends
+        a partial command line silently. Call it when the peer has closed and
+        :meth:`next_event` has returned :data:`NEED_DATA`; the parser's state is
+        left as it is.
+        """
+        state = self._state
+        if state == _LINE:
+            return None
+        have = len(self._buf) - self._pos
+        if state in (_MESSAGE, _BODY):
+            code = "E_BAD_MESSAGE" if state == _MESSAGE else "E_BAD_BODY"
+            what = "message body" if state == _MESSAGE else "body"
+            if self._size < 0:
+                return NSQError(code, f"{self._name} failed to read {what} size")
+            return NSQError(code, f"{self._name} failed to read {what}")
+        if state == _MPUB_LEN:
+            return NSQError("E_BAD_BODY", "MPUB failed to read body size")
+        if state == _MPUB_COUNT:
+            return NSQError("E_BAD_BODY", "MPUB failed to read message count")
+        if have < 4:
+            return NSQError(
+                "E_BAD_MESSAGE", f"MPUB failed to read message({len(self._bodies)}) body size"
+            )
+        return NSQError("E_BAD_MESSAGE", "MPUB failed to read message body")
 
     def _next_line(self) -> Command | _NeedData:
         buf = self._buf
@@ -166,15 +196,20 @@ class CommandParser(ReceiveBuffer):
             if count <= 0 or count > (self._limit - 4) // 5:
                 raise NSQError("E_BAD_BODY", f"MPUB invalid message count {count}")
             self._count = count
+            self._consumed = 4
             self._bodies = []
             self._state = _MPUB_ITEMS
         # nsqd reads the messages straight off the stream (the declared body size
         # is only range-checked), so parse structurally, resuming where we stopped.
+        # Unlike nsqd, the bytes actually read are held to --max-body-size too: a
+        # declared size is a claim, and count * --max-msg-size can be terabytes.
         buf = self._buf
         pos = self._pos
         have = len(buf)
         bodies = self._bodies
         max_msg = self._max_msg
+        limit = self._limit
+        consumed = self._consumed
         unpack = _INT32.unpack_from
         for i in range(len(bodies), self._count):
             if have - pos < 4:
@@ -184,12 +219,16 @@ class CommandParser(ReceiveBuffer):
                 raise NSQError("E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {size}")
             if size > max_msg:
                 raise NSQError("E_BAD_MESSAGE", f"MPUB message too big {size} > {max_msg}")
+            if consumed + 4 + size > limit:
+                raise NSQError("E_BAD_BODY", f"MPUB body too big {consumed + 4 + size} > {limit}")
             end = pos + 4 + size
             if have < end:
                 break
             bodies.append(bytes(buf[pos + 4 : end]))
+            consumed += 4 + size
             pos = end
         self._pos = pos
+        self._consumed = consumed
         if len(bodies) < self._count:
             return NEED_DATA
         self._bodies = []
