@@ -19,7 +19,7 @@ import msgspec
 
 from .. import NSQ_VERSION
 from ..wire.lookupd import Identify
-from ..wire.names import is_ephemeral
+from ..wire.names import is_ephemeral, is_valid_topic_name
 from .options import LookupdOptions
 from .registration_db import (
     ANY,
@@ -75,6 +75,11 @@ def _producer_info(peer: PeerInfo) -> ProducerInfo:
 
 class NSQLookupd:
     """One nsqlookupd's state and operations.
+
+    Names that come from a peer are checked before they reach the DB: a name
+    that is not valid cannot be registered, so queries and deletes by such a
+    name find nothing. This also keeps ``*``, the DB's wildcard, from matching
+    every key (nsqlookupd's ``/topic/delete?topic=*`` deletes every topic).
 
     ``tcp_port``/``http_port`` are the bound ports (IDENTIFY replies with them);
     the server sets them once its listeners are up.
@@ -186,11 +191,15 @@ class NSQLookupd:
 
     def channels(self, topic: str) -> list[str]:
         """Every channel key of ``topic``."""
+        if not is_valid_topic_name(topic):
+            return []
         return subkeys(self.db.find_registrations(Category.CHANNEL, topic, ANY))
 
     def lookup(self, topic: str) -> tuple[list[str], list[ProducerInfo]] | None:
         """/lookup: channels and active, untombstoned producers; None for an unknown topic."""
-        if not self.db.find_registrations(Category.TOPIC, topic, ""):
+        if not is_valid_topic_name(topic) or not self.db.find_registrations(
+            Category.TOPIC, topic, ""
+        ):
             return None
         producers = filter_by_active(
             self.db.find_producers(Category.TOPIC, topic, ""),
@@ -279,6 +288,8 @@ class NSQLookupd:
 
     def delete_topic(self, topic: str) -> None:
         """Forget a topic and its channels (nsqds that still have it re-register on reconnect)."""
+        if not is_valid_topic_name(topic):
+            return
         for key in self.db.find_registrations(Category.CHANNEL, topic, ANY):
             log.info("DB: removing channel(%s) from topic(%s)", key.subkey, topic)
             self.db.remove_registration(key)
@@ -288,6 +299,8 @@ class NSQLookupd:
 
     def tombstone_topic_producer(self, topic: str, node: str) -> None:
         """Tombstone ``topic`` on the producers named ``node`` (``broadcast_address:http_port``)."""
+        if not is_valid_topic_name(topic):
+            return
         log.info("DB: setting tombstone for producer@%s of topic(%s)", node, topic)
         now = self.clock()
         for producer in self.db.find_producers(Category.TOPIC, topic, ""):

@@ -37,6 +37,9 @@ _unpack_len = _LEN.unpack_from
 # Read this much at a time: large enough that a read syscall serves hundreds of small messages,
 # small enough that a few hundred channels reading from disk at once stay cheap in memory.
 _READ_CHUNK = 128 * 1024
+# Temp-file names come from a generator of our own, so writing metadata never moves
+# the global random state of the application or test suite nsqd runs in.
+_tmp_names = random.Random()
 
 
 def backend_name(topic: str, channel: str | None = None) -> str:
@@ -481,7 +484,7 @@ class DiskQueue:
             f"{self._write_file_num},{self._write_pos}\n"
         )
         # Go's temp name: fmt.Sprintf("%s.%d.tmp", fileName, rand.Int()), rand.Int() in [0, 2**63).
-        tmp = f"{self._meta_file_name}.{random.getrandbits(63)}.tmp"
+        tmp = f"{self._meta_file_name}.{_tmp_names.getrandbits(63)}.tmp"
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, text.encode())

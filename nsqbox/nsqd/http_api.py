@@ -182,12 +182,10 @@ class _NSQDHTTP:
         args, topic = self._topic_from_query(request)
         defer = 0.0
         if "defer" in args:
-            raw = args["defer"][0]
-            if not _INT64.fullmatch(raw):
+            ms = _parse_int64(args["defer"][0])
+            if ms is None or ms < 0 or ms > round(self.nsqd.options.max_req_timeout * 1000):
                 raise HTTPError(400, "INVALID_DEFER")
-            defer = int(raw) / 1000
-            if defer < 0 or defer > self.nsqd.options.max_req_timeout:
-                raise HTTPError(400, "INVALID_DEFER")
+            defer = ms / 1000
         self._put(topic, [request.body], defer)
         return "OK"
 
@@ -337,6 +335,23 @@ class _NSQDHTTP:
     # -- /debug ------------------------------------------------------------
     async def debug(self, request: Request) -> dict[str, object]:
         return debug_snapshot(self.nsqd)
+
+
+def _parse_int64(raw: str) -> int | None:
+    """Go's ``strconv.ParseInt(raw, 10, 64)``: None for anything it refuses.
+
+    The length is checked before ``int()``: CPython refuses to convert more than
+    4300 digits (and the division that followed overflowed long before).
+    """
+    if not _INT64.fullmatch(raw):
+        return None
+    digits = raw.lstrip("+-").lstrip("0")
+    if len(digits) > 19:
+        return None
+    value = int(raw[0] + digits) if raw[0] in "+-" and digits else int(digits or "0")
+    if not -(2**63) <= value < 2**63:
+        return None
+    return value
 
 
 def _ns(seconds: float) -> int:

@@ -1,0 +1,157 @@
+"""What nsqd's and nsqlookupd's HTTP APIs may answer, route by route (v1.3.0's http.go).
+
+Each route maps to the set of ``(status, message)`` it can send; ``message`` is
+the ``{"message": ...}`` of an error, or None for a success. Conventions every
+route shares (404, 405, trailing-slash redirects, OPTIONS, 413 for a body over
+the server's limit) are applied by :func:`allowed`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+Answer = tuple[int, str | None]
+
+_OK: Final[Answer] = (200, None)
+_BAD_QUERY: Final[Answer] = (400, "INVALID_REQUEST")
+_NO_TOPIC: Final[Answer] = (400, "MISSING_ARG_TOPIC")
+_TOPIC_404: Final[Answer] = (404, "TOPIC_NOT_FOUND")
+_BODY_TOO_BIG: Final[Answer] = (413, "BODY_TOO_BIG")
+_CHANNEL_ARGS: Final[frozenset[Answer]] = frozenset(
+    {
+        _OK,
+        _BAD_QUERY,
+        _NO_TOPIC,
+        (400, "INVALID_ARG_TOPIC"),
+        (400, "MISSING_ARG_CHANNEL"),
+        (400, "INVALID_ARG_CHANNEL"),
+        _TOPIC_404,
+    }
+)
+
+NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
+    ("GET", "/ping"): frozenset({_OK}),
+    ("GET", "/info"): frozenset({_OK}),
+    ("GET", "/debug"): frozenset({_OK}),
+    ("GET", "/stats"): frozenset({_OK, _BAD_QUERY}),
+    ("POST", "/pub"): frozenset(
+        {
+            _OK,
+            _BAD_QUERY,
+            _NO_TOPIC,
+            (400, "INVALID_TOPIC"),
+            (400, "MSG_EMPTY"),
+            (400, "INVALID_DEFER"),
+            (413, "MSG_TOO_BIG"),
+        }
+    ),
+    ("POST", "/mpub"): frozenset(
+        {
+            _OK,
+            _BAD_QUERY,
+            _NO_TOPIC,
+            (400, "INVALID_TOPIC"),
+            (413, "MSG_TOO_BIG"),
+            (413, "BODY_TOO_BIG"),
+            (413, "BAD_BODY"),
+            (413, "BAD_MESSAGE"),
+        }
+    ),
+    ("POST", "/topic/create"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC, (400, "INVALID_TOPIC")}),
+    ("POST", "/topic/delete"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC, _TOPIC_404}),
+    ("POST", "/topic/empty"): frozenset(
+        {_OK, _BAD_QUERY, _NO_TOPIC, (400, "INVALID_TOPIC"), _TOPIC_404}
+    ),
+    ("POST", "/topic/pause"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC, _TOPIC_404}),
+    ("POST", "/topic/unpause"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC, _TOPIC_404}),
+    ("POST", "/channel/create"): _CHANNEL_ARGS,
+    ("POST", "/channel/delete"): _CHANNEL_ARGS | {(404, "CHANNEL_NOT_FOUND")},
+    ("POST", "/channel/empty"): _CHANNEL_ARGS | {(404, "CHANNEL_NOT_FOUND")},
+    ("POST", "/channel/pause"): _CHANNEL_ARGS | {(404, "CHANNEL_NOT_FOUND")},
+    ("POST", "/channel/unpause"): _CHANNEL_ARGS | {(404, "CHANNEL_NOT_FOUND")},
+    ("GET", "/config/:opt"): frozenset({_OK, (400, "INVALID_OPTION")}),
+    ("PUT", "/config/:opt"): frozenset(
+        {_OK, (400, "INVALID_OPTION"), (400, "INVALID_VALUE"), (413, "INVALID_VALUE")}
+    ),
+}
+# nsqbox keeps nsqd 0.x's /put as an alias of /pub.
+NSQD_ROUTES["POST", "/put"] = NSQD_ROUTES["POST", "/pub"]
+
+_LOOKUPD_MUTATING: Final[dict[str, frozenset[Answer]]] = {
+    "/topic/create": frozenset({_OK, _BAD_QUERY, _NO_TOPIC, (400, "INVALID_ARG_TOPIC")}),
+    "/topic/delete": frozenset({_OK, _BAD_QUERY, _NO_TOPIC}),
+    "/channel/create": _CHANNEL_ARGS - {_TOPIC_404},
+    "/channel/delete": (_CHANNEL_ARGS - {_TOPIC_404}) | {(404, "CHANNEL_NOT_FOUND")},
+    "/topic/tombstone": frozenset({_OK, _BAD_QUERY, _NO_TOPIC, (400, "MISSING_ARG_NODE")}),
+    "/tombstone_topic_producer": frozenset({_OK, _BAD_QUERY, _NO_TOPIC, (400, "MISSING_ARG_NODE")}),
+}
+
+LOOKUPD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
+    ("GET", "/ping"): frozenset({_OK}),
+    ("GET", "/info"): frozenset({_OK}),
+    ("GET", "/debug"): frozenset({_OK}),
+    ("GET", "/topics"): frozenset({_OK}),
+    ("GET", "/nodes"): frozenset({_OK}),
+    ("GET", "/lookup"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC, _TOPIC_404}),
+    ("GET", "/channels"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC}),
+    # v1.3.0 takes POST; nsqbox also answers GET, as nsqlookupd before 1.0 did
+    **{
+        (method, path): answers
+        for path, answers in _LOOKUPD_MUTATING.items()
+        for method in ("POST", "GET")
+    },
+}
+
+
+def _match(pattern: str, path: str) -> bool:
+    want = pattern.split("/")
+    got = path.split("/")
+    if len(want) != len(got):
+        return False
+    return all(w == g or (w.startswith(":") and g) for w, g in zip(want, got, strict=True))
+
+
+def methods_for(routes: dict[tuple[str, str], frozenset[Answer]], path: str) -> set[str]:
+    """The methods ``path`` has routes for."""
+    return {m for (m, p) in routes if _match(p, path)}
+
+
+#: A route's own body limit and its answer to a body over it.
+Limits = dict[tuple[str, str], tuple[int, Answer]]
+
+
+def allowed(
+    routes: dict[tuple[str, str], frozenset[Answer]],
+    method: str,
+    path: str,
+    body_size: int,
+    limits: Limits,
+    default_limit: int,
+) -> frozenset[Answer]:
+    """Every answer the server may give to ``method path`` with a body of ``body_size`` bytes.
+
+    Routes in ``limits`` have their own body limit and answer; the others refuse
+    a body over ``default_limit`` with 413 BODY_TOO_BIG, and unknown routes one
+    over 256 KiB.
+    """
+    methods = methods_for(routes, path)
+    if methods:
+        if method in methods:
+            pattern = next(p for (m, p) in routes if m == method and _match(p, path))
+            limit, too_large = limits.get((method, pattern), (default_limit, _BODY_TOO_BIG))
+            if body_size > limit:
+                return frozenset({too_large})
+            return routes[method, pattern]
+        if method == "OPTIONS":
+            return frozenset({_OK})
+        return _refused(405, "METHOD_NOT_ALLOWED", body_size)
+    other = path[:-1] if path.endswith("/") else path + "/"
+    if path != "/" and method in methods_for(routes, other):
+        return frozenset({(301 if method == "GET" else 307, None)})
+    return _refused(404, "NOT_FOUND", body_size)
+
+
+def _refused(status: int, message: str, body_size: int) -> frozenset[Answer]:
+    if body_size > 256 * 1024:
+        return frozenset({(status, message), _BODY_TOO_BIG})
+    return frozenset({(status, message)})
