@@ -39,7 +39,11 @@ class Consumer(Protocol):
     in_ring: bool
 
     def can_take(self) -> bool:
-        """Subscribed, not closing, and in_flight_count < ready_count."""
+        """Subscribed, not closing, in_flight_count < ready_count, output buffer not full."""
+        ...
+
+    def out_room(self) -> int:
+        """Bytes its output buffer may still take."""
         ...
 
     def send_message(self, msg: Message) -> None:
@@ -172,14 +176,19 @@ class Channel:
             room = client.ready_count - client.in_flight_count
             if client.sample_rate:
                 room = 1
+            out_room = client.out_room()  # bytes: a batch never overfills its buffer
+            batch: list[Message] = []
             if memory:
-                batch = [memory.popleft() for _ in range(min(room, len(memory)))]
+                while memory and len(batch) < room and out_room > 0:
+                    msg = memory.popleft()
+                    out_room -= len(msg.data) + 30
+                    batch.append(msg)
             else:
-                batch = []
-                while len(batch) < room and backend.depth:
-                    msg = self._read_backend(now)
-                    if msg is not None:
-                        batch.append(msg)
+                while len(batch) < room and out_room > 0 and backend.depth:
+                    stored = self._read_backend(now)
+                    if stored is not None:
+                        out_room -= len(stored.data) + 30
+                        batch.append(stored)
                 if not batch:
                     continue
             if client.sample_rate:  # one at a time: _dispatch samples and rotates the ring

@@ -91,6 +91,10 @@ class Connection:
         self._cancel = trio.CancelScope()
         self._now = 0.0
         self._next_heartbeat = 0.0
+        #: Output bytes at which deliveries pause and the reader waits for the writer:
+        #: nsqd blocks on a slow client's socket; we stop feeding it instead.
+        self.out_limit = nsqd.options.max_output_buffer_size
+        self._drained = trio.Event()
 
     def close(self) -> None:
         """Disconnect: both tasks end and the stream is closed."""
@@ -116,6 +120,7 @@ class Connection:
                         await self._reader(initial)
                     finally:
                         self._closing = True
+                        self._stop_deliveries()
                         self._wake.set()
         finally:
             self._disconnected()
@@ -130,6 +135,9 @@ class Connection:
     def _ready_for_more(self) -> None:
         """Called after a chunk of commands that set ``_refill``."""
 
+    def _stop_deliveries(self) -> None:
+        """Called as soon as the reader ends, before the writer's last flush."""
+
     def _disconnected(self) -> None:
         """Called when both tasks ended, before the stream is closed."""
 
@@ -142,6 +150,9 @@ class Connection:
                 if not await self._resume():
                     return
                 continue
+            while len(self._out) >= self.out_limit and not self._closing:
+                # the peer is not reading: stop executing its commands until it does
+                await self._drained.wait()
             hb = self.heartbeat_interval
             with trio.move_on_after(hb * 2 if hb > 0 else math.inf) as scope:
                 try:
@@ -151,7 +162,14 @@ class Connection:
             if scope.cancelled_caught:
                 logger.info("PROTOCOL(V2): [%s] read timeout, closing", self)
                 return
-            if not data or not self._feed(data):
+            if not data:
+                err = self.parser.eof_error()  # a body cut short: nsqd says which read failed
+                if err is not None:
+                    logger.error("[%s] - %s", self, err)
+                    self._out += encode_frame(FrameType.ERROR, err.frame_body())
+                    self._wake.set()
+                return
+            if not self._feed(data):
                 return
 
     def _feed(self, data: bytes | bytearray) -> bool:
@@ -175,6 +193,9 @@ class Connection:
             return False
         except ProtocolViolation as err:
             logger.error("[%s] - %s", self, err)
+            return False
+        except Exception:  # a bug must cost one connection, never the server
+            logger.exception("[%s] - unexpected error, closing", self)
             return False
         if self._refill:
             self._refill = False
@@ -264,6 +285,12 @@ class Connection:
                 logger.error("[%s] write timeout, closing", self)
                 self.close()
                 return
+            if len(self._out) < self.out_limit:
+                self._drained.set()
+                self._drained = trio.Event()
+                if not self._closing:
+                    self._now = nsqd.now()
+                    self._ready_for_more()  # deliveries paused on a full buffer resume
 
     async def hold_writer(self) -> None:
         """Wait until the writer has sent everything queued, and keep it paused."""

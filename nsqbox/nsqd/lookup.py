@@ -36,7 +36,7 @@ from ..wire.lookupd import (
     encode_register,
     encode_unregister,
 )
-from ..wire.names import is_ephemeral
+from ..wire.names import is_ephemeral, is_valid_channel_name
 from .channel import Channel
 from .nsqd import NSQD
 from .options import split_host_port
@@ -220,7 +220,9 @@ class LookupService:
             if addresses:
                 names = await self._query_channels(topic.name, addresses)
                 for name in names:
-                    if not topic.exiting and not is_ephemeral(name):  # ephemeral: no consumer yet
+                    if not is_valid_channel_name(name):
+                        log.warning("ignoring invalid channel name %r from nsqlookupd", name)
+                    elif not topic.exiting and not is_ephemeral(name):  # ephemeral: no consumer
                         topic.get_channel(name)
             elif self.nsqd.options.lookupd_tcp_addresses:
                 log.error(

@@ -29,6 +29,9 @@ import msgspec
 
 from nsqbox import NSQ_VERSION
 
+# temp-file names from a generator of our own: never move the host's global random state
+_tmp_names = random.Random()
+
 __all__ = [
     "DEFERRED_FILE_NAME",
     "METADATA_FILE_NAME",
@@ -183,7 +186,7 @@ def write_sync_file(fn: str, data: bytes) -> None:
 
 def _replace_file(fn: str, data: bytes) -> None:
     # nsqd's temp name: fmt.Sprintf("%s.%d.tmp", fileName, rand.Int()), rand.Int() in [0, 2**63).
-    tmp = f"{fn}.{random.getrandbits(63)}.tmp"
+    tmp = f"{fn}.{_tmp_names.getrandbits(63)}.tmp"
     try:
         write_sync_file(tmp, data)
         os.rename(tmp, fn)

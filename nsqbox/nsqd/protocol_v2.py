@@ -55,12 +55,17 @@ Publisher = Callable[[str, str, list[bytes], float], "bytes | None"]
 
 
 def _base10(raw: bytes) -> int | None:
-    """nsqd's ByteToBase10: digits only (empty is 0), wrapping like a uint64."""
-    if raw and not raw.isdigit():
+    """nsqd's ByteToBase10: digits only (empty is 0), wrapping like a uint64.
+
+    Folded in chunks: CPython's int() refuses strings of more than 4,300 digits.
+    """
+    if raw and not (raw.isascii() and raw.isdigit()):
         return None
-    if not raw.isascii():
-        return None
-    return int(raw or b"0") & _MAX_UINT64
+    value = 0
+    for i in range(0, len(raw), 1000):
+        chunk = raw[i : i + 1000]
+        value = (value * 10 ** len(chunk) + int(chunk)) & _MAX_UINT64
+    return value
 
 
 def _int64(value: int) -> int:
@@ -149,8 +154,13 @@ class ClientV2(Connection):
 
     # -- what a channel calls ------------------------------------------------
     def can_take(self) -> bool:
-        """Ready for another message: in flight below RDY (CLS and close set RDY to 0)."""
-        return self.in_flight_count < self.ready_count
+        """Ready for another message: in flight below RDY (CLS and close set RDY to 0),
+        and the output buffer not full (a consumer that does not read gets no more)."""
+        return self.in_flight_count < self.ready_count and len(self._out) < self.out_limit
+
+    def out_room(self) -> int:
+        """Bytes the output buffer may still take before deliveries pause."""
+        return self.out_limit - len(self._out)
 
     def send_message(self, msg: Message) -> None:
         """Buffer a message frame for the writer (the channel did the in-flight bookkeeping)."""
@@ -194,6 +204,10 @@ class ClientV2(Connection):
         """Serve the connection until it ends; ``initial`` is what followed the magic."""
         self.nsqd.clients[self.id] = self
         await self.serve(initial)
+
+    def _stop_deliveries(self) -> None:
+        # the reader ended (EOF, fatal error): nothing more for us, before the writer flushes
+        self.ready_count = 0
 
     def _disconnected(self) -> None:
         self.nsqd.clients.pop(self.id, None)

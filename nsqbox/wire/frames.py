@@ -78,6 +78,11 @@ class FrameReader(ReceiveBuffer):
     def frames(self) -> list[tuple[int, bytes]]:
         """Every complete frame buffered so far, in order."""
         out = []
-        while (frame := self.next_frame()) is not None:
-            out.append(frame)
+        try:
+            while (frame := self.next_frame()) is not None:
+                out.append(frame)
+        except FrameTooLarge:
+            if not out:
+                raise
+            # hand over the good frames now; the bad one raises on the next call
         return out

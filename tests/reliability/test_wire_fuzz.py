@@ -220,11 +220,6 @@ def test_lookupd_response_reader_errors_and_chunking(data: st.DataObject, cuts: 
     assert outcomes[2] == outcomes[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wire/frames.py: FrameReader.frames() drops the good frames it parsed before "
-    "raising FrameTooLarge, so a client loses them when they share a chunk with a bad frame",
-)
 def test_frame_reader_frames_keeps_good_frames_before_a_bad_one() -> None:
     reader = FrameReader(max_frame_size=MAX_BODY)
     reader.receive_data(encode_frame(1, b"E_INVALID why") + _INT32.pack(0) * 2)
