@@ -40,7 +40,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-import httpx
 import msgspec
 import trio
 
@@ -48,6 +47,8 @@ from ..wire.errors import NSQError, go_quote
 from .tls import client_context
 
 if TYPE_CHECKING:
+    import httpx
+
     from .options import NSQDOptions
 
 __all__ = [
@@ -234,7 +235,7 @@ class AuthClient:
                 if response.status_code == 403 and not url.startswith("https"):
                     url = _https_url(url, response.content)
                     response = await self.http.request(method, url, headers={"Accept": ACCEPT_V1})
-            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            except httpx_errors() as exc:
                 raise AuthError(f"{type(exc).__name__}: {exc}") from exc
         if scope.cancelled_caught:
             raise AuthError(f"{method} {url}: timeout")
@@ -256,6 +257,8 @@ async def open_auth_client(
     if not options.auth_http_addresses:
         yield None
         return
+    import httpx  # only with --auth-http-address: keeps it off the start-up path
+
     timeout = httpx.Timeout(
         options.http_client_request_timeout, connect=options.http_client_connect_timeout
     )
@@ -341,3 +344,10 @@ class ConnectionAuth:
 def _unauthorized(cmd: str, topic: str, channel: str) -> NSQError:
     quoted = f"{go_quote(topic.encode())} {go_quote(channel.encode())}"
     return NSQError("E_UNAUTHORIZED", f"AUTH failed for {cmd} on {quoted}")
+
+
+def httpx_errors() -> tuple[type[Exception], ...]:
+    """httpx's request errors (httpx is imported once an auth server is configured)."""
+    import httpx
+
+    return (httpx.HTTPError, httpx.InvalidURL)

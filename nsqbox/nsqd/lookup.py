@@ -20,8 +20,8 @@ import logging
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import httpx
 import msgspec
 import trio
 
@@ -41,6 +41,9 @@ from .channel import Channel
 from .nsqd import NSQD
 from .options import split_host_port
 from .topic import Topic
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("nsqbox.nsqd.lookup")
 
@@ -138,12 +141,8 @@ class LookupService:
         nsqd = self.nsqd
         opts = nsqd.options
         previous_hook = nsqd.on_new_topic
-        timeout = httpx.Timeout(
-            opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
-        )
         try:
-            async with httpx.AsyncClient(timeout=timeout) as http, trio.open_nursery() as nursery:
-                self._http = http
+            async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nsqd.add_notify_callback(self._on_notify)
                 nsqd.on_new_topic = self._on_new_topic
@@ -152,7 +151,10 @@ class LookupService:
                 await trio.sleep_forever()
         finally:
             self._nursery = None
-            self._http = None
+            if self._http is not None:
+                with trio.CancelScope(shield=True):
+                    await self._http.aclose()
+                self._http = None
             self._peers.clear()  # the notify callback stays installed; it finds no peers
             nsqd.on_new_topic = previous_hook
 
@@ -241,8 +243,16 @@ class LookupService:
         """The union of ``/channels?topic=`` over ``addresses`` (GetLookupdTopicChannels)."""
         found: set[str] = set()
         errors: list[str] = []
+        import httpx  # only once a lookupd is asked: keeps it off the start-up path
+
         http = self._http
-        assert http is not None  # set for as long as run() runs
+        if http is None:
+            opts = self.nsqd.options
+            timeout = httpx.Timeout(
+                opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
+            )
+            # lookupd speaks plain HTTP: no CA bundle to load, no proxies from the environment
+            http = self._http = httpx.AsyncClient(timeout=timeout, verify=False, trust_env=False)
 
         async def query(address: str) -> None:
             url = f"http://{address}/channels"

@@ -260,15 +260,17 @@ async def test_fatal_error_stops_deliveries_at_once(start_nsqd: StartNSQD) -> No
     await server_side(addrs.nsqd, victim)
     channel = addrs.nsqd.get_topic("t").get_channel("c")
     await wait_until(lambda: len(channel.clients) == 1)
-    # fill its socket so its writer is stuck, then make it fail
+    # fill its socket and output buffer so its writer is stuck, then make it fail
     await publish(addrs.tcp, "t", *[b"x" * 8192] * 40)
-    await wait_until(lambda: channel.in_flight_count() == 40)
+    await wait_until(lambda: channel.in_flight_count() > 0)
+    await trio.testing.wait_all_tasks_blocked()
+    held = channel.in_flight_count()
     await victim.send(b"SUB t c\n")  # E_INVALID cannot SUB in current state: fatal
     await trio.testing.wait_all_tasks_blocked()
     await publish(addrs.tcp, "t", b"after")
     in_flight = channel.in_flight_count()
     await victim.aclose()
-    assert in_flight == 40  # "after" waits for a consumer that can take it
+    assert in_flight == held  # "after" waits for a consumer that can take it
 
 
 # -- a lookupd that goes away ---------------------------------------------------------------
