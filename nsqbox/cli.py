@@ -27,25 +27,28 @@ logger = logging.getLogger("nsqbox.cli")
 
 #: Commands that exist: name -> "module:function" taking ``argv`` and returning the exit status.
 SUBCOMMANDS: dict[str, str] = {
-    "up": "nsqbox.cli:up_main",
+    "up": "nsqbox.box:main",
     "nsqd": "nsqbox.cli:nsqd_main",
     "lookupd": "nsqbox.lookupd.server:main",
+    "admin": "nsqbox.admin.server:main",
+    "tui": "nsqbox.admin.tui.cli:main",
+    "pub": "nsqbox.tools.pub:main",
+    "tail": "nsqbox.tools.tail:main",
+    "stat": "nsqbox.tools.stat:main",
 }
 
 #: One line of help per command, including the ones still to come.
 SUMMARIES: dict[str, str] = {
-    "up": "run the whole box in one process (for now: nsqd)",
+    "up": "run the whole box in one process: nsqlookupd, nsqd(s) and the admin service",
     "nsqd": "run an nsqd; takes NSQ nsqd's flags",
     "lookupd": "run an nsqlookupd; takes NSQ nsqlookupd's flags",
+    "admin": "run the admin service (nsqadmin's /api); takes nsqadmin's flags",
     "tui": "the terminal admin UI, for nsqbox or any NSQ cluster",
     "pub": "publish messages to a topic",
     "tail": "print the messages of a topic",
     "stat": "print topic and channel statistics",
     "bench": "measure publish and consume throughput",
 }
-
-#: Where ``nsqbox up`` keeps its data unless --data-path says otherwise.
-UP_DATA_PATH = "./nsqbox-data"
 
 # How nsqd labels fatal start-up errors (main.go's logFatal always uses this prefix).
 _NSQD_PREFIX = "[nsqd] "
@@ -119,15 +122,19 @@ def main(argv: list[str] | None = None) -> int:
 # --- nsqd and up --------------------------------------------------------------------------------
 
 
-def _fatal(message: str) -> int:
+def fatal(message: str, prefix: str = _NSQD_PREFIX) -> int:
     """Log ``message`` as nsqd's logFatal does and return nsqd's exit status for it."""
-    configure_logging("info", _NSQD_PREFIX)
+    configure_logging("info", prefix)
     logger.critical("%s", message)
     return 1
 
 
-def _parse(argv: list[str], flags: FlagSet, defaults: NSQDOptions) -> NSQDCommand | int:
-    """Parse an nsqd-style command line; an int is the exit status when there is nothing to run."""
+def parse_nsqd_command(argv: list[str], flags: FlagSet, defaults: NSQDOptions) -> NSQDCommand | int:
+    """Parse an nsqd-style command line; an int is the exit status when there is nothing to run.
+
+    ``flags`` is :func:`~nsqbox.nsqd.config.nsqd_flag_set` built with ``defaults``, perhaps with
+    more flags added (``nsqbox up`` adds its own).
+    """
     try:
         command = parse_nsqd_args(argv, defaults=defaults, flags=flags)
     except HelpRequested as exc:
@@ -137,7 +144,7 @@ def _parse(argv: list[str], flags: FlagSet, defaults: NSQDOptions) -> NSQDComman
         sys.stderr.write(f"{exc}\n{exc.usage}")
         return 2
     except ConfigError as exc:
-        return _fatal(str(exc))
+        return fatal(str(exc))
     if command.args and not command.show_version:
         # nsqd silently ignores these, and with them every flag after them ("-snappy false"
         # stops parsing at "false"); refusing is kinder than running with half the flags.
@@ -153,33 +160,17 @@ def _parse(argv: list[str], flags: FlagSet, defaults: NSQDOptions) -> NSQDComman
 def nsqd_main(argv: list[str]) -> int:
     """``nsqbox nsqd [flags]``: an nsqd, with nsqd's flags and config file."""
     defaults = NSQDOptions()
-    command = _parse(argv, nsqd_flag_set("nsqbox nsqd", defaults), defaults)
+    flags = nsqd_flag_set("nsqbox nsqd", defaults)
+    ready_json = flags.add_bool(
+        "ready-json", False, "once listening, print the addresses as one JSON line on stdout"
+    )
+    command = parse_nsqd_command(argv, flags, defaults)
     if isinstance(command, int):
         return command
     if command.show_version:
         print(nsqd_version_line())
         return 0
-    return _serve(command.options, label="nsqbox nsqd", ready_json=False)
-
-
-def up_main(argv: list[str]) -> int:
-    """``nsqbox up [flags]``: the whole box in one process; nsqd's flags plus --ready-json."""
-    defaults = NSQDOptions(data_path=UP_DATA_PATH)
-    flags = nsqd_flag_set("nsqbox up", defaults)
-    ready_json = flags.add_bool(
-        "ready-json", False, "once listening, print the addresses as one JSON line on stdout"
-    )
-    command = _parse(argv, flags, defaults)
-    if isinstance(command, int):
-        return command
-    if command.show_version:
-        print(version_line())
-        return 0
-    try:
-        os.makedirs(command.options.data_path, exist_ok=True)
-    except OSError as exc:
-        return _fatal(f"failed to create data-path {command.options.data_path} - {exc}")
-    return _serve(command.options, label="nsqbox up", ready_json=ready_json.value)
+    return _serve(command.options, label="nsqbox nsqd", ready_json=ready_json.value)
 
 
 def format_address(address: tuple[str, int]) -> str:
@@ -212,7 +203,7 @@ def _serve(options: NSQDOptions, *, label: str, ready_json: bool) -> int:
         while isinstance(failure, BaseExceptionGroup):  # report the first real error
             failure = failure.exceptions[0]
     if failure is not None:
-        return _fatal(f"failed to instantiate nsqd - {failure}")
+        return fatal(f"failed to instantiate nsqd - {failure}")
     return 130 if interrupted else 0
 
 

@@ -78,7 +78,7 @@ def test_no_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("up", "nsqd", "lookupd", "tui", "pub", "tail", "stat", "bench"):
+    for name in ("up", "nsqd", "lookupd", "admin", "tui", "pub", "tail", "stat", "bench"):
         assert re.search(rf"^  {name} +\S", out, re.MULTILINE), name
 
 
@@ -207,7 +207,7 @@ async def test_up_ready_json_serves_and_stops_on_sigterm(tmp_path: Path) -> None
         try:
             assert process.stdout is not None
             ready = json.loads(await _read_line(process.stdout, bytearray()))
-            assert sorted(ready) == ["nsqd_http_address", "nsqd_tcp_address"]
+            assert {"nsqd_http_address", "nsqd_tcp_address"} <= set(ready)
             host, port = ready["nsqd_tcp_address"].rsplit(":", 1)
             assert host == "127.0.0.1"
             assert ready["nsqd_http_address"].startswith("127.0.0.1:")
@@ -221,7 +221,25 @@ async def test_up_ready_json_serves_and_stops_on_sigterm(tmp_path: Path) -> None
         finally:
             process.kill()
     stderr = (tmp_path / "stderr.txt").read_text()
-    assert f"nsqbox up: running nsqd (TCP {ready['nsqd_tcp_address']}, HTTP " in stderr
+    assert f"nsqbox up: nsqd: TCP {ready['nsqd_tcp_address']}, HTTP " in stderr
+    # nsqd on port 0: the box's lookupd and admin took port 0 too
+    for key in ("lookupd_tcp_address", "lookupd_http_address", "admin_http_address"):
+        assert not ready[key].endswith((":4160", ":4161", ":4171")), ready
+
+
+async def test_nsqd_ready_json(tmp_path: Path) -> None:
+    args = ["nsqd", "--ready-json", "--tcp-address=127.0.0.1:0", "--http-address=", "-data-path=."]
+    process = await trio.lowlevel.open_process(
+        [*NSQBOX, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path
+    )
+    try:
+        assert process.stdout is not None
+        ready = json.loads(await _read_line(process.stdout, bytearray()))
+        assert sorted(ready) == ["nsqd_http_address", "nsqd_tcp_address"]
+        assert ready["nsqd_http_address"] is None
+        assert await _stop(process, signal.SIGTERM) == 0
+    finally:
+        process.kill()
 
 
 async def test_nsqd_banner_and_sigint(tmp_path: Path) -> None:

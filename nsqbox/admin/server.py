@@ -1,0 +1,130 @@
+"""serve_admin: the admin service's HTTP listener on trio, and ``nsqbox admin``'s command line.
+
+The listener is bound before httpx (the cluster client) is imported, so a box that starts several
+services answers ``/ping`` as early as it can. Shutdown is cancellation.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from platform import python_version
+
+import trio
+
+from .. import NSQ_VERSION, __version__
+from ..goflags import FlagError, HelpRequested
+from ..http.server import serve_http
+from ..logs import configure_logging
+from ..nsqd.options import split_host_port
+from .options import AdminOptions, ConfigError, parse_admin_args
+
+__all__ = ["AdminAddresses", "main", "serve_admin", "version_string"]
+
+log = logging.getLogger("nsqbox.admin")
+
+_PREFIX = "[nsqadmin] "
+# How long closing the cluster client may take at shutdown.
+_CLOSE_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class AdminAddresses:
+    """What serve_admin reports once it listens."""
+
+    http: tuple[str, int]
+
+
+async def serve_admin(
+    options: AdminOptions,
+    *,
+    task_status: trio.TaskStatus[AdminAddresses] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the admin ``/api`` until cancelled; report the bound address through ``task_status``.
+
+    Raises ValueError for options nsqadmin refuses (no cluster addresses, or both kinds).
+    """
+    options.validate()
+    host, port = split_host_port(options.http_address)
+    listeners = await trio.open_tcp_listeners(port, host=host or None)
+    sockname = listeners[0].socket.getsockname()
+    bound = (str(sockname[0]), int(sockname[1]))
+    try:
+        # Imported only now: httpx is the slowest import of the admin service.
+        from .api import build_router
+        from .clusterinfo import ClusterInfo, make_http_client
+
+        client = make_http_client(
+            options.http_client_connect_timeout,
+            options.http_client_request_timeout,
+            addresses=[*options.lookupd_http_addresses, *options.nsqd_http_addresses],
+        )
+    except BaseException:
+        for listener in listeners:
+            await listener.aclose()
+        raise
+    try:
+        async with trio.open_nursery() as nursery:
+            router = build_router(ClusterInfo(client), options)
+            await nursery.start(serve_http, router, listeners)
+            log.info("HTTP: listening on %s:%d", *bound)
+            task_status.started(AdminAddresses(http=bound))
+    finally:
+        with trio.move_on_after(_CLOSE_TIMEOUT) as scope:
+            scope.shield = True
+            await client.aclose()
+
+
+def version_string() -> str:
+    """What ``nsqbox admin -version`` prints, shaped like nsqadmin's own line."""
+    return f"nsqadmin v{NSQ_VERSION} (built w/nsqbox {__version__}, Python {python_version()})"
+
+
+async def _run_until_signalled(options: AdminOptions) -> None:
+    async with trio.open_nursery() as nursery:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            await nursery.start(serve_admin, options)
+            async for signum in signals:
+                log.info("%s: shutting down", signal.Signals(signum).name)
+                break
+        nursery.cancel_scope.cancel()
+
+
+def _fatal(message: str, prefix: str = _PREFIX) -> int:
+    configure_logging("info", prefix)
+    log.critical("%s", message)
+    return 1
+
+
+def main(argv: Sequence[str]) -> int:
+    """``nsqbox admin [flags]``: the admin service alone, with nsqadmin's flags."""
+    try:
+        command = parse_admin_args(argv)
+    except HelpRequested as exc:
+        sys.stderr.write(exc.usage)
+        return 0
+    except FlagError as exc:
+        sys.stderr.write(f"{exc}\n{exc.usage}")
+        return 2
+    except ConfigError as exc:
+        return _fatal(str(exc))
+    if command.show_version:
+        print(version_string())
+        return 0
+    if command.args:
+        print(f"nsqbox admin: unexpected argument {command.args[0]!r}", file=sys.stderr)
+        return 2
+    options = command.options
+    configure_logging(options.log_level, options.log_prefix)
+    log.info("%s", version_string())
+    failure: BaseException | None = None
+    try:
+        trio.run(_run_until_signalled, options)
+    except* (OSError, ValueError) as group:
+        failure = group.exceptions[0]
+    if failure is not None:
+        return _fatal(f"failed to instantiate nsqadmin - {failure}", options.log_prefix)
+    return 0

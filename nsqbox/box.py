@@ -1,0 +1,422 @@
+"""``nsqbox up``: nsqlookupd, N nsqds and the admin service in one process, one trio run.
+
+One root nursery holds every service. With no flags the box listens on 127.0.0.1 at NSQ's standard
+ports — nsqd 4150 (TCP) and 4151 (HTTP), nsqlookupd 4160 and 4161, the admin service (nsqadmin's
+``/api``) 4171 — keeps its data in ``./nsqbox-data`` and registers every nsqd with the box's
+lookupd. ``--nsqd-count N`` runs N nsqds: node ``i`` gets node id ``i`` (plus ``--node-id`` if
+given), the base ports plus ``100 * i`` (a port of 0 stays 0) and the data directory
+``<data-path>/node<i>`` (node 0 uses ``<data-path>`` itself). ``--ephemeral-ports`` puts every
+listener whose address is not given explicitly on port 0, and so does an nsqd ``--tcp-address``
+with port 0; the banner and ``--ready-json`` show the ports bound.
+
+``nsqbox up`` takes nsqd's flags (applied to every node) and its own; ``--config`` names a TOML
+file holding either, keyed by flag name with ``-`` turned into ``_``. ``--tui`` runs the terminal
+admin UI (:mod:`nsqbox.admin.tui`) with the box inside it; only then is Textual imported.
+SIGINT or SIGTERM shuts everything down; each nsqd persists its messages and metadata as it stops.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nsqbox.admin.options import AdminOptions
+from nsqbox.cli import fatal, format_address, parse_nsqd_command, version_line
+from nsqbox.goflags import FlagSet
+from nsqbox.logs import configure_logging
+from nsqbox.lookupd.options import LookupdOptions
+from nsqbox.nsqd.config import ConfigError, Kind, OptionFlag, load_config_file, nsqd_flag_set
+from nsqbox.nsqd.config import _coerce as coerce
+from nsqbox.nsqd.config import _flag_value as flag_value
+from nsqbox.nsqd.options import NSQDOptions, split_host_port
+
+if TYPE_CHECKING:
+    import trio
+
+    from nsqbox.admin.server import AdminAddresses
+    from nsqbox.lookupd.server import LookupdAddresses
+    from nsqbox.nsqd.server import NSQDAddresses
+
+__all__ = ["BoxAddresses", "BoxOptions", "main", "serve_box"]
+
+logger = logging.getLogger("nsqbox.box")
+
+#: Where ``nsqbox up`` keeps its data unless --data-path says otherwise.
+UP_DATA_PATH = "./nsqbox-data"
+#: Node ``i`` listens on the base ports plus ``NODE_PORT_STEP * i``. (10 would collide with
+#: lookupd's 4160/4161 and the admin service's 4171 at the default ports.)
+NODE_PORT_STEP = 100
+MAX_NSQD_COUNT = 64
+
+#: Log prefixes per service, as the real daemons print them.
+LOG_PREFIXES = {"nsqbox.lookupd": "[nsqlookupd] ", "nsqbox.admin": "[nsqadmin] "}
+
+
+@dataclass(slots=True)
+class BoxOptions:
+    """Everything ``nsqbox up`` runs. ``nsqd`` is node 0's options; the others derive from it."""
+
+    nsqd: NSQDOptions = field(
+        default_factory=lambda: NSQDOptions(data_path=UP_DATA_PATH, log_level="warn", node_id=0)
+    )
+    nsqd_count: int = 1
+    lookupd_tcp_address: str = "127.0.0.1:4160"
+    lookupd_http_address: str = "127.0.0.1:4161"
+    admin_http_address: str = "127.0.0.1:4171"
+
+    def use_ephemeral_ports(self) -> None:
+        """Put every listener on port 0 (the OS picks free ports)."""
+        self.nsqd.tcp_address = _with_port(self.nsqd.tcp_address, 0)
+        if self.nsqd.http_address:
+            self.nsqd.http_address = _with_port(self.nsqd.http_address, 0)
+        self.nsqd.https_address = _with_port(self.nsqd.https_address, 0)
+        self.lookupd_tcp_address = _with_port(self.lookupd_tcp_address, 0)
+        self.lookupd_http_address = _with_port(self.lookupd_http_address, 0)
+        self.admin_http_address = _with_port(self.admin_http_address, 0)
+
+    def validate(self) -> None:
+        """Raise ValueError for a box that cannot start (bad count, ids or clashing ports)."""
+        if not 1 <= self.nsqd_count <= MAX_NSQD_COUNT:
+            raise ValueError(f"--nsqd-count must be [1,{MAX_NSQD_COUNT}]")
+        if self.nsqd.node_id + self.nsqd_count > 1024:
+            raise ValueError("--node-id plus --nsqd-count must stay below 1024")
+        seen: dict[tuple[str, int], str] = {}
+        addresses = [
+            ("nsqlookupd TCP", self.lookupd_tcp_address),
+            ("nsqlookupd HTTP", self.lookupd_http_address),
+            ("admin HTTP", self.admin_http_address),
+        ]
+        for i in range(self.nsqd_count):
+            node = self.node_options(i, [])
+            addresses.append((f"nsqd {i} TCP", node.tcp_address))
+            if node.http_address:
+                addresses.append((f"nsqd {i} HTTP", node.http_address))
+            if node.tls_cert:
+                addresses.append((f"nsqd {i} HTTPS", node.https_address))
+        for name, address in addresses:
+            host, port = split_host_port(address)
+            if port == 0:
+                continue
+            other = seen.setdefault((host, port), name)
+            if other != name:
+                raise ValueError(f"{name} and {other} both want {address}")
+
+    def data_path(self, index: int) -> str:
+        """Node ``index``'s data directory."""
+        base = self.nsqd.data_path or "."
+        return base if index == 0 else os.path.join(base, f"node{index}")
+
+    def node_options(self, index: int, lookupd_tcp_addresses: Sequence[str]) -> NSQDOptions:
+        """Node ``index``'s options; it registers with ``lookupd_tcp_addresses`` too."""
+        options = copy.deepcopy(self.nsqd)
+        step = NODE_PORT_STEP * index
+        options.node_id = self.nsqd.node_id + index
+        options.tcp_address = _shift_port(options.tcp_address, step)
+        if options.http_address:
+            options.http_address = _shift_port(options.http_address, step)
+        options.https_address = _shift_port(options.https_address, step)
+        if options.broadcast_tcp_port:
+            options.broadcast_tcp_port += step
+        if options.broadcast_http_port:
+            options.broadcast_http_port += step
+        options.data_path = self.data_path(index)
+        options.lookupd_tcp_addresses = [*lookupd_tcp_addresses, *options.lookupd_tcp_addresses]
+        return options
+
+    def lookupd_options(self) -> LookupdOptions:
+        """The box's nsqlookupd options."""
+        return LookupdOptions(
+            log_level=self.nsqd.log_level,
+            tcp_address=self.lookupd_tcp_address,
+            http_address=self.lookupd_http_address,
+        )
+
+    def admin_options(self, lookupd_http_address: str) -> AdminOptions:
+        """The admin service's options: it reads the cluster through the box's lookupd."""
+        return AdminOptions(
+            log_level=self.nsqd.log_level,
+            http_address=self.admin_http_address,
+            lookupd_http_addresses=[lookupd_http_address],
+            http_client_connect_timeout=self.nsqd.http_client_connect_timeout,
+            http_client_request_timeout=self.nsqd.http_client_request_timeout,
+        )
+
+
+def _with_port(address: str, port: int) -> str:
+    host, _ = split_host_port(address)
+    return format_address((host, port))
+
+
+def _shift_port(address: str, step: int) -> str:
+    host, port = split_host_port(address)
+    return format_address((host, port + step if port else 0))
+
+
+def _reachable(address: tuple[str, int]) -> str:
+    """``host:port`` another local process can dial (a wildcard bind is reached on loopback)."""
+    host, port = address
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return format_address((host, port))
+
+
+@dataclass(frozen=True)
+class BoxAddresses:
+    """What serve_box reports once every service listens."""
+
+    lookupd: LookupdAddresses
+    nsqds: tuple[NSQDAddresses, ...]
+    admin: AdminAddresses
+    data_paths: tuple[str, ...]
+
+    def ready(self) -> dict[str, Any]:
+        """The ``--ready-json`` object: every address as ``host:port`` (node 0's unsuffixed)."""
+        tcp = [format_address(n.tcp) for n in self.nsqds]
+        http = [format_address(n.http) if n.http else None for n in self.nsqds]
+        return {
+            "nsqd_tcp_address": tcp[0],
+            "nsqd_http_address": http[0],
+            "nsqd_tcp_addresses": tcp,
+            "nsqd_http_addresses": http,
+            "lookupd_tcp_address": format_address(self.lookupd.tcp),
+            "lookupd_http_address": format_address(self.lookupd.http),
+            "admin_http_address": format_address(self.admin.http),
+            "data_path": os.path.abspath(self.data_paths[0]),
+        }
+
+    def banner(self, label: str = "nsqbox up") -> str:
+        """The lines printed at start: every service and address."""
+        lines = []
+        for i, node in enumerate(self.nsqds):
+            name = "nsqd" if len(self.nsqds) == 1 else f"nsqd {i}"
+            http = format_address(node.http) if node.http else "off"
+            where = os.path.abspath(self.data_paths[i])
+            lines.append(f"{name}: TCP {format_address(node.tcp)}, HTTP {http}; data in {where}")
+        lookupd = self.lookupd
+        lines.append(
+            f"nsqlookupd: TCP {format_address(lookupd.tcp)}, HTTP {format_address(lookupd.http)}"
+        )
+        lines.append(f"admin: HTTP {format_address(self.admin.http)} (nsqadmin's /api)")
+        lines.append("running; Ctrl-C stops")
+        return "".join(f"{label}: {line}\n" for line in lines)
+
+
+# Which node the current task serves, for log lines (trio tasks inherit it from their parent).
+_node: contextvars.ContextVar[int] = contextvars.ContextVar("nsqbox_node")
+
+
+class _NodeTag(logging.Filter):
+    """Tags nsqd log lines with the node they come from when a box runs several."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        index = _node.get(None)
+        if index is not None and record.name.startswith("nsqbox.nsqd"):
+            record.msg = f"node {index}: {record.msg}"
+        return True
+
+
+async def _serve_node(
+    index: int,
+    options: NSQDOptions,
+    *,
+    task_status: trio.TaskStatus[NSQDAddresses],
+) -> None:
+    from nsqbox.nsqd.server import serve_nsqd
+
+    _node.set(index)
+    await serve_nsqd(options, task_status=task_status)
+
+
+async def serve_box(
+    options: BoxOptions,
+    *,
+    task_status: trio.TaskStatus[BoxAddresses],
+) -> None:
+    """Run lookupd, the nsqds and the admin service until cancelled.
+
+    Creates the data directories, then reports every bound address through ``task_status``
+    once all of them listen. Raises ValueError for options that cannot work (see
+    :meth:`BoxOptions.validate`), OSError when a directory or a port is not available.
+    """
+    import trio
+
+    from nsqbox.admin.server import serve_admin
+    from nsqbox.lookupd.server import serve_lookupd
+
+    options.validate()
+    paths = tuple(options.data_path(i) for i in range(options.nsqd_count))
+    for path in paths:
+        await trio.Path(path).mkdir(parents=True, exist_ok=True)
+    async with trio.open_nursery() as nursery:
+        lookupd: LookupdAddresses = await nursery.start(serve_lookupd, options.lookupd_options())
+        registry = [_reachable(lookupd.tcp)]
+        nsqds = []
+        for index in range(options.nsqd_count):
+            node_options = options.node_options(index, registry)
+            nsqds.append(await nursery.start(_serve_node, index, node_options))
+        admin_options = options.admin_options(_reachable(lookupd.http))
+        admin: AdminAddresses = await nursery.start(serve_admin, admin_options)
+        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths))
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+#: ``nsqbox up``'s own options (nsqd's come from nsqd's flag set).
+UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
+    OptionFlag("nsqd-count", Kind.INT, "number of nsqd nodes, [1,64]"),
+    OptionFlag(
+        "nsqlookupd-tcp-address",
+        Kind.STRING,
+        "<addr>:<port> of the box's nsqlookupd for TCP (nsqd registration)",
+        field="lookupd_tcp_address",
+    ),
+    OptionFlag(
+        "nsqlookupd-http-address",
+        Kind.STRING,
+        "<addr>:<port> of the box's nsqlookupd for HTTP clients",
+        field="lookupd_http_address",
+    ),
+    OptionFlag(
+        "nsqadmin-http-address",
+        Kind.STRING,
+        "<addr>:<port> of the admin service (nsqadmin's /api)",
+        field="admin_http_address",
+    ),
+)
+
+
+def up_flag_set(defaults: BoxOptions) -> FlagSet:
+    """nsqd's flags, then ``nsqbox up``'s own."""
+    flags = nsqd_flag_set("nsqbox up", defaults.nsqd)
+    for opt in UP_OPTION_FLAGS:
+        flags.var(opt.flag, flag_value(opt.kind, getattr(defaults, opt.attr)), opt.usage)
+    flags.add_bool("ephemeral-ports", False, "listen on ports the OS picks (port 0) everywhere")
+    flags.add_bool(
+        "ready-json", False, "once listening, print the addresses as one JSON line on stdout"
+    )
+    flags.add_bool("tui", False, "run the terminal admin UI with the box inside it")
+    return flags
+
+
+def resolve_up_options(flags: FlagSet, nsqd: NSQDOptions) -> tuple[BoxOptions, bool]:
+    """BoxOptions from the flags and the config file; also whether to print the ready line."""
+    path = flags["config"].value.value
+    cfg = load_config_file(path) if path else {}
+    options = BoxOptions(nsqd=nsqd)
+    if not flags.is_set("node-id") and "id" not in cfg:
+        nsqd.node_id = 0  # nodes are numbered from 0, not from the hostname's hash
+    values: dict[str, Any] = {}
+    for opt in (*UP_OPTION_FLAGS, OptionFlag("ephemeral-ports", Kind.BOOL, "")):
+        if flags.is_set(opt.flag):
+            values[opt.attr] = flags[opt.flag].value.value
+        elif opt.config_key in cfg:
+            try:
+                values[opt.attr] = coerce(opt.kind, cfg[opt.config_key])
+            except ValueError as exc:
+                raise ConfigError(
+                    f"failed to coerce config value {opt.config_key} = "
+                    f"{cfg[opt.config_key]} - {exc}"
+                ) from None
+    for name, value in values.items():
+        if name != "ephemeral_ports":
+            setattr(options, name, value)
+    # --ephemeral-ports, or an nsqd on port 0 (a test harness, usually): every address not
+    # given explicitly takes port 0, so such a box never grabs a fixed port.
+    if values.get("ephemeral_ports") or split_host_port(nsqd.tcp_address)[1] == 0:
+        addresses: list[tuple[str, str, Any, str]] = [
+            ("tcp-address", "tcp_address", nsqd, "tcp_address"),
+            ("http-address", "http_address", nsqd, "http_address"),
+            ("https-address", "https_address", nsqd, "https_address"),
+        ]
+        addresses += [(o.flag, o.config_key, options, o.attr) for o in UP_OPTION_FLAGS[1:]]
+        for flag, key, owner, attr in addresses:
+            current = getattr(owner, attr)
+            if current and not flags.is_set(flag) and key not in cfg:
+                setattr(owner, attr, _with_port(current, 0))
+    return options, bool(flags["ready-json"].value.value)
+
+
+def main(argv: list[str]) -> int:
+    """``nsqbox up [flags]``: the whole box in one process."""
+    defaults = BoxOptions()
+    flags = up_flag_set(defaults)
+    command = parse_nsqd_command(argv, flags, defaults.nsqd)
+    if isinstance(command, int):
+        return command
+    if command.show_version:
+        print(version_line())
+        return 0
+    try:
+        options, ready_json = resolve_up_options(flags, command.options)
+        options.validate()
+    except (ConfigError, ValueError) as exc:
+        return fatal(f"failed to start nsqbox - {exc}")
+    if flags["tui"].value.value:
+        # Textual loads only here: the TUI hosts the box as a trio guest run.
+        from nsqbox.admin.tui.guest import run_box_tui
+
+        return run_box_tui(options)
+    return run(options, ready_json=ready_json)
+
+
+@dataclass(slots=True)
+class _RunState:
+    started: bool = False
+
+
+def run(options: BoxOptions, *, ready_json: bool = False, label: str = "nsqbox up") -> int:
+    """Run the box until SIGINT or SIGTERM; the exit status."""
+    import trio  # here, not at the top: ``nsqbox up -h`` should not pay for it
+
+    handler = configure_logging(
+        options.nsqd.log_level, options.nsqd.log_prefix, prefixes=LOG_PREFIXES
+    )
+    if options.nsqd_count > 1:
+        handler.addFilter(_NodeTag())
+    state = _RunState()
+    failure: BaseException | None = None
+    interrupted = False
+    try:
+        trio.run(_run_until_signal, options, ready_json, label, state)
+    except* KeyboardInterrupt:
+        interrupted = True
+    except* (OSError, ValueError) as group:
+        if state.started:
+            raise
+        failure = group
+        while isinstance(failure, BaseExceptionGroup):
+            failure = failure.exceptions[0]
+    if failure is not None:
+        return fatal(f"failed to start nsqbox - {failure}")
+    return 130 if interrupted else 0
+
+
+async def _run_until_signal(
+    options: BoxOptions, ready_json: bool, label: str, state: _RunState
+) -> None:
+    import trio
+
+    async with trio.open_nursery() as nursery:
+        # Listen for signals before starting, so one during start-up is not lost; leave the
+        # receiver after the first, so a second Ctrl-C interrupts a slow shutdown.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            addresses: BoxAddresses = await nursery.start(serve_box, options)
+            state.started = True
+            sys.stderr.write(addresses.banner(label))
+            sys.stderr.flush()
+            if ready_json:
+                print(json.dumps(addresses.ready()), flush=True)
+            async for signum in signals:
+                logger.info("%s: shutting down", signal.Signals(signum).name)
+                break
+        nursery.cancel_scope.cancel()

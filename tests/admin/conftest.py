@@ -1,0 +1,112 @@
+"""An in-process box (lookupd, two nsqds, admin) on 127.0.0.1, port 0, for the admin tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from nsqbox.box import BoxAddresses, BoxOptions, serve_box
+from nsqbox.cli import format_address
+from nsqbox.nsqd.lookup import lookup_service
+from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.wire.lookupd import MAGIC_V1, encode_identify, encode_register
+
+TIMEOUT = 10
+
+
+class Box:
+    """A running in-process box and an HTTP client for it."""
+
+    def __init__(self, addresses: BoxAddresses, client: httpx.AsyncClient) -> None:
+        self.addresses = addresses
+        self.client = client
+
+    @property
+    def lookupd_http(self) -> str:
+        return format_address(self.addresses.lookupd.http)
+
+    @property
+    def admin(self) -> str:
+        return f"http://{format_address(self.addresses.admin.http)}"
+
+    def nsqd_http(self, index: int) -> str:
+        http = self.addresses.nsqds[index].http
+        assert http is not None
+        return format_address(http)
+
+    async def synced(self) -> None:
+        """Wait until every nsqd's registrations reached the lookupd."""
+        with trio.fail_after(TIMEOUT):
+            for node in self.addresses.nsqds:
+                service = lookup_service(node.nsqd)
+                assert service is not None
+                await service.wait_synced()
+
+    async def publish(self, index: int, topic: str, *bodies: bytes) -> None:
+        """Publish on node ``index`` over HTTP and wait for lookupd to know."""
+        url = f"http://{self.nsqd_http(index)}/mpub"
+        response = await self.client.post(url, params={"topic": topic}, content=b"\n".join(bodies))
+        assert response.status_code == 200, response.text
+        await self.synced()
+
+    async def create_channel(self, index: int, topic: str, channel: str) -> None:
+        """Create ``topic`` and its ``channel`` on node ``index``."""
+        await self.nsqd_post(index, "/topic/create", topic=topic)
+        await self.nsqd_post(index, "/channel/create", topic=topic, channel=channel)
+
+    async def nsqd_post(self, index: int, path: str, **params: str) -> None:
+        response = await self.client.post(f"http://{self.nsqd_http(index)}{path}", params=params)
+        assert response.status_code == 200, response.text
+        await self.synced()
+
+    async def stats(self, index: int) -> dict[str, dict[str, object]]:
+        """``{topic: topic row with channels keyed by name}`` from node ``index``'s /stats."""
+        url = f"http://{self.nsqd_http(index)}/stats"
+        doc = (await self.client.get(url, params={"format": "json"})).json()
+        out = {}
+        for topic in doc["topics"] or []:
+            topic["channels"] = {c["channel_name"]: c for c in topic["channels"]}
+            out[topic["topic_name"]] = topic
+        return out
+
+    async def lookupd(self, path: str, **params: str) -> object:
+        url = f"http://{self.lookupd_http}{path}"
+        return (await self.client.get(url, params=params)).json()
+
+
+@pytest.fixture
+async def box(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[Box]:
+    options = BoxOptions(nsqd=NSQDOptions(data_path=str(tmp_path), node_id=0), nsqd_count=2)
+    options.use_ephemeral_ports()
+    addresses: BoxAddresses = await nursery.start(serve_box, options)
+    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
+        running = Box(addresses, client)
+        await running.synced()
+        yield running
+
+
+async def register_ghost(
+    lookupd_tcp: tuple[str, int], http_port: int, topic: str
+) -> trio.SocketStream:
+    """Register a node that does not exist (nothing listens on ``http_port``) with lookupd.
+
+    The registration lasts while the returned stream stays open.
+    """
+    stream = await trio.open_tcp_stream(*lookupd_tcp)
+    identify = encode_identify(
+        broadcast_address="127.0.0.1",
+        hostname="ghost",
+        tcp_port=http_port,
+        http_port=http_port,
+        version="1.3.0",
+    )
+    await stream.send_all(MAGIC_V1 + identify + encode_register(topic))
+    with trio.fail_after(TIMEOUT):
+        received = b""
+        while received.count(b"OK") < 1 or len(received) < 8:
+            received += await stream.receive_some(4096)
+    return stream

@@ -1,0 +1,92 @@
+"""``nsqbox up`` (and the tools) as real child processes, for synchronous tests.
+
+Rules: localhost only, port 0 everywhere (``--ephemeral-ports``), a timeout on every wait.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TIMEOUT = 20.0
+NSQBOX = [sys.executable, "-m", "nsqbox"]
+
+
+def nsqbox(
+    *args: str, stdin: bytes | None = None, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``nsqbox <args>`` to completion."""
+    return subprocess.run(
+        [*NSQBOX, *args], input=stdin, capture_output=True, timeout=timeout, check=False
+    )
+
+
+class BoxProcess:
+    """``nsqbox up --ephemeral-ports --ready-json`` as a child; :attr:`ready` is its JSON line."""
+
+    def __init__(self, directory: Path, *args: str) -> None:
+        self.directory = directory
+        self.stderr_path = directory / "box-stderr.txt"
+        with self.stderr_path.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                [*NSQBOX, "up", "--ephemeral-ports", "--ready-json", *args],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                cwd=directory,
+            )
+        try:
+            self.ready: dict[str, Any] = json.loads(self._read_line())
+        except BaseException:
+            self.process.kill()
+            self.process.wait(TIMEOUT)
+            raise
+
+    def _read_line(self) -> bytes:
+        assert self.process.stdout is not None
+        readable, _, _ = select.select([self.process.stdout], [], [], TIMEOUT)
+        if not readable:
+            raise TimeoutError(f"no ready line; stderr: {self.stderr}")
+        line = self.process.stdout.readline()
+        if not line:
+            raise EOFError(f"nsqbox up exited; stderr: {self.stderr}")
+        return line
+
+    @property
+    def stderr(self) -> str:
+        """Everything the box wrote to stderr so far."""
+        return self.stderr_path.read_text()
+
+    def url(self, key: str, path: str) -> str:
+        """``http://<ready[key]><path>``."""
+        return f"http://{self.ready[key]}{path}"
+
+    def get(self, key: str, path: str, **params: str) -> Any:
+        """GET JSON from one of the box's HTTP services."""
+        response = httpx.get(self.url(key, path), params=params, timeout=TIMEOUT)
+        response.raise_for_status()
+        return response.json()
+
+    def stop(self, signum: signal.Signals = signal.SIGTERM) -> int:
+        """Send ``signum`` and wait for the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        try:
+            return self.process.wait(TIMEOUT)
+        finally:
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+
+    def kill(self) -> None:
+        """Make sure the child is gone (teardown)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(TIMEOUT)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
