@@ -2,6 +2,10 @@
 
 A wire-compatible nsqd (and, as it grows, nsqlookupd and an nsqadmin
 equivalent) in one Python process, under trio's structured concurrency.
+
+PYTEST_DONT_REWRITE: nsqbox ships a pytest plugin (``nsqbox.testing.plugin``) but no
+assertions of its own to rewrite; this marker keeps pytest from warning that the
+package was imported before its plugin was loaded (pytester's in-process runs).
 """
 
 from __future__ import annotations

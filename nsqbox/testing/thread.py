@@ -5,25 +5,28 @@ their own event loops; they need a server that lives outside of them::
 
     with ThreadedNSQD() as box:
         writer = nsq.Writer([box.tcp_address])
+
+(The pytest plugin's boxes add nsqlookupd, clusters and a per-test handle; see
+:mod:`nsqbox.testing.plugin`.)
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
 
-import trio
-
 from ..nsqd.nsqd import NSQD
 from ..nsqd.options import NSQDOptions
 from ..nsqd.server import NSQDAddresses, serve_nsqd
+from .portal import LoopThread
 
 T = TypeVar("T")
+
+__all__ = ["ThreadedNSQD"]
 
 
 class ThreadedNSQD:
@@ -37,35 +40,27 @@ class ThreadedNSQD:
             # never spill into the caller's working directory
             self._tmpdir = self.options.data_path = tempfile.mkdtemp(prefix="nsqbox-")
         self._start_timeout = start_timeout
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._cancel: trio.CancelScope | None = None
+        self._loop: LoopThread[NSQDAddresses] = LoopThread("nsqbox-nsqd")
         self._addresses: NSQDAddresses | None = None
-        self._error: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> ThreadedNSQD:
         """Start the thread and wait until the server listens."""
-        self._thread = threading.Thread(target=self._run, name="nsqbox-nsqd", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(self._start_timeout):
-            raise TimeoutError("nsqd did not start")
-        if self._error is not None:
-            raise RuntimeError("nsqd failed to start") from self._error
+        try:
+            self._addresses = self._loop.start(
+                serve_nsqd, self.options, timeout=self._start_timeout
+            )
+        except TimeoutError:
+            self.stop()
+            raise TimeoutError("nsqd did not start") from None
+        except Exception as exc:
+            self.stop()
+            raise RuntimeError("nsqd failed to start") from exc
         return self
 
     def stop(self) -> None:
         """Shut the server down cleanly and join the thread."""
-        if self._token is not None and self._cancel is not None:
-            cancel = self._cancel
-            try:
-                self._token.run_sync_soon(cancel.cancel)
-            except trio.RunFinishedError:
-                pass
-        if self._thread is not None:
-            self._thread.join(30)
-            self._thread = None
+        self._loop.stop()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
@@ -80,21 +75,6 @@ class ThreadedNSQD:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-    def _run(self) -> None:
-        try:
-            trio.run(self._main)
-        except BaseException as exc:  # reported to start() or kept for inspection
-            self._error = exc
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        with trio.CancelScope() as scope:
-            self._cancel = scope
-            async with trio.open_nursery() as nursery:
-                self._addresses = await nursery.start(serve_nsqd, self.options)
-                self._ready.set()
 
     # -- addresses and access --------------------------------------------------
     @property
@@ -117,14 +97,12 @@ class ThreadedNSQD:
         return f"{host}:{port}"
 
     def call(self, fn: Callable[[NSQD], T]) -> T:
-        """Run ``fn(nsqd)`` on the server's own thread (safe access to its state)."""
+        """Run ``fn(nsqd)`` on the server's own thread (safe access to its state).
+
+        Works from any other thread, including one that runs trio or asyncio.
+        """
         nsqd = self.addresses.nsqd
-
-        async def run() -> T:
-            return fn(nsqd)
-
-        assert self._token is not None
-        return trio.from_thread.run(run, trio_token=self._token)
+        return self._loop.call(lambda: fn(nsqd))
 
     def __repr__(self) -> str:
         return f"ThreadedNSQD({self.tcp_address if self._addresses else 'not started'})"

@@ -1,0 +1,261 @@
+"""The session-level boxes: in a thread of this process, or someone else's servers.
+
+A box owns (or points at) a cluster and offers the few operations the per-test
+handle builds on. :class:`ThreadBox` reaches its servers' objects directly (on their
+loop); :class:`NoProcBox` (and the subprocess box) only through TCP and HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection
+from typing import Any, Protocol, TypeVar
+
+from .config import BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
+from .state import BoxStats, CapturedMessage
+
+T = TypeVar("T")
+
+__all__ = [
+    "Box",
+    "CaptureSource",
+    "NoProcBox",
+    "TapCapture",
+    "ThreadBox",
+    "start_box",
+    "xdist_worker",
+]
+
+
+def xdist_worker() -> str:
+    """This pytest-xdist worker's id (``gw0``...), or ``""`` outside xdist."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+class CaptureSource(Protocol):
+    """Where a capture's messages come from."""
+
+    #: ``"tap"`` (server-side, sees every publish) or ``"channel"`` (an ephemeral channel).
+    mode: str
+
+    def messages(self) -> list[CapturedMessage]:
+        """What was captured so far."""
+        ...
+
+    def close(self) -> list[CapturedMessage]:
+        """Stop capturing; everything captured."""
+        ...
+
+
+class Box(Protocol):
+    """What the per-test handle needs from a box."""
+
+    mode: Mode
+    addresses: BoxAddresses
+
+    def stats(self, node: int | None = None) -> BoxStats:
+        """Every topic and channel (of one nsqd, or summed over all)."""
+        ...
+
+    def publish(self, topic: str, bodies: list[bytes], defer_ms: int = 0, node: int = 0) -> None:
+        """Publish ``bodies`` to ``topic`` on nsqd number ``node``."""
+        ...
+
+    def open_capture(self, topic: str, timeout: float) -> CaptureSource:
+        """Start capturing what is published to ``topic``."""
+        ...
+
+    def begin_test(self) -> object:
+        """Note what exists before a test (handed back to :meth:`end_test`)."""
+        ...
+
+    def end_test(
+        self, mark: object, cleanup: Cleanup, owned: Collection[str], namespace: str
+    ) -> None:
+        """Clean up after a test; ``owned`` are topics the test's handle named or published."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the servers the box runs (nothing for noproc)."""
+        ...
+
+
+class TapCapture:
+    """Capture by tapping the topic inside the server: every publish, nothing consumed.
+
+    ``run(fn)`` runs ``fn()`` on the cluster's loop (``LoopThread.call``, or a plain
+    call in a trio-native box).
+    """
+
+    mode = "tap"
+
+    def __init__(self, run: Callable[[Callable[[], Any]], Any], ops: Any, topic: str) -> None:
+        self._run = run
+        self._ops = ops
+        self._tap = run(lambda: ops.open_tap(topic))
+
+    def messages(self) -> list[CapturedMessage]:
+        """What was captured so far."""
+        result: list[CapturedMessage] = self._run(lambda: self._ops.read_tap(self._tap))
+        return result
+
+    def close(self) -> list[CapturedMessage]:
+        """Remove the tap; everything captured."""
+        result: list[CapturedMessage] = self._run(lambda: self._ops.close_tap(self._tap))
+        return result
+
+
+class ThreadBox:
+    """nsqd(s) and nsqlookupd(s) on their own trio loop in a daemon thread of this process."""
+
+    mode = Mode.THREAD
+
+    def __init__(self, spec: ClusterSpec, data_root: str, *, start_timeout: float = 10.0) -> None:
+        """Start the cluster (bound and registered when this returns)."""
+        from .portal import LoopThread  # the server stack loads only when a box starts
+
+        self.spec = spec
+        self.data_root = data_root
+        self._loop: LoopThread[Any] = LoopThread("nsqbox")
+        try:
+            self.cluster, self.ops = self._loop.start(
+                _serve, spec, data_root, timeout=start_timeout
+            )
+        except (OSError, TimeoutError) as exc:  # a port in use, a data path not writable...
+            raise BoxStartError(f"the servers did not start: {exc}") from exc
+        self.addresses: BoxAddresses = self.cluster.addresses
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn()`` on the servers' loop (the safe way to touch server objects)."""
+        return self._loop.call(fn)
+
+    def stats(self, node: int | None = None) -> BoxStats:
+        """Every topic and channel (of one nsqd, or summed over all)."""
+        stats: BoxStats = self._loop.call(lambda: self.ops.stats(node))
+        return stats
+
+    def publish(self, topic: str, bodies: list[bytes], defer_ms: int = 0, node: int = 0) -> None:
+        """Publish on the server; when that created the topic, wait for its registration."""
+        ops = self.ops
+
+        async def publish() -> None:
+            if ops.publish(topic, bodies, defer_ms, node) and ops.lookupds:
+                await ops.settle()
+
+        self._loop.call_async(publish)
+
+    def open_capture(self, topic: str, timeout: float) -> TapCapture:
+        """Tap ``topic`` inside the server(s)."""
+        return TapCapture(self._loop.call, self.ops, topic)
+
+    def begin_test(self) -> object:
+        """Nothing to note: everything on this box belongs to the tests."""
+        return None
+
+    def end_test(
+        self, mark: object, cleanup: Cleanup, owned: Collection[str], namespace: str
+    ) -> None:
+        """Delete or empty every topic; forget them in nsqlookupd."""
+        if cleanup is not Cleanup.NONE:
+            self._loop.call_async(lambda: self.ops.reset(cleanup))
+
+    def stop(self) -> None:
+        """Shut the servers down and join the thread."""
+        self._loop.stop()
+
+    def __repr__(self) -> str:
+        return f"ThreadBox(nsqd={list(self.addresses.nsqd_tcp)})"
+
+
+async def _serve(spec: ClusterSpec, data_root: str, *, task_status: Any) -> None:
+    """serve_cluster, reporting the cluster and its ClusterOps (built on the loop)."""
+    from .cluster import serve_cluster
+    from .server_ops import ClusterOps
+
+    class WithOps:
+        def started(self, cluster: Any = None) -> None:
+            task_status.started((cluster, ClusterOps(cluster)))
+
+    # No nursery of our own: a start-up error reaches start() as itself, not in a group.
+    await serve_cluster(spec, data_root, task_status=WithOps())
+
+
+class NoProcBox:
+    """Servers someone else runs; only their TCP and HTTP APIs are used.
+
+    Cleanup touches only topics that appeared during the test. Under pytest-xdist,
+    where other workers use the same servers at the same time, it narrows that to the
+    topics the test's handle named (``nsqbox.name()``) or published to.
+    """
+
+    mode = Mode.NOPROC
+
+    def __init__(self, addresses: BoxAddresses, *, timeout: float = 10.0) -> None:
+        """Point at ``addresses``; NSQHTTPError when a server does not answer ``/ping``."""
+        from .remote import RemoteOps
+
+        self.addresses = addresses
+        self.ops = RemoteOps(addresses, timeout)
+        self.ops.ping()
+
+    def stats(self, node: int | None = None) -> BoxStats:
+        """Every topic and channel, from ``/stats``."""
+        return self.ops.stats(node)
+
+    def publish(self, topic: str, bodies: list[bytes], defer_ms: int = 0, node: int = 0) -> None:
+        """Publish over HTTP."""
+        self.ops.publish(topic, bodies, defer_ms, node)
+
+    def open_capture(self, topic: str, timeout: float) -> CaptureSource:
+        """Subscribe an ephemeral channel (see :class:`~nsqbox.testing.remote.ChannelCapture`)."""
+        return self.ops.open_capture(topic, timeout)
+
+    def begin_test(self) -> object:
+        """The topics that exist before the test."""
+        return self.ops.topics()
+
+    def end_test(
+        self, mark: object, cleanup: Cleanup, owned: Collection[str], namespace: str
+    ) -> None:
+        """Delete (or empty) the topics the test created."""
+        if cleanup is Cleanup.NONE:
+            return
+        before = mark if isinstance(mark, set) else set()
+        created = self.ops.topics() - before
+        if xdist_worker():
+            created = {t for t in created if t in owned or namespace in t}
+        if created:
+            self.ops.reset(cleanup, created)
+
+    def stop(self) -> None:
+        """Nothing: the servers are not ours."""
+
+    def __repr__(self) -> str:
+        return f"NoProcBox(nsqd={list(self.addresses.nsqd_tcp)})"
+
+
+def start_box(
+    spec: ClusterSpec,
+    data_root: str,
+    *,
+    mode: Mode = Mode.THREAD,
+    python: str = "",
+    start_timeout: float = 10.0,
+    timeout: float = 10.0,
+) -> Box:
+    """Start ``spec``'s servers in a thread of this process or as child processes."""
+    if mode is Mode.SUBPROCESS:
+        import sys
+
+        from .subprocess_box import SubprocessBox
+
+        return SubprocessBox(
+            spec,
+            data_root,
+            python=python or sys.executable,
+            start_timeout=start_timeout,
+            timeout=timeout,
+        )
+    if mode is Mode.NOPROC:
+        raise SpecError("noproc boxes are not started: use NoProcBox(addresses)")
+    return ThreadBox(spec, data_root, start_timeout=start_timeout)

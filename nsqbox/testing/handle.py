@@ -1,0 +1,450 @@
+"""The per-test handle: addresses, publish, stats, wait_for, capture and consume.
+
+:class:`NSQBox` is what the ``nsqbox`` fixture gives a test. Its methods block; each
+one that waits has an async twin (``await_for``, ``aconsume``...) for asyncio and trio
+tests, which runs the wait in a worker thread so the test's own loop (and the app
+under test on it) keeps running.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Protocol
+
+from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
+from .boxes import Box, xdist_worker
+from .capture import Capture
+from .config import Address, BoxAddresses, Cleanup, Mode
+from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
+from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
+
+Bodies = bytes | str | Iterable[bytes | str]
+
+__all__ = ["BoxView", "Capture", "NSQBox", "NSQBoxFactory", "WaitTimeout"]
+
+_SESSION_TOKEN = secrets.token_hex(2)
+_NAMESPACES = itertools.count(1)
+
+
+def new_namespace() -> str:
+    """A namespace unique to one test: worker id, session token, sequence number."""
+    worker = xdist_worker()
+    n = next(_NAMESPACES)
+    return f"{worker}-{_SESSION_TOKEN}-{n}" if worker else f"{_SESSION_TOKEN}-{n}"
+
+
+def normalize_bodies(bodies: Bodies) -> list[bytes]:
+    """One body or several, as a list of bytes (str is UTF-8 encoded)."""
+    items: Iterable[bytes | str] = [bodies] if isinstance(bodies, bytes | str) else bodies
+    out = [b.encode() if isinstance(b, str) else bytes(b) for b in items]
+    if not out:
+        raise ValueError("nothing to publish")
+    if not all(out):
+        raise ValueError("nsqd refuses empty message bodies (E_BAD_MESSAGE)")
+    return out
+
+
+class BoxView:
+    """Addresses and names: what every handle (threaded, remote or trio-native) offers."""
+
+    addresses: BoxAddresses
+    namespace: str
+    timeout: float
+
+    # -- addresses -----------------------------------------------------------------
+    @property
+    def nsqd_tcp_address(self) -> Address:
+        """The (first) nsqd's TCP address, ``host:port`` (``.host``, ``.port``, ``.pair``)."""
+        return self.addresses.nsqd_tcp[0]
+
+    @property
+    def nsqd_http_address(self) -> Address:
+        """The (first) nsqd's HTTP address, ``host:port`` (``.url`` for ``http://...``)."""
+        return self.addresses.nsqd_http[0]
+
+    @property
+    def lookupd_tcp_address(self) -> Address | None:
+        """The (first) nsqlookupd's TCP address (what nsqd registers with), if any."""
+        return self.addresses.lookupd_tcp[0] if self.addresses.lookupd_tcp else None
+
+    @property
+    def lookupd_http_address(self) -> Address | None:
+        """The (first) nsqlookupd's HTTP address (what consumers query), if any."""
+        return self.addresses.lookupd_http[0] if self.addresses.lookupd_http else None
+
+    @property
+    def nsqd_tcp_addresses(self) -> list[Address]:
+        """Every nsqd's TCP address."""
+        return list(self.addresses.nsqd_tcp)
+
+    @property
+    def nsqd_http_addresses(self) -> list[Address]:
+        """Every nsqd's HTTP address."""
+        return list(self.addresses.nsqd_http)
+
+    @property
+    def lookupd_tcp_addresses(self) -> list[Address]:
+        """Every nsqlookupd's TCP address."""
+        return list(self.addresses.lookupd_tcp)
+
+    @property
+    def lookupd_http_addresses(self) -> list[Address]:
+        """Every nsqlookupd's HTTP address."""
+        return list(self.addresses.lookupd_http)
+
+    # -- names -----------------------------------------------------------------------
+    def name(self, base: str) -> str:
+        """``base`` made unique to this test (the same for every call in the test).
+
+        ``name("orders")`` is ``"orders.<ns>"``; ``#ephemeral`` stays at the end. Use
+        it when tests share servers (noproc mode, especially under pytest-xdist).
+        """
+        stem, ephemeral, _ = base.partition(EPHEMERAL_SUFFIX)
+        name = f"{stem}.{self.namespace}{ephemeral}"
+        if not is_valid_topic_name(name):
+            raise ValueError(f"{name!r} is not a valid topic or channel name (max 64 characters)")
+        self._named(name)
+        return name
+
+    def _named(self, name: str) -> None:
+        """A hook: the handle remembers the names it handed out."""
+
+    @staticmethod
+    def expectation(topic: str, channel: str | None, counts: dict[str, int | None]) -> Expectation:
+        """An Expectation for the counts that were given."""
+        return Expectation(topic, channel, {k: v for k, v in counts.items() if v is not None})
+
+
+class NSQBox(BoxView):
+    """A test's handle on a box (the ``nsqbox`` fixture).
+
+    It cleans up after the test (see the ``nsqbox_cleanup`` option) when closed.
+    """
+
+    def __init__(
+        self,
+        box: Box,
+        *,
+        timeout: float = 10.0,
+        cleanup: Cleanup = Cleanup.DELETE,
+        namespace: str | None = None,
+    ) -> None:
+        self.box = box
+        self.addresses = box.addresses
+        self.timeout = timeout
+        self.cleanup = cleanup
+        self.namespace = namespace or new_namespace()
+        self._owned: set[str] = set()
+        self._captures: list[Capture] = []
+        self._mark = box.begin_test()
+        self._closed = False
+
+    @property
+    def mode(self) -> Mode:
+        """Where the servers run (thread, subprocess or noproc)."""
+        return self.box.mode
+
+    def _named(self, name: str) -> None:
+        self._owned.add(name)
+
+    def close(self) -> None:
+        """End open captures and clean up (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for capture in self._captures:
+            capture.stop()
+        self.box.end_test(self._mark, self.cleanup, self._owned, self.namespace)
+
+    def __enter__(self) -> NSQBox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"NSQBox({self.mode.value}, nsqd={self.nsqd_tcp_address})"
+
+    # -- publish and stats ---------------------------------------------------------
+    def publish(self, topic: str, bodies: Bodies, *, defer_ms: int = 0, node: int = 0) -> None:
+        """Publish one body or several (MPUB) to ``topic``; ``defer_ms`` makes it a DPUB.
+
+        Returns once nsqd has the messages; when this created the topic, also once
+        nsqlookupd knows it (in-process boxes), so discovery finds it at once.
+        """
+        __tracebackhide__ = True  # failures point at the test's line
+        self._owned.add(topic)
+        self.box.publish(topic, normalize_bodies(bodies), defer_ms, node)
+
+    async def apublish(
+        self, topic: str, bodies: Bodies, *, defer_ms: int = 0, node: int = 0
+    ) -> None:
+        """:meth:`publish` from async code."""
+        await in_worker_thread(lambda: self.publish(topic, bodies, defer_ms=defer_ms, node=node))
+
+    def stats(self, node: int | None = None) -> BoxStats:
+        """Every topic and channel now (one nsqd's, or summed over all)."""
+        return self.box.stats(node)
+
+    async def astats(self, node: int | None = None) -> BoxStats:
+        """:meth:`stats` from async code."""
+        return await in_worker_thread(lambda: self.stats(node))
+
+    # -- waiting -------------------------------------------------------------------
+    def wait_for(
+        self,
+        topic: str,
+        channel: str | None = None,
+        *,
+        depth: int | None = None,
+        in_flight: int | None = None,
+        deferred: int | None = None,
+        message_count: int | None = None,
+        requeue_count: int | None = None,
+        timeout_count: int | None = None,
+        clients: int | None = None,
+        timeout: float | None = None,
+        node: int | None = None,
+        sleep: Sleep | None = None,
+    ) -> TopicState | ChannelState:
+        """Wait until the topic (or its channel) exists with every given count; its state.
+
+        ``wait_for("orders", "billing", clients=1)`` waits for a consumer to
+        subscribe, ``wait_for("orders", "billing", depth=0, in_flight=0)`` for it to
+        finish. Raises :class:`WaitTimeout` (an AssertionError saying what it last
+        saw) after ``timeout`` seconds (the ``nsqbox_timeout`` option by default).
+        ``sleep`` is called between polls (``gevent.sleep`` keeps gevent running).
+        """
+        __tracebackhide__ = True  # failures point at the test's line
+        if sleep is None:
+            refuse_in_async("wait_for", "nsqbox.await_for")
+        counts = {
+            "depth": depth,
+            "in_flight": in_flight,
+            "deferred": deferred,
+            "message_count": message_count,
+            "requeue_count": requeue_count,
+            "timeout_count": timeout_count,
+            "clients": clients,
+        }
+        return self._wait(self.expectation(topic, channel, counts), timeout, node, sleep)
+
+    async def await_for(
+        self,
+        topic: str,
+        channel: str | None = None,
+        *,
+        depth: int | None = None,
+        in_flight: int | None = None,
+        deferred: int | None = None,
+        message_count: int | None = None,
+        requeue_count: int | None = None,
+        timeout_count: int | None = None,
+        clients: int | None = None,
+        # The same keyword as the blocking twin: on timeout the error says what was last
+        # seen, which a caller's cancel scope could not.
+        timeout: float | None = None,  # noqa: ASYNC109
+        node: int | None = None,
+    ) -> TopicState | ChannelState:
+        """:meth:`wait_for` from async code (asyncio or trio)."""
+
+        __tracebackhide__ = True  # failures point at the test's line
+        counts = {
+            "depth": depth,
+            "in_flight": in_flight,
+            "deferred": deferred,
+            "message_count": message_count,
+            "requeue_count": requeue_count,
+            "timeout_count": timeout_count,
+            "clients": clients,
+        }
+        expectation = self.expectation(topic, channel, counts)
+        return await in_worker_thread(lambda: self._wait(expectation, timeout, node, None))
+
+    def _wait(
+        self, expect: Expectation, timeout: float | None, node: int | None, sleep: Sleep | None
+    ) -> TopicState | ChannelState:
+
+        __tracebackhide__ = True  # failures point at the test's line
+        limit = self.timeout if timeout is None else timeout
+        stats = poll(
+            lambda: (expect.met(s := self.stats(node)), s),
+            limit,
+            lambda s: expect.timeout_message(limit, s),
+            sleep,
+        )
+        state = expect.state(stats)
+        assert state is not None
+        return state
+
+    def wait_until(
+        self,
+        predicate: Callable[[BoxStats], bool],
+        what: str = "a condition",
+        *,
+        timeout: float | None = None,
+        node: int | None = None,
+        sleep: Sleep | None = None,
+    ) -> BoxStats:
+        """Wait until ``predicate(stats)`` holds; the stats that satisfied it."""
+
+        __tracebackhide__ = True  # failures point at the test's line
+        if sleep is None:
+            refuse_in_async("wait_until", "nsqbox.await_until")
+        return self._until(predicate, what, timeout, node, sleep)
+
+    async def await_until(
+        self,
+        predicate: Callable[[BoxStats], bool],
+        what: str = "a condition",
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (see await_for)
+        node: int | None = None,
+    ) -> BoxStats:
+        """:meth:`wait_until` from async code."""
+
+        __tracebackhide__ = True  # failures point at the test's line
+        return await in_worker_thread(lambda: self._until(predicate, what, timeout, node, None))
+
+    def _until(
+        self,
+        predicate: Callable[[BoxStats], bool],
+        what: str,
+        timeout: float | None,
+        node: int | None,
+        sleep: Sleep | None,
+    ) -> BoxStats:
+
+        __tracebackhide__ = True  # failures point at the test's line
+        limit = self.timeout if timeout is None else timeout
+        return poll(
+            lambda: (predicate(s := self.stats(node)), s),
+            limit,
+            lambda s: (
+                f"nsqbox: timed out after {limit:g}s waiting for {what}; topics: {_summary(s)}"
+            ),
+            sleep,
+        )
+
+    # -- consume and capture -------------------------------------------------------
+    def consume(
+        self,
+        topic: str,
+        channel: str,
+        count: int = 1,
+        *,
+        timeout: float | None = None,
+        node: int = 0,
+        sleep: Sleep | None = None,
+    ) -> list[bytes]:
+        """Subscribe to ``channel``, take ``count`` messages (finishing them); their bodies.
+
+        Raises :class:`WaitTimeout` (listing what did arrive) when fewer arrive
+        within ``timeout`` seconds.
+        """
+        __tracebackhide__ = True  # failures point at the test's line
+        if sleep is None:
+            refuse_in_async("consume", "nsqbox.aconsume")
+        return self._consume(topic, channel, count, timeout, node, sleep)
+
+    async def aconsume(
+        self,
+        topic: str,
+        channel: str,
+        count: int = 1,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (see await_for)
+        node: int = 0,
+    ) -> list[bytes]:
+        """:meth:`consume` from async code."""
+
+        __tracebackhide__ = True  # failures point at the test's line
+        return await in_worker_thread(
+            lambda: self._consume(topic, channel, count, timeout, node, None)
+        )
+
+    def _consume(
+        self,
+        topic: str,
+        channel: str,
+        count: int,
+        timeout: float | None,
+        node: int,
+        sleep: Sleep | None,
+    ) -> list[bytes]:
+
+        __tracebackhide__ = True  # failures point at the test's line
+        self._owned.add(topic)
+        limit = self.timeout if timeout is None else timeout
+        return consume_bodies(self.addresses.nsqd_tcp[node], topic, channel, count, limit, sleep)
+
+    def capture(self, topic: str) -> Capture:
+        """Record every message published to ``topic`` while the ``with`` block runs.
+
+        What the app's consumers see does not change: in-process boxes tap the
+        topic inside nsqd. Subprocess and noproc boxes subscribe an ephemeral channel
+        instead (see :attr:`Capture.mode` and docs/testing.md).
+        """
+        self._owned.add(topic)
+        capture = Capture(topic, lambda: self.box.open_capture(topic, self.timeout), self.timeout)
+        self._captures.append(capture)
+        return capture
+
+
+def consume_bodies(
+    address: Address,
+    topic: str,
+    channel: str,
+    count: int,
+    timeout: float,
+    sleep: Sleep | None = None,
+) -> list[bytes]:
+    """:func:`~nsqbox.testing.consumer.consume`, with a WaitTimeout when too few arrive."""
+
+    __tracebackhide__ = True  # failures point at the test's line
+    from .consumer import consume
+
+    messages, problem = consume(address, topic, channel, count, timeout, sleep=sleep)
+    bodies = [m.body for m in messages]
+    if problem is not None:
+        raise WaitTimeout(
+            f"nsqbox: timed out after {timeout:g}s consuming {count} message(s) from "
+            f"channel {channel!r} of topic {topic!r}; got {len(bodies)}: {preview(bodies)}"
+        )
+    return bodies
+
+
+def _summary(stats: BoxStats) -> str:
+    parts = []
+    for t in stats.topics.values():
+        channels = ", ".join(
+            f"{c.name}(depth={c.depth}, in_flight={c.in_flight}, clients={c.clients})"
+            for c in t.channels.values()
+        )
+        parts.append(f"{t.name}(depth={t.depth}, messages={t.message_count}; {channels})")
+    return "; ".join(parts) or "none"
+
+
+class NSQBoxFactory(Protocol):
+    """The ``nsqbox_factory`` fixture's signature."""
+
+    def __call__(
+        self,
+        *,
+        nsqd: int = 1,
+        lookupd: int = 1,
+        nsqd_args: str | Sequence[str] = (),
+        lookupd_args: str | Sequence[str] = (),
+        mode: Mode | str | None = None,
+        **nsqd_options: Any,
+    ) -> NSQBox:
+        """Start a box (stopped after the test); its handle."""
+        ...

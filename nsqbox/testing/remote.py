@@ -1,0 +1,215 @@
+"""Boxes reached only through NSQ's public TCP and HTTP APIs (subprocess and noproc).
+
+HTTP goes through the standard library (no proxies: the servers are local or named
+explicitly), TCP through :mod:`.consumer`. Everything here is blocking and runs in the
+caller's thread, so it works with any nsqd and nsqlookupd, nsqbox's or NSQ's.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Collection
+from typing import Any
+
+from .config import Address, BoxAddresses, Cleanup
+from .consumer import ChannelTapThread
+from .state import BoxStats, CapturedMessage
+
+__all__ = ["ChannelCapture", "NSQHTTPError", "RemoteOps"]
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_UINT32 = struct.Struct(">I")
+
+
+class NSQHTTPError(RuntimeError):
+    """An HTTP API call failed (``status`` is 0 when the server could not be reached)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def http(
+    method: str,
+    address: Address,
+    path: str,
+    params: dict[str, str] | None = None,
+    body: bytes | None = None,
+    *,
+    timeout: float = 10.0,
+) -> bytes:
+    """One HTTP request; the response body, or NSQHTTPError."""
+    url = address.url + path
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    request = urllib.request.Request(url, data=body, method=method)
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            data: bytes = response.read()
+            return data
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace").strip()
+        raise NSQHTTPError(f"{method} {url}: {exc.code} {detail}", exc.code) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise NSQHTTPError(f"{method} {url}: {reason}") from None
+
+
+def http_json(address: Address, path: str, params: dict[str, str] | None = None) -> Any:
+    """GET a JSON document."""
+    return json.loads(http("GET", address, path, params))
+
+
+class RemoteOps:
+    """The operations a handle needs, over the servers' public APIs."""
+
+    def __init__(self, addresses: BoxAddresses, timeout: float = 10.0) -> None:
+        self.addresses = addresses
+        self.timeout = timeout
+
+    # -- state -------------------------------------------------------------------
+    def node_stats(self, node: int) -> BoxStats:
+        """One nsqd's ``/stats``."""
+        params = {"format": "json", "include_clients": "false", "include_mem": "false"}
+        return BoxStats.from_stats_json(http_json(self.addresses.nsqd_http[node], "/stats", params))
+
+    def stats(self, node: int | None = None) -> BoxStats:
+        """Every topic and channel (of one nsqd, or summed over all)."""
+        nodes = range(len(self.addresses.nsqd_http)) if node is None else [node]
+        return BoxStats.merge(self.node_stats(n) for n in nodes)
+
+    def topics(self) -> set[str]:
+        """Every topic on any nsqd of the box."""
+        return set(self.stats().topics)
+
+    def ping(self) -> None:
+        """Check that every server answers; NSQHTTPError otherwise."""
+        for address in (*self.addresses.nsqd_http, *self.addresses.lookupd_http):
+            http("GET", address, "/ping", timeout=self.timeout)
+
+    # -- publishing --------------------------------------------------------------
+    def publish(self, topic: str, bodies: list[bytes], defer_ms: int = 0, node: int = 0) -> None:
+        """``/pub`` (``defer`` for DPUB) or a binary ``/mpub``."""
+        address = self.addresses.nsqd_http[node]
+        if len(bodies) == 1 or defer_ms:
+            params = {"topic": topic}
+            if defer_ms:
+                params["defer"] = str(defer_ms)
+            for body in bodies:
+                http("POST", address, "/pub", params, body)
+            return
+        payload = b"".join(_UINT32.pack(len(b)) + b for b in bodies)
+        http(
+            "POST",
+            address,
+            "/mpub",
+            {"topic": topic, "binary": "true"},
+            _UINT32.pack(len(bodies)) + payload,
+        )
+
+    # -- between tests -----------------------------------------------------------
+    def reset(self, cleanup: Cleanup, names: Collection[str] | None = None) -> None:
+        """Delete (or empty) ``names`` (None: every topic) on every nsqd, then in nsqlookupd."""
+        if cleanup is Cleanup.NONE:
+            return
+        for node, address in enumerate(self.addresses.nsqd_http):
+            stats = self.node_stats(node)
+            for topic in stats.topics.values():
+                if names is not None and topic.name not in names:
+                    continue
+                if cleanup is Cleanup.DELETE:
+                    _ignore_404("POST", address, "/topic/delete", {"topic": topic.name})
+                    continue
+                _ignore_404("POST", address, "/topic/empty", {"topic": topic.name})
+                for channel in topic.channels:
+                    params = {"topic": topic.name, "channel": channel}
+                    _ignore_404("POST", address, "/channel/empty", params)
+        if cleanup is Cleanup.DELETE:
+            for address in self.addresses.lookupd_http:
+                for topic_name in http_json(address, "/topics").get("topics") or []:
+                    if names is None or topic_name in names:
+                        _ignore_404("POST", address, "/topic/delete", {"topic": topic_name})
+
+    # -- capture -----------------------------------------------------------------
+    def open_capture(self, topic: str, timeout: float) -> ChannelCapture:
+        """Subscribe an ephemeral channel to ``topic`` on every nsqd."""
+        return ChannelCapture(self, topic, timeout)
+
+
+def _ignore_404(method: str, address: Address, path: str, params: dict[str, str]) -> None:
+    try:
+        http(method, address, path, params)
+    except NSQHTTPError as exc:
+        if exc.status != 404:
+            raise
+
+
+class ChannelCapture:
+    """Capture through the public API: an ephemeral channel per nsqd, consumed in a thread.
+
+    The channel gets a copy of every message published to the topic after it
+    subscribed, without taking anything from other channels. One difference from an
+    in-process tap: when the topic had no channel yet, this channel becomes its
+    first one, so messages published during the capture are no longer held for a
+    channel created later (the in-process box taps the topic instead).
+    """
+
+    mode = "channel"
+
+    def __init__(self, ops: RemoteOps, topic: str, timeout: float) -> None:
+        self.ops = ops
+        self.topic = topic
+        self.timeout = timeout
+        self.channel = f"nsqbox-capture-{uuid.uuid4().hex[:12]}#ephemeral"
+        self._threads: list[ChannelTapThread] = []
+        try:
+            for node, address in enumerate(ops.addresses.nsqd_tcp):
+                self._threads.append(ChannelTapThread(address, topic, self.channel, node, timeout))
+        except BaseException:
+            self._stop()
+            raise
+
+    def messages(self) -> list[CapturedMessage]:
+        """What was received so far, by publish time."""
+        out = [
+            CapturedMessage(m.body, m.id.decode("ascii"), m.timestamp, t.node, None)
+            for t in self._threads
+            for m in t.snapshot()
+        ]
+        if len(self._threads) > 1:
+            out.sort(key=lambda m: m.timestamp)
+        return out
+
+    def _pending(self) -> int:
+        """Messages our channels got (per nsqd's stats) but the threads have not seen yet."""
+        pending = 0
+        for thread in self._threads:
+            channel = self.ops.node_stats(thread.node).channel(self.topic, self.channel)
+            if channel is not None:
+                pending += max(0, channel.message_count - channel.deferred - thread.count)
+        return pending
+
+    def close(self) -> list[CapturedMessage]:
+        """Wait (bounded) for every message our channels got that is not deferred; stop."""
+        deadline = time.monotonic() + self.timeout
+        try:
+            delay = 0.001
+            while self._pending() and time.monotonic() < deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+        finally:
+            self._stop()
+        errors = [t.error for t in self._threads if t.error is not None]
+        if errors:
+            raise RuntimeError(f"capture of topic {self.topic!r} failed: {errors[0]}")
+        return self.messages()
+
+    def _stop(self) -> None:
+        for thread in self._threads:
+            thread.stop()

@@ -1,0 +1,73 @@
+"""Fixtures for the plugin's own tests.
+
+Most tests drive the plugin the way a user's suite would: a generated test module run
+by pytester (in this process, so it is fast), with the plugin loaded by its entry point
+or, until that is registered, by ``-p nsqbox.testing.plugin``. The others use the boxes
+and handles directly.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# The server stack, imported once here: pytester's in-process runs drop the modules a
+# run imported, so without this every generated session would import it again.
+import nsqbox.testing.boxes
+import nsqbox.testing.cluster
+import nsqbox.testing.server_ops  # noqa: F401
+from nsqbox.testing.boxes import ThreadBox
+from nsqbox.testing.config import ClusterSpec
+from nsqbox.testing.handle import NSQBox
+
+#: Upper bound for waits in these tests (only reached when something is broken).
+TIMEOUT = 10.0
+
+
+def _entry_point_registered() -> bool:
+    eps = importlib.metadata.entry_points(group="pytest11")
+    return any(ep.value == "nsqbox.testing.plugin" for ep in eps)
+
+
+#: What loads the plugin in a generated session (nothing once the entry point exists).
+PLUGIN_ARGS: tuple[str, ...] = () if _entry_point_registered() else ("-p", "nsqbox.testing.plugin")
+
+#: The generated sessions' configuration: like this project's (trio mode, warnings are errors).
+INI = """\
+[pytest]
+trio_mode = true
+addopts = -p no:cacheprovider
+filterwarnings =
+    error
+{extra}
+"""
+
+
+def run_generated(pytester: pytest.Pytester, *args: str, ini: str = "") -> pytest.RunResult:
+    """Run the generated modules in ``pytester``'s directory with the plugin loaded."""
+    pytester.makeini(INI.format(extra=ini))
+    return pytester.runpytest(*PLUGIN_ARGS, *args)
+
+
+@pytest.fixture(scope="module")
+def thread_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadBox]:
+    """A box (nsqd + nsqlookupd) in a thread, shared by a module's direct tests."""
+    box = ThreadBox(ClusterSpec(), str(tmp_path_factory.mktemp("thread-box")))
+    yield box
+    box.stop()
+
+
+@pytest.fixture
+def handle(thread_box: ThreadBox) -> Iterator[NSQBox]:
+    """A handle on ``thread_box``, cleaned up after the test."""
+    with NSQBox(thread_box, timeout=TIMEOUT) as h:
+        yield h
+
+
+@pytest.fixture
+def docs_path() -> Path:
+    """docs/testing.md."""
+    return Path(__file__).resolve().parents[2] / "docs" / "testing.md"
