@@ -1,0 +1,16 @@
+"""The admin TUI: nsqadmin in a terminal (``nsqbox tui``, ``nsqbox up --tui``).
+
+Views of topics, channels, clients and nodes that refresh in place, and the admin actions —
+pause, unpause, empty, delete, tombstone, create, publish, tail — behind confirmations. It reads
+only the public HTTP APIs (through :mod:`nsqbox.admin.model`), so it works against nsqbox and
+against any NSQ cluster. See docs/tui.md.
+
+Modules: :mod:`.app` (the app), :mod:`.backend` (what it reads the cluster through), one module
+per view (:mod:`.topics`, :mod:`.topic`, :mod:`.channel`, :mod:`.nodes`, :mod:`.tail`), the
+modals (:mod:`.modals`, :mod:`.help`), :mod:`.cli` (``nsqbox tui``), :mod:`.guest`
+(``nsqbox up --tui``: the box's trio services as a guest of Textual's asyncio loop), and
+:mod:`.demo` / :mod:`.tour` (a fixed cluster and a walk through the views, for screenshots and
+snapshot tests).
+"""
+
+from __future__ import annotations

@@ -1,0 +1,117 @@
+"""A tour of the views on the demo cluster, as SVG screenshots (for docs and snapshot tests).
+
+:func:`render` runs the app headless on :mod:`.demo`'s fixed cluster, in UTC, walks to one view
+the way a person would (keys, selections) and returns ``App.export_screenshot()``: the same
+picture on every machine, so the snapshot tests compare it with a stored file and
+``scripts/screenshots.py`` writes it under ``screenshots/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC
+from functools import partial
+from typing import Any
+
+from textual.pilot import Pilot
+
+from .app import AdminApp
+from .base import ClusterScreen
+from .demo import DEMO_TIME, DemoBackend, open_demo_backend
+from .tail import TailScreen, TailSource
+from .widgets import StatsTable
+
+__all__ = ["SIZE", "VIEWS", "render", "render_all"]
+
+#: The terminal size of every screenshot.
+SIZE = (130, 34)
+
+#: Every view the tour shows, with what it is.
+VIEWS: dict[str, str] = {
+    "topics": "Topics: every topic, summed over its nodes",
+    "topic": "Topic: rate plot, per-node rows and channels",
+    "channel": "Channel: per-node rows and clients",
+    "nodes": "Nodes: every nsqd, with tombstones and errors",
+    "node": "Node: one nsqd's topics",
+    "tail": "Tail: live messages through an ephemeral channel",
+    "confirm": "A destructive action asks first",
+    "help": "Help: the keys of the view",
+}
+
+_TAIL = (
+    (b'{"order": 1041, "total": 99.5}', 1),
+    (b'{"order": 1042, "total": 12.0}', 1),
+    (b'{"order": 1039, "total": 7.25}', 3),
+    (b'{"order": 1043, "total": 310.0, "note": "gift wrap"}', 1),
+)
+
+
+async def _settle(pilot: Pilot[Any], app: AdminApp) -> None:
+    """Wait until the view shows the (only) snapshot and nothing is left to draw."""
+    for _ in range(500):  # a bound, not a timing: each pass yields to the app
+        screen = app.screen
+        drawn = not isinstance(screen, ClusterScreen) or screen.drawn is app.snapshot
+        if app.snapshot is not None and drawn:
+            break
+        await pilot.pause(0.01)
+    else:
+        raise TimeoutError("the demo snapshot was not drawn")
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+def _select(app: AdminApp, selector: str, key: str) -> None:
+    if not app.screen.query_one(selector, StatsTable).select(key):
+        raise LookupError(f"no row {key!r} in {selector}")
+
+
+async def _walk(view: str, pilot: Pilot[Any], app: AdminApp) -> None:
+    if view not in VIEWS:
+        raise ValueError(f"no view {view!r} (views: {', '.join(VIEWS)})")
+    await _settle(pilot, app)
+    if view in ("topic", "channel", "tail", "confirm"):
+        _select(app, "#topics", "orders")
+    if view in ("topic", "channel"):
+        await pilot.press("enter")
+        await _settle(pilot, app)
+    if view == "channel":
+        _select(app, "#channels", "billing")
+        await pilot.press("enter")
+    if view in ("nodes", "node"):
+        await pilot.press("n")
+        await _settle(pilot, app)
+    if view == "node":
+        _select(app, "#nodes", "10.0.0.2:4151")
+        await pilot.press("enter")
+    if view == "tail":
+        await _tail(pilot, app)
+    if view == "confirm":
+        await pilot.press("ctrl+d")
+    if view == "help":
+        await pilot.press("question_mark")
+    await _settle(pilot, app)
+
+
+async def _tail(pilot: Pilot[Any], app: AdminApp) -> None:
+    tail = TailScreen("orders", [TailSource("10.0.0.1:4151", "10.0.0.1:4150")], live=False)
+    tail.channel = "nsqbox_tui_424242#ephemeral"
+    await app.push_screen(tail)
+    for i, (body, attempts) in enumerate(_TAIL):
+        node = "10.0.0.1:4151" if i % 2 == 0 else "10.0.0.2:4151"
+        when = int((DEMO_TIME - 3 + i * 0.731) * 1e9)
+        tail.post_message(TailScreen.Received(node, when, attempts, body))
+    await pilot.pause()
+
+
+async def render(view: str, *, size: tuple[int, int] = SIZE) -> str:
+    """The SVG screenshot of ``view`` (a key of :data:`VIEWS`) on the demo cluster."""
+    app = AdminApp(partial(open_demo_backend, DemoBackend()), interval=3600, tz=UTC)
+    async with app.run_test(size=size) as pilot:
+        await _walk(view, pilot, app)
+        return app.export_screenshot(title=f"nsqbox tui: {view}")
+
+
+def render_all(size: tuple[int, int] = SIZE) -> dict[str, str]:
+    """Every view's SVG (runs its own asyncio loops)."""
+    return {view: asyncio.run(render(view, size=size)) for view in VIEWS}

@@ -1,0 +1,184 @@
+"""The TUI's own widgets: a table that updates in place, a rate plot and the status line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Sparkline, Static
+
+from . import format as fmt
+
+__all__ = ["Column", "RatePlot", "Row", "StatsTable", "StatusLine"]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a :class:`StatsTable`: its key, header and (optional) fixed width."""
+
+    key: str
+    label: str
+    width: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row: a key that names what it shows (a topic, a node...) and its cells."""
+
+    key: str
+    cells: tuple[RenderableType, ...]
+
+
+class StatsTable(DataTable[Any]):
+    """A row-cursor table that :meth:`show` updates in place.
+
+    The rows are keyed: changed cells are rewritten one by one while the set of rows stays
+    the same, so the cursor and the scroll position do not move. When rows come or go, the
+    table is rebuilt and the cursor follows the row it was on (or stays at its index when that
+    row went away).
+    """
+
+    DEFAULT_CSS = """
+    StatsTable {
+        height: 1fr;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._column_keys: tuple[str, ...] = ()
+        self._rows: dict[str, tuple[RenderableType, ...]] = {}
+
+    @property
+    def selected_key(self) -> str | None:
+        """The key of the row under the cursor, or None when the table is empty."""
+        if not self.row_count:
+            return None
+        index = min(self.cursor_row, self.row_count - 1)
+        value = self.ordered_rows[index].key.value
+        return None if value is None else str(value)
+
+    @property
+    def keys(self) -> list[str]:
+        """The rows' keys, top to bottom."""
+        return list(self._rows)
+
+    def cells(self, key: str) -> tuple[str, ...]:
+        """The row ``key``'s cells as plain text (for tests and the filter)."""
+        return tuple(c.plain if isinstance(c, Text) else str(c) for c in self._rows[key])
+
+    def show(self, columns: Sequence[Column], rows: Sequence[Row]) -> None:
+        """Make the table show ``rows`` under ``columns``, touching only what changed."""
+        column_keys = tuple(c.key for c in columns)
+        selected = self.selected_key
+        if column_keys != self._column_keys:
+            self.clear(columns=True)
+            for column in columns:
+                self.add_column(column.label, key=column.key, width=column.width)
+            self._column_keys = column_keys
+            self._rows = {}
+        if [r.key for r in rows] == list(self._rows):
+            for row in rows:
+                old = self._rows[row.key]
+                for column_key, new, previous in zip(column_keys, row.cells, old, strict=True):
+                    if new != previous:
+                        self.update_cell(row.key, column_key, new, update_width=True)
+                self._rows[row.key] = row.cells
+            return
+        index = self.cursor_row
+        self.clear()
+        self._rows = {}
+        for row in rows:
+            self.add_row(*row.cells, key=row.key)
+            self._rows[row.key] = row.cells
+        keys = list(self._rows)
+        if selected in self._rows:
+            index = keys.index(selected)
+        if keys:
+            self.move_cursor(row=min(index, len(keys) - 1), animate=False)
+
+    def select(self, key: str) -> bool:
+        """Put the cursor on row ``key``; False when there is no such row."""
+        if key not in self._rows:
+            return False
+        self.move_cursor(row=list(self._rows).index(key), animate=False)
+        return True
+
+
+class RatePlot(Vertical):
+    """A caption and a sparkline of a rate's history (messages per second, oldest first)."""
+
+    DEFAULT_CSS = """
+    RatePlot {
+        height: auto;
+        padding: 0 1;
+    }
+    RatePlot > .rate-caption {
+        color: $text-muted;
+    }
+    RatePlot > Sparkline {
+        height: 2;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._series: list[float | None] = []
+        self._title = "rate"
+
+    def compose(self) -> ComposeResult:
+        """A caption line over the sparkline."""
+        yield Static(classes="rate-caption")
+        yield Sparkline([])
+
+    def plot(self, title: str, series: Sequence[float | None]) -> None:
+        """Show ``series`` under ``title`` (``topic orders``)."""
+        self._series = list(series)
+        self._title = title
+        known = [v for v in self._series if v is not None]
+        if known:
+            caption = (
+                f"{title}: {fmt.rate(known[-1])} now, peak {fmt.rate(max(known))}, "
+                f"over the last {len(self._series)} refreshes"
+            )
+        else:
+            caption = f"{title}: collecting rates…"
+        self.query_one(".rate-caption", Static).update(caption)
+        self.query_one(Sparkline).data = [v or 0.0 for v in self._series]
+
+    @property
+    def series(self) -> list[float | None]:
+        """What is plotted."""
+        return list(self._series)
+
+
+class StatusLine(Static):
+    """One line about the cluster (where, how many, when) and one per failed host."""
+
+    DEFAULT_CSS = """
+    StatusLine {
+        height: auto;
+        max-height: 6;
+        padding: 0 1;
+        background: $panel;
+        color: $text-muted;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__("connecting…")
+        self.text = "connecting…"
+
+    def set(self, summary: str, errors: Sequence[str] = ()) -> None:
+        """Show ``summary`` and, in red under it, ``errors``."""
+        text = Text(summary)
+        for line in errors:
+            text.append("\n")
+            text.append(line, style="bold red")
+        self.text = text.plain
+        self.update(text)

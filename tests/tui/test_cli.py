@@ -1,0 +1,77 @@
+"""``nsqbox tui``'s command line (the app itself is driven in the other tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsqbox.admin.tui.app import AdminApp
+from nsqbox.admin.tui.cli import (
+    DEFAULT_LOOKUPD_HTTP,
+    TUIOptions,
+    UsageError,
+    build_app,
+    main,
+    parse_tui_args,
+)
+from nsqbox.goflags import FlagError
+
+
+def test_defaults_to_the_boxs_lookupd() -> None:
+    assert parse_tui_args([]) == TUIOptions(lookupd_http_addresses=(DEFAULT_LOOKUPD_HTTP,))
+
+
+def test_flags_go_style() -> None:
+    options = parse_tui_args(
+        [
+            "-lookupd-http-address=10.0.0.9:4161",
+            "--lookupd-http-address",
+            "10.0.0.8:4161",
+            "--read-only",
+            "--interval=500ms",
+            "--http-client-request-timeout=1s",
+        ]
+    )
+    assert options == TUIOptions(
+        lookupd_http_addresses=("10.0.0.9:4161", "10.0.0.8:4161"),
+        read_only=True,
+        interval=0.5,
+        request_timeout=1.0,
+    )
+    nsqds = parse_tui_args(["--nsqd-http-address", "127.0.0.1:4151"])
+    assert nsqds is not None
+    assert (nsqds.lookupd_http_addresses, nsqds.nsqd_http_addresses) == ((), ("127.0.0.1:4151",))
+
+
+@pytest.mark.parametrize(
+    ("argv", "error", "message"),
+    [
+        (
+            ["--nsqd-http-address=a:1", "--lookupd-http-address=b:2"],
+            UsageError,
+            "not both",
+        ),
+        (["--interval=0s"], UsageError, "must be positive"),
+        (["extra"], UsageError, "unexpected argument 'extra'"),
+        (["--nope"], FlagError, "flag provided but not defined: -nope"),
+    ],
+    ids=["both", "interval", "argument", "unknown"],
+)
+def test_bad_command_lines(argv: list[str], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        parse_tui_args(argv)
+
+
+def test_main_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("nsqbox tui v1.3.0 (built w/nsqbox ")
+    assert main(["-h"]) == 0
+    assert "-lookupd-http-address" in capsys.readouterr().err
+    assert main(["--interval=-1s"]) == 2
+    assert "must be positive" in capsys.readouterr().err
+    assert main(["--bogus"]) == 2
+
+
+def test_build_app() -> None:
+    app = build_app(TUIOptions(nsqd_http_addresses=("127.0.0.1:4151",), read_only=True))
+    assert isinstance(app, AdminApp)
+    assert (app.read_only, app.interval) == (True, 2.0)

@@ -1,0 +1,115 @@
+"""``nsqbox up --tui``: the box's trio services as a guest of the TUI's asyncio loop.
+
+The trap it must avoid: a guest run left alive when the app exits keeps trio's run state on
+the thread, and the next ``trio.run()`` there fails. Each test ends by running trio again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+from textual.pilot import Pilot
+
+from nsqbox.admin.tui.guest import BoxApp, LogBuffer, TrioGuest, dialable
+from nsqbox.admin.tui.nodes import NodesScreen
+from nsqbox.admin.tui.widgets import StatsTable
+from nsqbox.box import BoxOptions
+from nsqbox.nsqd.options import NSQDOptions
+
+from .conftest import TIMEOUT, run_app, wait_until
+
+
+def box_options(tmp_path: Path) -> BoxOptions:
+    options = BoxOptions(nsqd=NSQDOptions(data_path=str(tmp_path), node_id=0, log_level="info"))
+    options.use_ephemeral_ports()
+    return options
+
+
+def trio_still_runs() -> None:
+    """A trio run on this thread works: no guest run was left behind."""
+    assert trio.run(trio.sleep, 0) is None
+
+
+def test_the_box_runs_inside_the_tui_and_stops_with_it(tmp_path: Path) -> None:
+    app = BoxApp(box_options(tmp_path), interval=0.5)
+    seen: dict[str, Any] = {}
+
+    async def body(pilot: Pilot[Any], app: BoxApp) -> None:
+        await wait_until(pilot, lambda: app.addresses is not None, "the box to listen")
+        assert app.addresses is not None
+        nsqd_http = app.addresses.ready()["nsqd_http_address"]
+        async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
+            response = await client.post(
+                f"http://{nsqd_http}/pub", params={"topic": "orders"}, content=b"hi"
+            )
+            assert response.status_code == 200
+        topics = app.screen.query_one("#topics", StatsTable)
+        await wait_until(pilot, lambda: topics.keys == ["orders"], "the topic", lambda: topics.keys)
+        await pilot.press("n")
+        assert isinstance(app.screen, NodesScreen)
+        nodes = app.screen.query_one("#nodes", StatsTable)
+        await wait_until(pilot, lambda: len(nodes.keys) == 1, "the box's nsqd")
+        await pilot.press("L")  # the servers' log, not on the terminal
+        await wait_until(pilot, lambda: app.logs.written > 0, "log lines")
+        assert any("[nsqd]" in line or "TCP" in line for line in app.logs.lines)
+        seen["guest"] = app.guest
+        assert app.guest.running
+
+    run_app(app, body)
+    assert not seen["guest"].running
+    assert app.failure is None
+    trio_still_runs()
+
+
+def test_a_box_that_cannot_start_ends_the_app(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        options = box_options(tmp_path)
+        options.lookupd_http_address = f"127.0.0.1:{taken.getsockname()[1]}"
+        app = BoxApp(options)
+
+        async def body(pilot: Pilot[Any], app: BoxApp) -> None:
+            await wait_until(pilot, lambda: app.failure is not None, "the failure")
+
+        run_app(app, body)
+    assert isinstance(app.failure, OSError)
+    assert app.return_code == 1
+    trio_still_runs()
+
+
+def test_trio_guest_runs_cancels_and_reports() -> None:
+    async def main() -> None:
+        guest = TrioGuest()
+        started = asyncio.Event()
+
+        async def forever() -> None:
+            started.set()  # trio's task runs on this thread: it can touch asyncio objects
+            await trio.sleep_forever()
+
+        guest.start(forever)
+        await started.wait()
+        assert guest.running
+        result = await guest.stop()
+        assert result is not None
+        assert result.unwrap() is None
+        assert not guest.running
+
+    asyncio.run(main())
+    trio_still_runs()
+
+
+def test_log_buffer_and_dialable_addresses() -> None:
+    logs = LogBuffer(limit=2)
+    logs.write("one\ntwo\n")
+    assert logs.since(0) == ["one", "two"]
+    logs.write("three\n")
+    assert (list(logs.lines), logs.written, logs.since(2)) == (["two", "three"], 3, ["three"])
+    assert dialable("0.0.0.0:4161") == "127.0.0.1:4161"
+    assert dialable("[::]:4161") == "[::1]:4161"
+    assert dialable("10.0.0.1:4161") == "10.0.0.1:4161"

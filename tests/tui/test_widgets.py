@@ -1,0 +1,53 @@
+"""The table that updates in place: cells change, the cursor stays on its row."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from nsqbox.admin.tui.widgets import Column, Row, StatsTable
+
+COLUMNS = (Column("name", "Name"), Column("depth", "Depth"))
+
+
+def rows(**depths: int) -> list[Row]:
+    return [Row(name, (name, Text(str(depth)))) for name, depth in depths.items()]
+
+
+def where(table: StatsTable) -> tuple[str | None, int]:
+    """The cursor: its row's key and index."""
+    return (table.selected_key, table.cursor_row)
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield StatsTable(id="t")
+
+
+def test_show_updates_cells_in_place_and_follows_the_selected_row() -> None:
+    async def main() -> None:
+        app = TableApp()
+        async with app.run_test() as pilot:
+            table = app.query_one(StatsTable)
+            assert table.selected_key is None
+            table.show(COLUMNS, rows(b=1, c=2))
+            await pilot.press("down")
+            assert where(table) == ("c", 1)
+            before = table.ordered_rows
+            table.show(COLUMNS, rows(b=1, c=5))  # same rows: one cell rewritten
+            assert table.ordered_rows == before
+            assert table.cells("c") == ("c", "5")
+            assert where(table) == ("c", 1)
+            table.show(COLUMNS, rows(a=0, b=1, c=5))  # a row before it: the cursor follows
+            assert where(table) == ("c", 2)
+            table.show(COLUMNS, rows(a=0, b=1))  # its row goes: the cursor stays in place
+            assert where(table) == ("b", 1)
+            table.show((*COLUMNS, Column("extra", "Extra")), [Row("a", ("a", "0", "x"))])
+            assert (table.keys, len(table.columns), table.cells("a")) == (["a"], 3, ("a", "0", "x"))
+            assert table.select("a")
+            assert not table.select("zzz")
+            await pilot.pause()
+
+    asyncio.run(main())
