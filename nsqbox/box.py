@@ -33,9 +33,15 @@ from nsqbox.cli import fatal, format_address, parse_nsqd_command, version_line
 from nsqbox.goflags import FlagSet
 from nsqbox.logs import configure_logging
 from nsqbox.lookupd.options import LookupdOptions
-from nsqbox.nsqd.config import ConfigError, Kind, OptionFlag, load_config_file, nsqd_flag_set
-from nsqbox.nsqd.config import _coerce as coerce
-from nsqbox.nsqd.config import _flag_value as flag_value
+from nsqbox.nsqd.config import (
+    ConfigError,
+    Kind,
+    OptionFlag,
+    coerce,
+    flag_value,
+    load_config_file,
+    nsqd_flag_set,
+)
 from nsqbox.nsqd.options import NSQDOptions, split_host_port
 
 if TYPE_CHECKING:

@@ -14,9 +14,7 @@ from typing import Any
 
 from ..goflags import FlagSet
 from ..logs import parse_level
-from ..nsqd.config import ConfigError, Kind, OptionFlag, load_config_file
-from ..nsqd.config import _coerce as coerce
-from ..nsqd.config import _flag_value as flag_value
+from ..nsqd.config import ConfigError, Kind, OptionFlag, coerce, flag_value, load_config_file
 from ..nsqd.options import is_loopback, split_host_port
 
 __all__ = [

@@ -240,7 +240,7 @@ def _show_level(level: str) -> str:
     return "WARNING" if level == "warn" else level.upper()
 
 
-def _flag_value(kind: Kind, default: Any) -> FlagValue[Any]:
+def flag_value(kind: Kind, default: Any) -> FlagValue[Any]:
     if kind is Kind.STRING:
         return StringValue(default)
     if kind is Kind.INT:
@@ -269,7 +269,7 @@ def nsqd_flag_set(name: str = "nsqd", defaults: NSQDOptions | None = None) -> Fl
     flags.add_bool("verbose", False, "[deprecated] has no effect; use --log-level")
     flags.add_bool("worker-id", False, "[deprecated] use --node-id")
     for opt in NSQD_OPTION_FLAGS:
-        flags.var(opt.flag, _flag_value(opt.kind, getattr(base, opt.attr)), opt.usage)
+        flags.var(opt.flag, flag_value(opt.kind, getattr(base, opt.attr)), opt.usage)
     return flags
 
 
@@ -331,7 +331,7 @@ def _go_type(value: object) -> str:
     return names.get(type(value), "map[string]interface {}")
 
 
-def _coerce(kind: Kind, value: Any) -> Any:
+def coerce(kind: Kind, value: Any) -> Any:
     """Turn a TOML value into the option's type as go-options' ``coerce`` does."""
     if kind in (Kind.LOG_LEVEL, Kind.TLS_REQUIRED, Kind.TLS_MIN_VERSION):
         return value  # validate_config normalised these already
@@ -388,7 +388,7 @@ def resolve_options(
         elif opt.config_key in cfg:
             raw = cfg[opt.config_key]
             try:
-                value = _coerce(opt.kind, raw)
+                value = coerce(opt.kind, raw)
             except (StrconvError, ValueError) as exc:
                 raise ConfigError(
                     f"failed to coerce config value {opt.config_key} = {_go_v(raw)} - {exc}"

@@ -27,7 +27,7 @@ import msgspec
 from .buffer import ReceiveBuffer
 from .errors import NSQError, ProtocolViolation
 from .names import is_valid_channel_name, is_valid_topic_name
-from .parser import NEED_DATA, _NeedData
+from .parser import NEED_DATA, NeedData
 
 MAGIC_V1: Final = b"  V1"
 
@@ -153,7 +153,7 @@ class LookupdV1Parser(ReceiveBuffer):
             return
         super().receive_data(data)
 
-    def next_event(self) -> Event | _NeedData:
+    def next_event(self) -> Event | NeedData:
         """The next event, :data:`NEED_DATA`, or :class:`ConnectionClosed` at the end."""
         if self._state == _MAGIC:
             if len(self._buf) - self._pos < 4:
@@ -170,13 +170,13 @@ class LookupdV1Parser(ReceiveBuffer):
             return self._next_identify()
         return ConnectionClosed()
 
-    def _closed_or_need_data(self) -> ConnectionClosed | _NeedData:
+    def _closed_or_need_data(self) -> ConnectionClosed | NeedData:
         if self._eof:
             self._state = _CLOSED
             return ConnectionClosed()
         return NEED_DATA
 
-    def _next_line(self) -> Event | _NeedData:
+    def _next_line(self) -> Event | NeedData:
         buf = self._buf
         idx = buf.find(b"\n", self._pos)
         if idx < 0:
@@ -203,7 +203,7 @@ class LookupdV1Parser(ReceiveBuffer):
             return Register(topic, channel) if name == "REGISTER" else Unregister(topic, channel)
         raise _invalid(f"invalid command {name}")
 
-    def _next_identify(self) -> Identify | _NeedData:
+    def _next_identify(self) -> Identify | NeedData:
         if self._state == _IDENTIFY_SIZE:
             if len(self._buf) - self._pos < 4:
                 if self._eof:
@@ -329,7 +329,7 @@ class ResponseReader:
         """Append bytes read from the connection."""
         self._buf += data
 
-    def next_response(self) -> bytes | _NeedData:
+    def next_response(self) -> bytes | NeedData:
         """The next reply's data, or :data:`NEED_DATA`."""
         if len(self._buf) < 4:
             return NEED_DATA

@@ -43,7 +43,7 @@ class MPUBBody(NamedTuple):
     bodies: list[bytes]
 
 
-class _NeedData:
+class NeedData:
     __slots__ = ()
 
     def __repr__(self) -> str:
@@ -51,9 +51,9 @@ class _NeedData:
 
 
 #: Returned by :meth:`CommandParser.next_event` when more bytes are needed.
-NEED_DATA: Final = _NeedData()
+NEED_DATA: Final = NeedData()
 
-Event = Command | Body | MPUBBody | _NeedData
+Event = Command | Body | MPUBBody | NeedData
 
 # What the parser is waiting for.
 _LINE, _MESSAGE, _BODY, _MPUB_LEN, _MPUB_COUNT, _MPUB_ITEMS = range(6)
@@ -131,7 +131,7 @@ class CommandParser(ReceiveBuffer):
             )
         return NSQError("E_BAD_MESSAGE", "MPUB failed to read message body")
 
-    def _next_line(self) -> Command | _NeedData:
+    def _next_line(self) -> Command | NeedData:
         buf = self._buf
         pos = self._pos
         idx = buf.find(b"\n", pos)
@@ -153,7 +153,7 @@ class CommandParser(ReceiveBuffer):
         self._pos += 4
         return int(size)
 
-    def _next_body(self) -> Body | _NeedData:
+    def _next_body(self) -> Body | NeedData:
         if self._size < 0:
             size = self._read_size()
             if size is None:
@@ -178,7 +178,7 @@ class CommandParser(ReceiveBuffer):
         self._state = _LINE
         return Body(data)
 
-    def _next_mpub(self) -> MPUBBody | _NeedData:
+    def _next_mpub(self) -> MPUBBody | NeedData:
         if self._state == _MPUB_LEN:
             size = self._read_size()
             if size is None:
