@@ -18,8 +18,8 @@ import trio
 from .. import NSQ_VERSION, __version__
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
+from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
-from ..nsqd.options import split_host_port
 from .options import AdminOptions, ConfigError, parse_admin_args
 
 __all__ = ["AdminAddresses", "main", "serve_admin", "version_string"]
@@ -48,10 +48,8 @@ async def serve_admin(
     Raises ValueError for options nsqadmin refuses (no cluster addresses, or both kinds).
     """
     options.validate()
-    host, port = split_host_port(options.http_address)
-    listeners = await trio.open_tcp_listeners(port, host=host or None)
-    sockname = listeners[0].socket.getsockname()
-    bound = (str(sockname[0]), int(sockname[1]))
+    listeners = await open_listeners(options.http_address)
+    bound = bound_address(listeners)
     try:
         # Imported only now: httpx is the slowest import of the admin service.
         from .api import build_router

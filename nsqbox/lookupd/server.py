@@ -18,8 +18,8 @@ import trio
 from .. import NSQ_VERSION, __version__
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
+from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
-from ..nsqd.options import split_host_port
 from .core import NSQLookupd
 from .http_api import build_router
 from .options import ConfigError, LookupdOptions, parse_lookupd_args
@@ -41,16 +41,6 @@ class LookupdAddresses:
     lookupd: NSQLookupd
 
 
-async def _open_listeners(address: str) -> list[trio.SocketListener]:
-    host, port = split_host_port(address)
-    return await trio.open_tcp_listeners(port, host=host or None)
-
-
-def _bound(listeners: list[trio.SocketListener]) -> tuple[str, int]:
-    sockname = listeners[0].socket.getsockname()
-    return str(sockname[0]), int(sockname[1])
-
-
 async def serve_lookupd(
     options: LookupdOptions,
     *,
@@ -58,14 +48,14 @@ async def serve_lookupd(
 ) -> None:
     """Run an nsqlookupd until cancelled; report the bound addresses through ``task_status``."""
     lookupd = NSQLookupd(options, clock=trio.current_time)
-    tcp_listeners = await _open_listeners(options.tcp_address)
+    tcp_listeners = await open_listeners(options.tcp_address)
     try:
-        http_listeners = await _open_listeners(options.http_address)
+        http_listeners = await open_listeners(options.http_address)
     except BaseException:
         for listener in tcp_listeners:
             await listener.aclose()
         raise
-    tcp, http = _bound(tcp_listeners), _bound(http_listeners)
+    tcp, http = bound_address(tcp_listeners), bound_address(http_listeners)
     lookupd.tcp_port, lookupd.http_port = tcp[1], http[1]
 
     async def handle(stream: trio.SocketStream) -> None:

@@ -19,13 +19,14 @@ from typing import Any
 import trio
 
 from ..http import serve_http
+from ..listeners import bound_address, open_listeners
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
 from .auth import AuthClient, open_auth_client
 from .dirlock import DirLock
 from .http_api import make_app
 from .lookup import lookup_loop, set_lookupd_addresses
 from .nsqd import NSQD
-from .options import NSQDOptions, split_host_port
+from .options import NSQDOptions
 from .protocol_v2 import ClientV2
 from .statsd import statsd_loop
 from .tls import server_context
@@ -42,16 +43,6 @@ class NSQDAddresses:
     nsqd: NSQD
     #: The HTTPS listener (None without TLS or with ``--https-address=""``).
     https: tuple[str, int] | None = None
-
-
-async def _open_listeners(address: str) -> list[trio.SocketListener]:
-    host, port = split_host_port(address)
-    return await trio.open_tcp_listeners(port, host=host or None)
-
-
-def _bound(listeners: list[trio.SocketListener]) -> tuple[str, int]:
-    sockname = listeners[0].socket.getsockname()
-    return str(sockname[0]), int(sockname[1])
 
 
 async def handle_tcp(
@@ -132,11 +123,11 @@ async def serve_nsqd(
     try:
         nsqd.load_metadata()
         nsqd.persist_metadata()
-        tcp_listeners = await _open_listeners(options.tcp_address)
+        tcp_listeners = await open_listeners(options.tcp_address)
         if options.http_address:
-            http_listeners = await _open_listeners(options.http_address)
+            http_listeners = await open_listeners(options.http_address)
         if tls_context is not None and options.https_address:
-            https_listeners = await _open_listeners(options.https_address)
+            https_listeners = await open_listeners(options.https_address)
     except BaseException:
         nsqd.close()
         lock.unlock()
@@ -144,9 +135,9 @@ async def serve_nsqd(
             for listener in tcp_listeners + http_listeners:
                 await listener.aclose()
         raise
-    tcp = _bound(tcp_listeners)
-    http = _bound(http_listeners) if http_listeners else None
-    https = _bound(https_listeners) if https_listeners else None
+    tcp = bound_address(tcp_listeners)
+    http = bound_address(http_listeners) if http_listeners else None
+    https = bound_address(https_listeners) if https_listeners else None
     nsqd.tcp_port = tcp[1]
     nsqd.http_port = http[1] if http else 0
     nsqd.https_port = https[1] if https else 0
@@ -179,7 +170,7 @@ async def serve_nsqd(
                 ]
                 app = make_app(nsqd, tls_enabled=True, on_options_changed=options_changed)
                 await nursery.start(serve_http, app, secure)
-                logger.info("HTTPS: listening on %s:%d", *_bound(https_listeners))
+                logger.info("HTTPS: listening on %s:%d", *bound_address(https_listeners))
             nursery.start_soon(queue_scan_loop, nsqd)
             await nursery.start(lookup_loop, nsqd)
             if options.statsd_address:
