@@ -156,11 +156,14 @@ class ClientV2(Connection):
     def can_take(self) -> bool:
         """Ready for another message: in flight below RDY (CLS and close set RDY to 0),
         and the output buffer not full (a consumer that does not read gets no more)."""
-        return self.in_flight_count < self.ready_count and len(self._out) < self.out_limit
+        return (
+            self.in_flight_count < self.ready_count
+            and len(self._out) + self._sending < self.out_limit
+        )
 
     def out_room(self) -> int:
         """Bytes the output buffer may still take before deliveries pause."""
-        return self.out_limit - len(self._out)
+        return self.out_limit - len(self._out) - self._sending
 
     def send_message(self, msg: Message) -> None:
         """Buffer a message frame for the writer (the channel did the in-flight bookkeeping)."""
