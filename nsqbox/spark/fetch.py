@@ -1,0 +1,333 @@
+"""Fetching messages for the readers: blocking consumers on every nsqd of a topic.
+
+A :class:`Fetcher` owns :class:`~nsqbox.client.blocking.BlockingConsumer`
+connections to every nsqd address (given with ``nsqd`` or found through
+``lookupd``) and a buffer of messages received but not yet handed out. It is used from two
+threads in the stream reader (Spark's calls and the keep-alive thread), so
+every method takes the fetcher's lock.
+
+Messages are never answered behind the caller's back: the fetcher FINs,
+REQs and TOUCHes only what it is told to, over the connection that received
+each message (nsqd accepts those commands on that connection only).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+import httpx
+import msgspec
+
+from ..client.blocking import BlockingConsumer
+from ..client.config import Config, format_address
+from ..client.discovery import ACCEPT, lookup_url, parse_lookup_response
+from ..client.errors import ClientError
+from ..client.message import Message
+from ..wire.errors import NSQError
+from .options import ConnectionOptions
+
+__all__ = ["Fetcher", "discover_nsqd"]
+
+log = logging.getLogger("nsqbox.spark")
+
+#: After the first message, keep collecting while more arrive within this gap
+#: (nsqd flushes deliveries every ``output_buffer_timeout``; the readers ask for
+#: nsqd's minimum, 25 ms).
+LINGER = 0.05
+#: How long one wait may block on one connection when there are several.
+SLICE = 0.02
+#: The longest a read goes on collecting after its first message (past its wait).
+MAX_COLLECT = 0.25
+#: The socket timeout of a look at what has already arrived.
+NO_WAIT = 0.001
+
+
+def discover_nsqd(connection: ConnectionOptions, topic: str) -> list[str]:
+    """The nsqd TCP addresses for ``topic``: the ``nsqd`` option plus what lookupds know."""
+    found = list(connection.nsqd)
+    if connection.lookupd:
+        with httpx.Client(timeout=connection.dial_timeout) as client:
+            for address in connection.lookupd:
+                url = lookup_url(address, topic)
+                try:
+                    response = client.get(url, headers={"Accept": ACCEPT})
+                except httpx.HTTPError as exc:
+                    log.warning("lookupd %s: %s", url, exc)
+                    continue
+                if response.status_code != 200:  # 404: no nsqd has the topic yet
+                    continue
+                try:
+                    addresses = parse_lookup_response(response.content)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    log.warning("lookupd %s sent a bad reply: %s", url, exc)
+                    continue
+                found.extend(a for a in addresses if a not in found)
+    return found
+
+
+@contextmanager
+def _answers_batched(consumers: list[tuple[str, BlockingConsumer]]) -> Iterator[None]:
+    """Send the FIN/REQ/TOUCH of many messages in one write per connection, not one each.
+
+    The blocking client buffers answers this way inside ``run()`` but has no
+    public switch for answers given outside it; without the (private) flag
+    every answer is a write of its own, correct but slower.
+    """
+    switched = [c for _, c in consumers if isinstance(getattr(c, "_batching", None), bool)]
+    for consumer in switched:
+        consumer._batching = True
+    try:
+        yield
+    finally:
+        for consumer in switched:
+            consumer._batching = False
+            conn = getattr(consumer, "_conn", None)
+            if conn is not None and not conn.closed:
+                try:
+                    conn.flush()
+                except (OSError, ClientError) as exc:
+                    log.warning("sending answers to %s: %s", consumer.address, exc)
+
+
+class Fetcher:
+    """Consumers for one topic and channel, a buffer, and FIN/REQ/TOUCH by message.
+
+    ``connections`` consumers per nsqd: nsqd lets one connection hold at most
+    ``--max-rdy-count`` messages in flight (2500 by default), so a reader that
+    holds more opens more connections. They are kept and lost together.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        channel: str,
+        config: Config,
+        addresses: Callable[[], Iterable[str]],
+        *,
+        connections: int = 1,
+        reconnect_interval: float = 5.0,
+    ) -> None:
+        self.topic = topic
+        self.channel = channel
+        self.config = config
+        self._addresses = addresses
+        self._connections = connections
+        self._reconnect_interval = reconnect_interval
+        self._next_connect = 0.0
+        self._pools: dict[str, list[BlockingConsumer]] = {}
+        self._buffer: deque[Message] = deque()
+        self.lock = threading.RLock()
+        self._closed = False
+        self._closing = threading.Event()
+
+    # -- connections ----------------------------------------------------------------
+    @property
+    def addresses(self) -> list[str]:
+        """The nsqd addresses with live consumers."""
+        return list(self._pools)
+
+    def _consumers(self) -> list[tuple[str, BlockingConsumer]]:
+        return [(a, c) for a, pool in self._pools.items() for c in pool]
+
+    def connect(self, *, force: bool = False) -> None:
+        """Open consumers for addresses that have none (at most every reconnect interval).
+
+        With ``force`` (the first time), raises the first connection error when
+        nsqd addresses are known but none of them could be reached; later,
+        failures are logged and retried, so a query outlives an nsqd that
+        restarts. No address at all (lookupd knows no nsqd with the topic yet)
+        is not an error: the reader looks again every few seconds.
+        """
+        with self.lock:
+            now = time.monotonic()
+            if self._closed or (not force and now < self._next_connect):
+                return
+            error: Exception | None = None
+            addresses = [format_address(a) for a in self._addresses()]
+            for key in addresses:
+                if key in self._pools:
+                    continue
+                pool: list[BlockingConsumer] = []
+                try:
+                    for _ in range(self._connections):
+                        pool.append(
+                            BlockingConsumer(key, self.topic, self.channel, config=self.config)
+                        )
+                except (OSError, ClientError, NSQError) as exc:
+                    log.warning("cannot consume from nsqd %s: %s", key, exc)
+                    error = error or exc
+                    for consumer in pool:
+                        consumer.close()
+                    continue
+                self._pools[key] = pool
+            interval = (
+                self._reconnect_interval if self._pools else min(5.0, self._reconnect_interval)
+            )
+            self._next_connect = now + interval
+            if force and not self._pools and error is not None:
+                raise error
+            if not addresses:
+                log.warning("no nsqd has topic %s yet", self.topic)
+
+    def _drop(self, address: str, exc: BaseException) -> None:
+        log.warning("lost nsqd %s: %s", address, exc)
+        for consumer in self._pools.pop(address, []):
+            consumer.close()
+        # What it delivered can no longer be answered; nsqd redelivers it after msg_timeout.
+        self._buffer = deque(m for m in self._buffer if m.nsqd_address != address)
+
+    # -- receiving --------------------------------------------------------------------
+    def _receive(self, address: str, consumer: BlockingConsumer, timeout: float) -> int:
+        """One receive on one connection into the buffer (answers heartbeats too)."""
+        if address not in self._pools:
+            return 0  # dropped meanwhile
+        got: list[Message] = []
+
+        def keep(message: Message) -> None:
+            message.disable_auto_response()
+            got.append(message)
+
+        try:
+            consumer.run(keep, max_messages=1, timeout=max(timeout, NO_WAIT))
+        except (OSError, ClientError, NSQError) as exc:
+            self._drop(address, exc)
+            return 0
+        self._buffer.extend(got)
+        return len(got)
+
+    def poll(self) -> int:
+        """Receive whatever has arrived on every connection, without waiting."""
+        with self.lock:
+            return sum(self._receive(a, c, NO_WAIT) for a, c in self._consumers())
+
+    def _wait(self, timeout: float) -> int:
+        """Block up to ``timeout`` for messages on any connection."""
+        consumers = self._consumers()
+        if not consumers:
+            return 0
+        if len(consumers) == 1:
+            address, consumer = consumers[0]
+            return self._receive(address, consumer, timeout)
+        # The blocking client has no select over several sockets: look at each, then
+        # take turns waiting on them.
+        got = self.poll()
+        deadline = time.monotonic() + timeout
+        while not got and time.monotonic() < deadline:
+            for address, consumer in consumers:
+                remaining = deadline - time.monotonic()
+                got += self._receive(address, consumer, min(SLICE, max(remaining, 0)))
+                if got or remaining <= 0:
+                    break
+        return got
+
+    def take(
+        self,
+        limit: int,
+        wait: float,
+        *,
+        keep_alive: Callable[[], None] | None = None,
+        keep_alive_interval: float | None = None,
+    ) -> list[Message]:
+        """Up to ``limit`` messages: the buffer first, then what arrives.
+
+        Waits up to ``wait`` seconds for the first message, then keeps
+        collecting while messages arrive within a short linger (for at most
+        ``MAX_COLLECT`` seconds past ``wait``). Calls ``keep_alive`` every
+        ``keep_alive_interval`` seconds meanwhile. Extra messages stay buffered
+        for the next call.
+        """
+        with self.lock:
+            now = time.monotonic()
+            deadline = now + wait
+            last_keep_alive = now
+            collect_until: float | None = None
+            while len(self._buffer) < limit and not self._closing.is_set():
+                now = time.monotonic()
+                if (
+                    keep_alive is not None
+                    and keep_alive_interval is not None
+                    and now - last_keep_alive >= keep_alive_interval
+                ):
+                    keep_alive()
+                    last_keep_alive = now
+                if self._buffer:
+                    if collect_until is None:
+                        collect_until = max(deadline, now + MAX_COLLECT)
+                    if now >= collect_until or not self._wait(LINGER):
+                        break
+                    continue
+                if now >= deadline:
+                    self.poll()
+                    if not self._buffer:
+                        break
+                    continue
+                step = deadline - now
+                if keep_alive_interval is not None:
+                    step = min(step, keep_alive_interval)
+                if self._pools:
+                    self._wait(step)
+                else:  # nothing to wait on (no nsqd has the topic yet): idle till the deadline
+                    self._closing.wait(step)
+            out: list[Message] = []
+            while self._buffer and len(out) < limit:
+                out.append(self._buffer.popleft())
+            return out
+
+    def hold_back(self, messages: Iterable[Message]) -> None:
+        """Put messages back at the head of the buffer (they stay in flight)."""
+        with self.lock:
+            self._buffer.extendleft(reversed(list(messages)))
+
+    # -- answering ----------------------------------------------------------------------
+    def _answer(self, messages: Iterable[Message], answer: Callable[[Message], None]) -> None:
+        with self.lock:
+            consumers = self._consumers()
+            with _answers_batched(consumers):
+                for message in messages:
+                    if message.nsqd_address not in self._pools:
+                        continue  # its connection is gone: nsqd times it out, redelivers it
+                    try:
+                        answer(message)
+                    except (OSError, ClientError) as exc:
+                        self._drop(message.nsqd_address, exc)
+
+    def finish(self, messages: Iterable[Message]) -> None:
+        """FIN each message on its own connection."""
+        self._answer(messages, Message.finish)
+
+    def requeue(self, messages: Iterable[Message]) -> None:
+        """REQ each message with no delay and without backoff."""
+        self._answer(messages, lambda m: m.requeue(0, backoff=False))
+
+    def touch(self, messages: Iterable[Message]) -> None:
+        """TOUCH each message: nsqd restarts its in-flight timeout (up to max-msg-timeout)."""
+        self._answer(messages, Message.touch)
+
+    @property
+    def buffered(self) -> list[Message]:
+        """Messages received but not handed out (in flight on nsqd all the same)."""
+        with self.lock:
+            return list(self._buffer)
+
+    def close(self, *, requeue_buffered: bool = True) -> None:
+        """REQ what is buffered (unless told not to), then CLS and close every connection."""
+        self._closing.set()  # a reader idling in take() gives up the lock
+        with self.lock:
+            if self._closed:
+                return
+            if requeue_buffered:
+                self.requeue(list(self._buffer))
+            self._buffer.clear()
+            self._closed = True
+            consumers = self._consumers()
+            self._pools = {}
+            for _, consumer in consumers:
+                try:
+                    consumer.close()
+                except (OSError, ClientError) as exc:  # pragma: no cover - close is lenient
+                    log.debug("closing consumer: %s", exc)

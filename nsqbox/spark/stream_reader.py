@@ -1,0 +1,303 @@
+"""The streaming reader: NSQ messages into Spark micro-batches, at least once.
+
+Spark runs a :class:`~pyspark.sql.datasource.SimpleDataSourceStreamReader` in
+one long-lived Python process next to the driver, and that is what NSQ needs:
+a message can only be FINished over the connection that received it, so the
+process that reads a batch must be the one that later finishes it.
+
+The life of a message:
+
+1. nsqd pushes it (the reader takes up to twice ``maxMessagesPerBatch`` in
+   flight, over as many connections as nsqd's ``--max-rdy-count`` of 2500
+   per connection needs); it waits in the fetcher's buffer.
+2. :meth:`NSQStreamReader.read` hands it to Spark in a micro-batch whose
+   offsets ``{"messages": n}`` count the messages this query has read. The
+   batch is *pending*: in flight on nsqd, TOUCHed by a keep-alive thread.
+3. Spark takes the batch's rows (the reader notices), runs the batch and
+   writes it to its commit log. Only then does it ask for the next batch,
+   ``read(start)`` with ``start`` at the end of the committed one; that call
+   FINs the pending batches up to ``start``. ``commit(end)``, which Spark
+   sends one batch late (when it plans the batch after), FINs too, whichever
+   comes first. A batch Spark committed without taking its rows is REQ'd.
+
+So a message is FINished only after Spark took and committed the batch that
+holds it.
+Nothing is lost when the query stops or its process dies: unfinished messages
+go back to nsqd when their connection closes and ``msg_timeout`` expires (or
+at once, REQ'd, on a clean stop). What Spark had committed but not yet told
+the reader about is delivered again: duplicates, as with Kafka's source.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+import pyarrow as pa
+from pyspark.sql.datasource import SimpleDataSourceStreamReader
+
+from ..client.message import Message
+from .fetch import Fetcher, discover_nsqd
+from .options import ReadOptions
+from .pending import PendingBatch, PendingBatches, split_taken
+from .rows import messages_to_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+else:
+    try:  # pyspark >= 4.2; older versions run availableNow without telling the source
+        from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+    except ImportError:  # pragma: no cover - depends on the installed pyspark
+
+        class SupportsTriggerAvailableNow:
+            """Stand-in for pyspark < 4.2."""
+
+
+__all__ = ["NSQStreamReader"]
+
+log = logging.getLogger("nsqbox.spark")
+
+OFFSET_KEY = "messages"
+#: TOUCH held messages at least this often, whatever msg_timeout is (nsqd's
+#: heartbeats, answered by the same thread, come every 30 s by default).
+MAX_KEEPALIVE_INTERVAL = 10.0
+#: nsqd's default --max-rdy-count: the most messages one connection holds in flight.
+MAX_RDY = 2500
+#: The most connections the reader opens to one nsqd.
+MAX_CONNECTIONS = 16
+
+
+def _position(offset: dict[str, Any]) -> int:
+    try:
+        return int(offset[OFFSET_KEY])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"not an offset of format('nsq'): {offset!r}") from None
+
+
+class _Session:
+    """Connections, pending batches and the keep-alive thread of one running query."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        connection = options.connection
+        # Room for the batch Spark is running and the next one; nsqd caps what one
+        # connection holds in flight at --max-rdy-count, so big batches take several.
+        held = 2 * options.max_messages_per_batch
+        connections = min(-(-held // MAX_RDY), MAX_CONNECTIONS)
+        config = connection.client_config(
+            msg_timeout=options.msg_timeout,
+            max_in_flight=min(-(-held // connections), MAX_RDY),
+            output_buffer_timeout=0.025,
+        )
+        self.fetcher = Fetcher(
+            options.topic,
+            options.channel,
+            config,
+            lambda: discover_nsqd(connection, options.topic),
+            connections=connections,
+            reconnect_interval=options.lookupd_poll_interval if connection.lookupd else 5.0,
+        )
+        self.pending: PendingBatches[Message] = PendingBatches()
+        self.interval = min(options.msg_timeout / 3, MAX_KEEPALIVE_INTERVAL)
+        #: Keep-alive rounds completed (for tests and debugging).
+        self.keepalive_rounds = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._keep_alive, name="nsqbox-spark-keepalive", daemon=True
+        )
+
+    def open(self) -> None:
+        self.fetcher.connect(force=True)
+        self._thread.start()
+
+    # -- keeping messages alive --------------------------------------------------------
+    def touch_held(self) -> None:
+        """TOUCH every pending and buffered message; answer heartbeats."""
+        with self.fetcher.lock:
+            self.fetcher.touch([*self.pending, *self.fetcher.buffered])
+            self.fetcher.poll()
+
+    def _keep_alive(self) -> None:
+        # Spark may spend longer than msg_timeout on a batch, and calls nothing on the
+        # reader meanwhile: this thread keeps the batch in flight and the connections
+        # alive. nsqd caps a message's total time in flight at --max-msg-timeout.
+        while not self._stopping.wait(self.interval):
+            try:
+                self.touch_held()
+            except Exception:  # keep the thread alive whatever one round met
+                log.exception("keep-alive round failed")
+            self.keepalive_rounds += 1
+
+    # -- settling batches ----------------------------------------------------------------
+    def commit(self, position: int) -> None:
+        """Spark committed every batch up to ``position``: FIN what it took, REQ the rest."""
+        with self.fetcher.lock:
+            taken, untaken = split_taken(self.pending.pop_committed(position))
+            self.fetcher.finish(taken)
+            if untaken:
+                log.warning("Spark moved past %d messages it never took: requeueing", len(untaken))
+                self.fetcher.requeue(untaken)
+
+    def settle(self, position: int) -> None:
+        """Spark asks for data from ``position``: batches up to it are committed, others not."""
+        with self.fetcher.lock:
+            self.commit(position)
+            abandoned = [m for b in self.pending.pop_abandoned(position) for m in b.messages]
+            if abandoned:
+                log.warning("Spark went back to offset %d: requeueing %d", position, len(abandoned))
+                self.fetcher.requeue(abandoned)
+
+    def close(self) -> None:
+        """Stop the keep-alive thread; REQ everything held; close the connections."""
+        self._stopping.set()
+        with self.fetcher.lock:
+            self.fetcher.requeue([m for b in self.pending.pop_abandoned(-1) for m in b.messages])
+            self.fetcher.close(requeue_buffered=True)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(self.interval + 5)
+
+
+class _BatchRows:
+    """The rows of one micro-batch as Spark takes them: marks the pending batch *taken*.
+
+    Spark keeps what :meth:`NSQStreamReader.read` returns in a cache and copies
+    it when it plans the batch; iterating a copy is Spark taking the rows. A
+    batch Spark never takes (it planned the range but read it elsewhere) is
+    REQ'd, not FINished, when Spark moves past it.
+    """
+
+    def __init__(self, batch: pa.RecordBatch, pending: PendingBatch[Message]) -> None:
+        self._batch = batch
+        self._pending = pending
+        self._done = False
+
+    def __iter__(self) -> _BatchRows:
+        return self
+
+    def __next__(self) -> pa.RecordBatch:
+        if self._done:
+            raise StopIteration
+        self._done = True
+        self._pending.taken = True
+        return self._batch
+
+    def __copy__(self) -> _BatchRows:
+        return _BatchRows(self._batch, self._pending)
+
+
+class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("nsq")``: see the module docstring for the guarantees.
+
+    Connections open on the first :meth:`read`, never in ``__init__`` (Spark
+    builds readers in planning processes that never read).
+    """
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._session: _Session | None = None
+        #: Set by prepareForTriggerAvailableNow: publish times after it are not read.
+        self._cutoff_ns: int | None = None
+        self._exhausted = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles readers to executors for readBetweenOffsets: no sockets or threads.
+        state = self.__dict__.copy()
+        state["_session"] = None
+        return state
+
+    def _open(self) -> _Session:
+        if self._session is None:
+            session = _Session(self.options)
+            session.open()
+            self._session = session
+            atexit.register(_close_at_exit, weakref.ref(session))
+        return self._session
+
+    # -- SimpleDataSourceStreamReader --------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        """A new query starts at ``{"messages": 0}``: nothing read yet."""
+        return {OFFSET_KEY: 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """availableNow: read what was published before now, then report no more data.
+
+        The run ends at the first read that finds nothing within ``pollTimeout``
+        or meets a message published after this call (held back, not read).
+        """
+        self._cutoff_ns = time.time_ns()
+
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        """FIN what Spark committed, then the next micro-batch (up to ``maxMessagesPerBatch``)."""
+        position = _position(start)
+        session = self._open()
+        options = self.options
+        with session.fetcher.lock:
+            session.settle(position)
+            if self._exhausted:
+                return iter(()), start
+            session.fetcher.connect()
+            messages = session.fetcher.take(
+                options.max_messages_per_batch,
+                options.poll_timeout,
+                keep_alive=session.touch_held,
+                keep_alive_interval=session.interval,
+            )
+            if self._cutoff_ns is not None:
+                messages = self._before_cutoff(session, messages)
+            if not messages:
+                return iter(()), start
+            end = position + len(messages)
+            pending = session.pending.add(position, end, messages)
+        rows = _BatchRows(messages_to_batch(messages, options.topic, options.channel), pending)
+        # Spark accepts Arrow record batches where it documents tuples (and converts
+        # tuples to Arrow anyway); one batch per micro-batch, no object per cell.
+        return cast(Iterator[tuple[Any, ...]], rows), {OFFSET_KEY: end}
+
+    def _before_cutoff(self, session: _Session, messages: list[Message]) -> list[Message]:
+        cutoff = self._cutoff_ns
+        assert cutoff is not None
+        older = [m for m in messages if m.timestamp <= cutoff]
+        if len(older) < len(messages) or not messages:
+            # Published after the run began, or nothing left: this run is done. Newer
+            # messages stay buffered (in flight) and are REQ'd when the reader closes.
+            self._exhausted = True
+            session.fetcher.hold_back(m for m in messages if m.timestamp > cutoff)
+        return older
+
+    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[Any]:
+        """Recovery replays a batch that was planned but not committed: empty, by design.
+
+        NSQ cannot replay. The replayed batch's messages were never FINished,
+        so nsqd delivers them again (once their old connection's ``msg_timeout``
+        expires) and they arrive in a later batch. The replayed batch itself is
+        empty. Spark calls this on an executor, never on the reading process.
+        """
+        _position(start), _position(end)
+        return iter(())
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """FIN every pending message up to ``end`` (usually done already by :meth:`read`)."""
+        if self._session is not None:
+            self._session.commit(_position(end))
+
+    def stop(self) -> None:
+        """REQ held messages and close the connections (also run at process exit)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+def _close_at_exit(ref: weakref.ref[_Session]) -> None:
+    # Spark ends the reader's process when the query stops without calling stop()
+    # on simple readers; hand held messages back at once instead of at msg_timeout.
+    session = ref()
+    if session is not None:
+        try:
+            session.close()
+        except Exception:  # pragma: no cover - best effort at interpreter exit
+            log.exception("closing the NSQ reader at exit")

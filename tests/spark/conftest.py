@@ -1,0 +1,84 @@
+"""Fixtures for the PySpark connector tests: one SparkSession for the whole session.
+
+The nsqd is the one of nsqbox's pytest plugin (the ``nsqbox`` fixture: servers
+for the session, every topic deleted after each test). The SparkSession
+(``local[2]``, UI off, every socket on 127.0.0.1, Python workers on this
+interpreter) takes seconds to start, so every Spark test shares it. The
+repository root goes on the workers' ``PYTHONPATH`` so that Spark's
+auto-registration finds ``pyspark_nsq`` even in an editable install; no test
+calls ``register()`` except the one that tests it.
+
+pyspark is optional: these fixtures import it lazily, and the test modules
+that need it start with ``pytest.importorskip("pyspark")``.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from nsqbox.client.blocking import Publisher
+from nsqbox.testing import NSQBox
+
+from .session import build_session, spark_env
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Bound on every wait (a query, a subprocess line); only reached when something is broken.
+TIMEOUT = 120.0
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one SparkSession of the test session."""
+    pytest.importorskip("pyspark")
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in spark_env().items():
+            patch.setenv(key, value)
+        session = build_session("nsqbox-tests")
+        try:
+            yield session
+        finally:
+            for query in session.streams.active:
+                query.stop()
+            session.stop()
+
+
+@pytest.fixture
+def topic() -> str:
+    """A fresh topic name."""
+    return f"spark_{uuid.uuid4().hex[:12]}"
+
+
+def publish(box: NSQBox, topic: str, bodies: list[bytes], chunk: int = 500) -> None:
+    """MPUB ``bodies`` to ``topic`` in chunks, over TCP as an app would."""
+    with Publisher(box.nsqd_tcp_address) as publisher:
+        for i in range(0, len(bodies), chunk):
+            publisher.mpub(topic, bodies[i : i + chunk])
+
+
+def channel_stats(box: NSQBox, topic: str, channel: str) -> dict[str, Any]:
+    """The channel's entry in nsqd's ``/stats?format=json`` (with its clients' counts)."""
+    url = f"http://{box.nsqd_http_address}/stats?format=json&topic={topic}&channel={channel}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        stats = json.load(response)
+    for entry in stats["topics"]:
+        if entry["topic_name"] == topic:
+            for chan in entry["channels"]:
+                if chan["channel_name"] == channel:
+                    return dict(chan)
+    raise LookupError(f"no channel {topic}/{channel} in /stats")
+
+
+def create_channel(box: NSQBox, topic: str, channel: str) -> None:
+    """``POST /topic/create`` and ``/channel/create``: the channel gets every message from now."""
+    for path in (f"topic/create?topic={topic}", f"channel/create?topic={topic}&channel={channel}"):
+        request = urllib.request.Request(f"http://{box.nsqd_http_address}/{path}", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
