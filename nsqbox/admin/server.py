@@ -7,19 +7,17 @@ services answers ``/ping`` as early as it can. Shutdown is cancellation.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from platform import python_version
 
 import trio
 
-from .. import NSQ_VERSION, __version__
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
 from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
+from ..service import fatal, run_until_signalled, service_version
 from .options import AdminOptions, ConfigError, parse_admin_args
 
 __all__ = ["AdminAddresses", "main", "serve_admin", "version_string"]
@@ -77,24 +75,12 @@ async def serve_admin(
 
 
 def version_string() -> str:
-    """What ``nsqbox admin -version`` prints, shaped like nsqadmin's own line."""
-    return f"nsqadmin v{NSQ_VERSION} (built w/nsqbox {__version__}, Python {python_version()})"
-
-
-async def _run_until_signalled(options: AdminOptions) -> None:
-    async with trio.open_nursery() as nursery:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            await nursery.start(serve_admin, options)
-            async for signum in signals:
-                log.info("%s: shutting down", signal.Signals(signum).name)
-                break
-        nursery.cancel_scope.cancel()
+    """What ``-version`` prints, shaped like nsqadmin's own line."""
+    return service_version("nsqadmin")
 
 
 def _fatal(message: str, prefix: str = _PREFIX) -> int:
-    configure_logging("info", prefix)
-    log.critical("%s", message)
-    return 1
+    return fatal(log, message, prefix)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -120,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
     log.info("%s", version_string())
     failure: BaseException | None = None
     try:
-        trio.run(_run_until_signalled, options)
+        trio.run(run_until_signalled, serve_admin, options, log)
     except* (OSError, ValueError) as group:
         failure = group.exceptions[0]
     if failure is not None:

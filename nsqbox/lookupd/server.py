@@ -7,19 +7,17 @@ listeners and every connection.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from platform import python_version
 
 import trio
 
-from .. import NSQ_VERSION, __version__
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
 from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
+from ..service import fatal, run_until_signalled, service_version
 from .core import NSQLookupd
 from .http_api import build_router
 from .options import ConfigError, LookupdOptions, parse_lookupd_args
@@ -70,27 +68,12 @@ async def serve_lookupd(
 
 
 def version_string() -> str:
-    """What ``-version`` prints, shaped like nsqlookupd's own line for scripts."""
-    return f"nsqlookupd v{NSQ_VERSION} (built w/nsqbox {__version__}, Python {python_version()})"
-
-
-async def _run_until_signalled(options: LookupdOptions) -> None:
-    async with trio.open_nursery() as nursery:
-        # Listen before starting so an early signal is not lost; leave the receiver after
-        # the first one so a second Ctrl-C interrupts a slow shutdown.
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            await nursery.start(serve_lookupd, options)
-            async for signum in signals:
-                log.info("%s: shutting down", signal.Signals(signum).name)
-                break
-        nursery.cancel_scope.cancel()
+    """What ``-version`` prints, shaped like nsqlookupd's own line."""
+    return service_version("nsqlookupd")
 
 
 def _fatal(message: str, prefix: str = _PREFIX) -> int:
-    """Log ``message`` as nsqlookupd's logFatal does; its exit status."""
-    configure_logging("info", prefix)
-    log.critical("%s", message)
-    return 1
+    return fatal(log, message, prefix)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -121,7 +104,7 @@ def main(argv: Sequence[str]) -> int:
     log.info("%s", version_string())
     failure: BaseException | None = None
     try:
-        trio.run(_run_until_signalled, options)
+        trio.run(run_until_signalled, serve_lookupd, options, log)
     except* (OSError, ValueError) as group:  # a listener could not bind, or a bad address
         failure = group.exceptions[0]
     if failure is not None:
