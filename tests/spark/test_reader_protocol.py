@@ -31,6 +31,7 @@ from nsqbox.spark.rows import ARROW_SCHEMA, READ_COLUMNS  # noqa: E402
 from nsqbox.spark.stream_reader import NSQStreamReader  # noqa: E402
 from nsqbox.spark.writer import publish  # noqa: E402
 from nsqbox.testing import NSQBox, ThreadedNSQD  # noqa: E402
+from nsqbox.testing.waiting import poll  # noqa: E402
 from nsqbox.wire.errors import NSQError  # noqa: E402
 
 from .conftest import channel_stats, create_channel  # noqa: E402
@@ -42,11 +43,7 @@ WAIT = 20.0
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:
     """Poll server state until ``condition`` holds (bounded: fails after WAIT seconds)."""
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+    poll(lambda: (condition(), None), WAIT, lambda _: f"timed out waiting for {what}")
 
 
 def rows(result: Iterator[Any]) -> list[dict[str, Any]]:
