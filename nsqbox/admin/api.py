@@ -40,6 +40,7 @@ import msgspec
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .actions import Action, ClusterActions
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, warning
 from .options import AdminOptions
@@ -62,10 +63,14 @@ class _ActionBody(msgspec.Struct):
     action: str = ""
 
 
-def _decode(body: bytes, kind: type[Any]) -> Any:
+_topic_channel_decoder = msgspec.json.Decoder(_TopicChannelBody)
+_action_decoder = msgspec.json.Decoder(_ActionBody)
+
+
+def _decode(body: bytes, decoder: msgspec.json.Decoder[Any]) -> Any:
     try:
-        return msgspec.json.decode(body, type=kind)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        return decode_peer_json(body, decoder)
+    except PeerJSONError:
         raise HTTPError(400, "INVALID_BODY") from None
 
 
@@ -228,7 +233,7 @@ class AdminAPI:
 
     async def create(self, request: Request) -> object:
         self._authorize(request)
-        body: _TopicChannelBody = _decode(request.body, _TopicChannelBody)
+        body: _TopicChannelBody = _decode(request.body, _topic_channel_decoder)
         if not is_valid_topic_name(body.topic):
             raise HTTPError(400, "INVALID_TOPIC")
         if body.channel and not is_valid_channel_name(body.channel):
@@ -246,7 +251,7 @@ class AdminAPI:
 
     async def _topic_channel_action(self, request: Request, topic: str, channel: str) -> object:
         self._authorize(request)
-        body: _ActionBody = _decode(request.body, _ActionBody)
+        body: _ActionBody = _decode(request.body, _action_decoder)
         try:
             action = Action(body.action)
         except ValueError:
@@ -275,7 +280,7 @@ class AdminAPI:
     async def tombstone(self, request: Request) -> object:
         self._authorize(request)
         node = request.params["node"]
-        body: _TopicChannelBody = _decode(request.body, _TopicChannelBody)
+        body: _TopicChannelBody = _decode(request.body, _topic_channel_decoder)
         if not is_valid_topic_name(body.topic):
             raise HTTPError(400, "INVALID_TOPIC")
         return await self._act(

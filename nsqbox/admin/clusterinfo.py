@@ -23,6 +23,7 @@ import anyio
 import httpx
 import msgspec
 
+from ..wire.peer_json import PeerJSONError
 from .stats import (
     NodeInfo,
     Producer,
@@ -203,7 +204,7 @@ class ClusterInfo:
         body = await self.get(address, path, params)
         try:
             return decode(body)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except PeerJSONError as exc:
             raise UpstreamError(address, path, f"bad response - {exc}") from exc
 
     # -- lookupd --------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from ..wire.peer_json import decode_peer_json
+
 __all__ = [
     "ChannelStats",
     "ClientStats",
@@ -163,7 +165,7 @@ _info_decoder = msgspec.json.Decoder(NodeInfo)
 
 def decode_nodes(body: bytes) -> list[Producer]:
     """lookupd's ``/nodes`` body (or ``/lookup``'s, whose producers have no topics)."""
-    return [p.producer() for p in _producers_decoder.decode(body).producers or []]
+    return [p.producer() for p in decode_peer_json(body, _producers_decoder).producers or []]
 
 
 decode_lookup_producers = decode_nodes
@@ -171,17 +173,17 @@ decode_lookup_producers = decode_nodes
 
 def decode_lookupd_topics(body: bytes) -> list[str]:
     """lookupd's ``/topics`` body."""
-    return _topics_decoder.decode(body).topics or []
+    return decode_peer_json(body, _topics_decoder).topics or []
 
 
 def decode_lookupd_channels(body: bytes) -> list[str]:
     """lookupd's ``/channels?topic=`` body."""
-    return _channels_decoder.decode(body).channels or []
+    return decode_peer_json(body, _channels_decoder).channels or []
 
 
 def decode_node_info(body: bytes) -> NodeInfo:
     """nsqd's ``/info`` body."""
-    return _info_decoder.decode(body)
+    return decode_peer_json(body, _info_decoder)
 
 
 # --- latency --------------------------------------------------------------------------------------
@@ -426,11 +428,11 @@ def decode_nsqd_stats(
     """nsqd's ``/stats?format=json`` body as per-node rows tagged with ``node``/``hostname``.
 
     ``now`` (Unix seconds, default the current time) dates the clients' ``connected``.
-    Raises ``msgspec.DecodeError`` / ``msgspec.ValidationError`` on a malformed body.
+    Raises :class:`~nsqbox.wire.peer_json.PeerJSONError` on a malformed body.
     """
     now_s = int(time.time() if now is None else now)
     topics = []
-    for raw in _stats_decoder.decode(body).topics or []:
+    for raw in decode_peer_json(body, _stats_decoder).topics or []:
         name = raw.topic_name
         latency = raw.e2e_processing_latency or _NO_LATENCY
         topics.append(

@@ -20,6 +20,7 @@ import httpx
 import msgspec
 import trio
 
+from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .config import format_address
 
 __all__ = ["initial_poll_delay", "lookup_url", "parse_lookup_response", "query_lookupds"]
@@ -61,13 +62,18 @@ class _Wrapped(msgspec.Struct):
     data: _Lookup | None = None
 
 
+_any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+_wrapped_decoder = msgspec.json.Decoder(_Wrapped)
+_lookup_decoder = msgspec.json.Decoder(_Lookup)
+
+
 def parse_lookup_response(body: bytes) -> list[str]:
     """The nsqd TCP addresses in a ``/lookup`` reply (bare, or an old ``{"data": ...}`` one)."""
-    raw: Any = msgspec.json.decode(body)
+    raw: Any = decode_peer_json(body, _any_decoder)
     if isinstance(raw, dict) and "data" in raw and "producers" not in raw:
-        lookup = msgspec.json.decode(body, type=_Wrapped).data or _Lookup()
+        lookup = decode_peer_json(body, _wrapped_decoder).data or _Lookup()
     else:
-        lookup = msgspec.json.decode(body, type=_Lookup)
+        lookup = decode_peer_json(body, _lookup_decoder)
     out = []
     for producer in lookup.producers:
         host = producer.broadcast_address or producer.address
@@ -89,7 +95,7 @@ async def _query(client: httpx.AsyncClient, url: str) -> list[str]:
         return []
     try:
         return parse_lookup_response(response.content)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except PeerJSONError as exc:
         log.warning("lookupd %s sent a bad reply: %s", url, exc)
         return []
 

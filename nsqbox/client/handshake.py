@@ -10,13 +10,13 @@ blocking client drive these functions over their own I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
 from ..wire import commands
 from ..wire.errors import NSQError
 from ..wire.frames import MAGIC_V2, OK, FrameType
+from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .config import Config
 from .errors import HandshakeError
 
@@ -34,6 +34,31 @@ __all__ = [
 
 #: The guide (RDY State): assume nsqd's hard-coded 2500 when it does not negotiate.
 DEFAULT_MAX_RDY_COUNT = 2500
+
+
+class _IdentifyReply(msgspec.Struct):
+    """The fields of nsqd's IDENTIFY reply a client uses; absent or null ones are zero."""
+
+    tls_v1: bool | None = None
+    snappy: bool | None = None
+    deflate: bool | None = None
+    max_rdy_count: int | None = None
+    version: str | None = None
+    msg_timeout: int | None = None
+    max_msg_timeout: int | None = None
+    deflate_level: int | None = None
+    sample_rate: int | None = None
+    auth_required: bool | None = None
+
+
+class _AuthReply(msgspec.Struct):
+    identity: str | None = None
+    identity_url: str | None = None
+    permission_count: int | None = None
+
+
+_identify_reply_decoder = msgspec.json.Decoder(_IdentifyReply)
+_auth_reply_decoder = msgspec.json.Decoder(_AuthReply)
 
 TLS = "tls"
 SNAPPY = "snappy"
@@ -102,12 +127,12 @@ def parse_identify_response(frame_type: int, data: bytes, config: Config) -> Neg
             raise HandshakeError(f"unexpected IDENTIFY reply {data[:64]!r}")
         return Negotiated()
     try:
-        reply: dict[str, Any] = msgspec.json.decode(data, type=dict[str, Any])
-    except msgspec.DecodeError as exc:
-        raise HandshakeError(f"IDENTIFY reply is not JSON: {data[:64]!r}") from exc
-    tls = bool(reply.get("tls_v1"))
-    snappy = bool(reply.get("snappy"))
-    deflate = bool(reply.get("deflate"))
+        reply = decode_peer_json(data, _identify_reply_decoder)
+    except PeerJSONError as exc:
+        raise HandshakeError(f"IDENTIFY reply is not usable: {data[:64]!r} - {exc}") from exc
+    tls = bool(reply.tls_v1)
+    snappy = bool(reply.snappy)
+    deflate = bool(reply.deflate)
     if config.wants_tls and not tls:
         # go-nsq and pynsq would carry on in clear text; a client that asked for TLS
         # should not send its secrets unencrypted, so refuse instead.
@@ -121,21 +146,21 @@ def parse_identify_response(frame_type: int, data: bytes, config: Config) -> Neg
             raise HandshakeError(f"nsqd enabled {name}, which was not requested")
     if snappy and deflate:
         raise HandshakeError("nsqd enabled both snappy and deflate")
-    msg_timeout = reply.get("msg_timeout")
-    max_msg_timeout = reply.get("max_msg_timeout")
+    msg_timeout = reply.msg_timeout
+    max_msg_timeout = reply.max_msg_timeout
     return Negotiated(
         feature_negotiation=True,
         # a reply without the key comes from an nsqd older than max_rdy_count (0.2.20)
-        max_rdy_count=int(reply.get("max_rdy_count") or DEFAULT_MAX_RDY_COUNT),
-        version=str(reply.get("version", "")),
+        max_rdy_count=reply.max_rdy_count or DEFAULT_MAX_RDY_COUNT,
+        version=reply.version or "",
         msg_timeout=msg_timeout / 1000 if msg_timeout else None,
         max_msg_timeout=max_msg_timeout / 1000 if max_msg_timeout else None,
         tls=tls,
         snappy=snappy,
         deflate=deflate,
-        deflate_level=int(reply.get("deflate_level") or 0),
-        sample_rate=int(reply.get("sample_rate") or 0),
-        auth_required=bool(reply.get("auth_required")),
+        deflate_level=reply.deflate_level or 0,
+        sample_rate=reply.sample_rate or 0,
+        auth_required=bool(reply.auth_required),
     )
 
 
@@ -164,11 +189,11 @@ def parse_auth_response(frame_type: int, data: bytes) -> AuthResult:
     """nsqd's JSON reply to AUTH: ``{identity, identity_url, permission_count}``."""
     _raise_for_error(frame_type, data, "AUTH")
     try:
-        reply: dict[str, Any] = msgspec.json.decode(data, type=dict[str, Any])
-    except msgspec.DecodeError as exc:
-        raise HandshakeError(f"AUTH reply is not JSON: {data[:64]!r}") from exc
+        reply = decode_peer_json(data, _auth_reply_decoder)
+    except PeerJSONError as exc:
+        raise HandshakeError(f"AUTH reply is not usable: {data[:64]!r} - {exc}") from exc
     return AuthResult(
-        identity=str(reply.get("identity", "")),
-        identity_url=str(reply.get("identity_url", "")),
-        permission_count=int(reply.get("permission_count") or 0),
+        identity=reply.identity or "",
+        identity_url=reply.identity_url or "",
+        permission_count=reply.permission_count or 0,
     )

@@ -103,7 +103,12 @@ class _Route:
             response = _error_response(exc, self.plain_text)
         except Exception:
             # nsqd's PanicHandler: the client gets a 500, the server lives on.
-            self.logger.exception("panic in HTTP handler %s %s", self.method, self.pattern)
+            self.logger.exception(
+                "panic in HTTP handler %s %s from %s",
+                self.method,
+                self.pattern,
+                request.remote_address,
+            )
             response = Response.error(HTTPError(500, "INTERNAL_ERROR"))
         if self.log:
             _log_request(self.logger, request, response.status, started)

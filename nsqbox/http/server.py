@@ -80,7 +80,11 @@ async def serve_http_connection(
                 try:
                     response = await event.endpoint.respond(event.request)
                 except Exception:
-                    log.exception("HTTP endpoint failed for %s", event.request.target)
+                    log.exception(
+                        "HTTP endpoint failed for %s from %s",
+                        event.request.target,
+                        conn.remote_address,
+                    )
                     response = Response.error(HTTPError(500, "INTERNAL_ERROR"))
                 await stream.send_all(conn.respond(response))
             elif isinstance(event, CloseConnection):
@@ -120,6 +124,8 @@ async def _drain(stream: trio.abc.Stream) -> None:
 
 def peer_address(stream: trio.abc.Stream) -> str:
     """``ip:port`` (``[v6]:port``) of a socket stream's peer, as Go's ``RemoteAddr``; else ""."""
+    while isinstance(stream, trio.SSLStream):  # HTTPS: the socket under the TLS layer
+        stream = stream.transport_stream
     if not isinstance(stream, trio.SocketStream):
         return ""
     try:

@@ -57,6 +57,10 @@ async def handle_v1_connection(lookupd: NSQLookupd, stream: trio.SocketStream) -
             peer = await _serve(lookupd, stream, remote)
     except trio.BrokenResourceError:
         pass
+    except Exception:
+        # The boundary of one connection: whatever went wrong in it ends it, and only it.
+        log.exception("[%s] unexpected error, closing", remote)
+        await trio.aclose_forcefully(stream)
     finally:
         if peer is not None:
             lookupd.disconnect(peer)

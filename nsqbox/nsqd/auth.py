@@ -44,6 +44,7 @@ import msgspec
 import trio
 
 from ..wire.errors import NSQError, go_quote
+from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .tls import client_context
 
 if TYPE_CHECKING:
@@ -84,6 +85,18 @@ class _Reply(msgspec.Struct, frozen=True):
     authorizations: list[Authorization] | None = None
     identity: str = ""
     identity_url: str = ""
+
+
+_reply_decoder = msgspec.json.Decoder(_Reply)
+
+
+class _TLSRequired(msgspec.Struct, frozen=True):
+    """The body of an auth server's 403 TLS_REQUIRED: the HTTPS port to ask instead."""
+
+    https_port: int
+
+
+_tls_required_decoder = msgspec.json.Decoder(_TLSRequired)
 
 
 @dataclass(frozen=True)
@@ -135,8 +148,8 @@ def _compile(pattern: str, what: str) -> re.Pattern[str]:
 def parse_reply(body: bytes, now: float) -> AuthState:
     """Validate an auth server's JSON reply as nsqd does; :class:`AuthError` if unusable."""
     try:
-        reply = msgspec.json.decode(body, type=_Reply)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        reply = decode_peer_json(body, _reply_decoder)
+    except PeerJSONError as exc:
         raise AuthError(str(exc)) from None
     rules = []
     authorizations = tuple(reply.authorizations or ())
@@ -164,18 +177,19 @@ def parse_reply(body: bytes, now: float) -> AuthState:
     )
 
 
-def auth_url(address: str, *, remote_ip: str, tls: bool, secret: str, common_name: str) -> str:
-    """The query URL for one auth server address (Go's ``url.Values.Encode``: sorted keys)."""
-    query = urllib.parse.urlencode(
-        sorted(
-            {
-                "remote_ip": remote_ip,
-                "tls": "true" if tls else "false",
-                "secret": secret,
-                "common_name": common_name,
-            }.items()
-        )
-    )
+def auth_url(address: str, *, remote_ip: str, tls: bool, secret: bytes, common_name: str) -> str:
+    """The query URL for one auth server address (Go's ``url.Values.Encode``: sorted keys).
+
+    ``secret`` is the AUTH body's raw bytes, percent-encoded byte for byte as Go's
+    ``url.QueryEscape`` does, whether or not they are UTF-8.
+    """
+    values: dict[str, str | bytes] = {
+        "remote_ip": remote_ip,
+        "tls": "true" if tls else "false",
+        "secret": secret,
+        "common_name": common_name,
+    }
+    query = urllib.parse.urlencode(sorted(values.items()))
     if "://" in address:
         return f"{address}?{query}"
     return f"http://{address}/auth?{query}"
@@ -184,8 +198,8 @@ def auth_url(address: str, *, remote_ip: str, tls: bool, secret: str, common_nam
 def _https_url(url: str, body: bytes) -> str:
     """nsqd's ``httpsEndpoint``: the same URL on the HTTPS port a 403 TLS_REQUIRED names."""
     try:
-        port = int(json.loads(body)["https_port"])
-    except (ValueError, KeyError, TypeError) as exc:
+        port = decode_peer_json(body, _tls_required_decoder).https_port
+    except PeerJSONError as exc:
         raise AuthError(f"got response 403 {body!r}") from exc
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
@@ -208,7 +222,9 @@ class AuthClient:
         self.http = http
         self.now = now
 
-    async def query(self, *, remote_ip: str, tls: bool, common_name: str, secret: str) -> AuthState:
+    async def query(
+        self, *, remote_ip: str, tls: bool, common_name: str, secret: bytes
+    ) -> AuthState:
         """The first usable answer from the auth servers, starting at a random one."""
         addresses = list(self.options.auth_http_addresses)
         if not addresses:
@@ -286,7 +302,7 @@ class ConnectionAuth:
         self.client = client
         self.remote_ip = remote_ip
         self.peer = peer
-        self.secret = ""
+        self.secret = b""
         #: The auth server's last answer (None before AUTH).
         self.state: AuthState | None = None
 
@@ -294,7 +310,7 @@ class ConnectionAuth:
         """nsqd's HasAuthorizations: an answer with at least one authorization."""
         return self.state is not None and bool(self.state.authorizations)
 
-    async def authenticate(self, secret: str, *, tls: bool, common_name: str) -> bytes:
+    async def authenticate(self, secret: bytes, *, tls: bool, common_name: str) -> bytes:
         """AUTH: ask the auth server about ``secret``; the JSON reply for the client."""
         self.secret = secret
         await self._query(tls, common_name)

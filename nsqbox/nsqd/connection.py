@@ -251,6 +251,9 @@ class Connection:
             self._wake.set()
             if err.fatal:
                 return False
+        except Exception:  # as in _execute: a bug costs this connection, never the server
+            logger.exception("[%s] - unexpected error, closing", self)
+            return False
         else:
             if response is not None:
                 self._out += encode_frame(FrameType.RESPONSE, response)

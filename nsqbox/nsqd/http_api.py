@@ -25,6 +25,7 @@ from ..goflags import format_duration_ns
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .config import NSQD_OPTION_FLAGS, Kind
 from .options import TLS_REQUIRED
 from .quantile import QuantileResult
@@ -54,6 +55,7 @@ _TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "t
 # nsqd's flag-tagged options by config name: what GET /config/:opt can read.
 _CONFIG_OPTIONS: Final = {flag.config_key: flag for flag in NSQD_OPTION_FLAGS}
 _INT64: Final = re.compile(r"[+-]?[0-9]+")
+_addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 
 
@@ -316,8 +318,8 @@ class _NSQDHTTP:
             raise HTTPError(413, "INVALID_VALUE")
         if opt == "nsqlookupd_tcp_addresses":
             try:
-                addresses = msgspec.json.decode(body, type=list[str] | None)
-            except msgspec.DecodeError:
+                addresses = decode_peer_json(body, _addresses_decoder)
+            except PeerJSONError:
                 raise HTTPError(400, "INVALID_VALUE") from None
             opts.lookupd_tcp_addresses = addresses or []
         elif opt == "log_level":

@@ -37,6 +37,7 @@ from ..wire.lookupd import (
     encode_unregister,
 )
 from ..wire.names import is_ephemeral, is_valid_channel_name
+from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .channel import Channel
 from .nsqd import NSQD
 from .options import split_host_port
@@ -73,6 +74,9 @@ class LookupdInfo(msgspec.Struct, frozen=True):
     version: str = ""
     broadcast_address: str = ""
     hostname: str = ""
+
+
+_info_decoder = msgspec.json.Decoder(LookupdInfo)
 
 
 class _LookupdRefused(Exception):
@@ -259,8 +263,8 @@ class LookupService:
             try:
                 response = await http.get(url, params={"topic": topic})
                 response.raise_for_status()
-                found.update(msgspec.json.decode(response.content, type=_Channels).channels)
-            except (httpx.HTTPError, httpx.InvalidURL, msgspec.DecodeError) as exc:
+                found.update(decode_peer_json(response.content, _channels_decoder).channels)
+            except (httpx.HTTPError, httpx.InvalidURL, PeerJSONError) as exc:
                 errors.append(f"{url}: {exc}")
 
         async with trio.open_nursery() as nursery:
@@ -307,6 +311,8 @@ class LookupService:
                     await self._session(peer)
                 except _SESSION_ERRORS as exc:
                     log.error("LOOKUPD(%s): %s", peer.address, str(exc) or type(exc).__name__)
+                except Exception as exc:  # a bug, or a lookupd we did not foresee: not fatal
+                    log.error("LOOKUPD(%s): unexpected error - %r", peer.address, exc)
                 finally:
                     was_connected = peer.connected
                     peer.connected = False
@@ -336,9 +342,9 @@ class LookupService:
             if reply.startswith(b"E_"):
                 raise _LookupdRefused(f"lookupd returned {reply.decode(errors='replace')}")
             try:
-                peer.info = msgspec.json.decode(reply, type=LookupdInfo)
-            except msgspec.DecodeError:
-                raise _LookupdRefused(f"parsing response - {reply!r}") from None
+                peer.info = decode_peer_json(reply, _info_decoder)
+            except PeerJSONError:
+                raise _LookupdRefused(f"parsing response - {reply[:256]!r}") from None
             log.info("LOOKUPD(%s): peer info %s", peer.address, peer.info)
             for command in commands:
                 await self._command(peer, stream, reader, command)
@@ -411,6 +417,9 @@ async def _idle_until(peer: _Peer, stream: trio.SocketStream, deadline: float) -
 
 class _Channels(msgspec.Struct):
     channels: list[str] = msgspec.field(default_factory=list)
+
+
+_channels_decoder = msgspec.json.Decoder(_Channels)
 
 
 async def lookup_loop(

@@ -16,7 +16,6 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-import msgspec
 import trio
 
 from .. import NSQ_VERSION
@@ -29,6 +28,7 @@ from ..wire.identify import (
     decode_identify,
     encode_identify_response,
 )
+from ..wire.peer_json import PeerJSONError
 
 if TYPE_CHECKING:
     from .protocol_v2 import ClientV2
@@ -63,7 +63,7 @@ def identify(client: ClientV2, body: bytes) -> tuple[bytes, Upgrades]:
     """
     try:
         data = decode_identify(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except PeerJSONError:
         raise NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
     client.client_id = data.client_id
     client.hostname = data.hostname

@@ -275,9 +275,8 @@ class ClientV2(Connection):
             raise invalid("AUTH already set")
         if authz is None:
             raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
-        secret = body.data.decode("utf-8", "surrogateescape")
         authenticate = partial(
-            authz.authenticate, secret, tls=self.tls, common_name=self._common_name()
+            authz.authenticate, bytes(body.data), tls=self.tls, common_name=self._common_name()
         )
         raise Suspend(authenticate)
 

@@ -87,6 +87,10 @@ async def handle_tcp(
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         logger.info("client(%s) connection error - %s", remote, exc)
         await trio.aclose_forcefully(stream)
+    except Exception:
+        # The boundary of one connection: whatever went wrong in it ends it, and only it.
+        logger.exception("client(%s:%d) unexpected error, closing", remote[0], remote[1])
+        await trio.aclose_forcefully(stream)
 
 
 async def queue_scan_loop(nsqd: NSQD) -> None:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import httpx
-import msgspec
 
 from ..client.blocking import BlockingConsumer
 from ..client.config import Config, format_address
@@ -29,6 +28,7 @@ from ..client.discovery import ACCEPT, lookup_url, parse_lookup_response
 from ..client.errors import ClientError
 from ..client.message import Message
 from ..wire.errors import NSQError
+from ..wire.peer_json import PeerJSONError
 from .options import ConnectionOptions
 
 __all__ = ["Fetcher", "discover_nsqd"]
@@ -63,7 +63,7 @@ def discover_nsqd(connection: ConnectionOptions, topic: str) -> list[str]:
                     continue
                 try:
                     addresses = parse_lookup_response(response.content)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                except PeerJSONError as exc:
                     log.warning("lookupd %s sent a bad reply: %s", url, exc)
                     continue
                 found.extend(a for a in addresses if a not in found)

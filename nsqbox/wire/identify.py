@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from .peer_json import decode_peer_json
+
 
 class IdentifyRequest(msgspec.Struct, omit_defaults=True):
     """The IDENTIFY body (nsqd's identifyDataV2). Unknown keys are ignored, as in Go.
@@ -50,8 +52,8 @@ _response_decoder = msgspec.json.Decoder(IdentifyResponse)
 
 
 def decode_identify(body: bytes) -> IdentifyRequest:
-    """Parse an IDENTIFY body; msgspec.ValidationError / DecodeError on bad JSON."""
-    return _request_decoder.decode(body)
+    """Parse an IDENTIFY body; :class:`~nsqbox.wire.peer_json.PeerJSONError` on bad JSON."""
+    return decode_peer_json(body, _request_decoder)
 
 
 def encode_identify_response(resp: IdentifyResponse) -> bytes:
@@ -60,5 +62,5 @@ def encode_identify_response(resp: IdentifyResponse) -> bytes:
 
 
 def decode_identify_response(body: bytes) -> IdentifyResponse:
-    """Client side: parse nsqd's feature-negotiation reply."""
-    return _response_decoder.decode(body)
+    """Client side: parse nsqd's feature-negotiation reply (PeerJSONError if unusable)."""
+    return decode_peer_json(body, _response_decoder)

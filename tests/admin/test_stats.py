@@ -22,6 +22,7 @@ from nsqbox.admin.stats import (
     join_host_port,
     parse_version,
 )
+from nsqbox.wire.peer_json import PeerJSONError
 
 
 def _client(client_id: str, connect_ts: int = 1000) -> dict[str, object]:
@@ -152,7 +153,7 @@ def test_decode_nsqd_stats_without_clients_and_empty() -> None:
     )
     assert topic.channels[0].clients == []
     assert decode_nsqd_stats(b'{"topics":null}', node="n") == []
-    with pytest.raises(msgspec.DecodeError):
+    with pytest.raises(PeerJSONError):
         decode_nsqd_stats(b"not json", node="n")
 
 

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from nsqbox.client.discovery import initial_poll_delay, lookup_url, parse_lookup_response
+from nsqbox.wire.peer_json import PeerJSONError
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_pre_1_0_address_key() -> None:
 
 
 def test_bad_reply_raises() -> None:
-    with pytest.raises(msgspec.DecodeError):
+    with pytest.raises(PeerJSONError):
         parse_lookup_response(b"not json")
 
 

@@ -1,0 +1,205 @@
+"""Peers that send what no well-behaved peer would, and what the servers do about it.
+
+Regression tests for issue "Hardening" cases 1 to 3: an AUTH secret that is not
+UTF-8, an IDENTIFY body nested deeper than Python's recursion limit, and a
+lookupd whose IDENTIFY reply is such a document. Each runs real servers on
+127.0.0.1 and asserts the reply, that the connection ends where nsqd's would,
+and that a bystander is still served. JSON is judged as Go's encoding/json
+judges it: nesting up to 10,000 levels is valid JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+
+import pytest
+import trio
+
+from nsqbox.http import Request, Response, Router, serve_http
+from nsqbox.wire import commands
+from nsqbox.wire.lookupd import MAGIC_V1, encode_register, encode_response
+from tests.conftest import StartNSQD
+from tests.helpers import TIMEOUT, RawConn, publish, wait_until
+from tests.lookupd.lookupd_helpers import open_lookupd, open_v1
+
+GRANT_ALL = (
+    b'{"ttl":60,"authorizations":'
+    b'[{"topic":".*","channels":[".*"],"permissions":["subscribe","publish"]}]}'
+)
+
+
+def deep(levels: int, inner: bytes = b"") -> bytes:
+    """``levels`` nested arrays around ``inner``."""
+    return b"[" * levels + inner + b"]" * levels
+
+
+# -- 1. AUTH with a secret that is not UTF-8 ----------------------------------------------------
+
+
+async def test_auth_secret_that_is_not_utf8_is_percent_encoded_byte_for_byte(
+    start_nsqd: StartNSQD, nursery: trio.Nursery
+) -> None:
+    queries: list[str] = []
+
+    async def auth(request: Request) -> Response:
+        queries.append(request.raw_query)
+        return Response(200, GRANT_ALL, (("Content-Type", "application/json"),))
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    router = Router()
+    router.add("GET", "/auth", auth)
+    await nursery.start(serve_http, router, listeners)
+    authd = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+    nsqd = await start_nsqd(auth_http_addresses=[authd])
+
+    watcher = await RawConn.open(nsqd.tcp)
+    await watcher.identify()
+    await watcher.send(commands.auth(b"fine"))
+    assert b'"permission_count":1' in await watcher.response()
+    await watcher.sub("bystander", "ch", rdy=5)
+
+    client = await RawConn.open(nsqd.tcp)
+    await client.identify()
+    await client.send(commands.auth(b"\xff\xfe\xfd"))
+    assert b'"permission_count":1' in await client.response()
+    await client.send(commands.pub("bystander", b"from the odd secret"))
+    assert await client.response() == b"OK"
+    assert (await watcher.message()).body == b"from the odd secret"
+    # Go's url.Values.Encode: sorted keys, every byte of the secret percent-encoded
+    assert queries[-1] == "common_name=&remote_ip=127.0.0.1&secret=%FF%FE%FD&tls=false"
+    await client.aclose()
+    await watcher.aclose()
+
+
+# -- 2. a deep IDENTIFY body at nsqlookupd and at nsqd --------------------------------------------
+
+
+def lookupd_identify(extra: bytes) -> bytes:
+    body = (
+        b'{"broadcast_address":"127.0.0.1","hostname":"h","tcp_port":4150,'
+        b'"http_port":4151,"version":"1.3.0"' + extra + b"}"
+    )
+    return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
+
+
+@pytest.mark.parametrize(
+    ("body", "reply"),
+    [
+        pytest.param(
+            b'{"x":' + deep(1000) + b"}", b"E_BAD_BODY IDENTIFY missing fields", id="1000-deep"
+        ),
+        pytest.param(
+            b'{"x":' + deep(10_001) + b"}",
+            b"E_BAD_BODY IDENTIFY failed to decode JSON body",
+            id="deeper-than-go",
+        ),
+        pytest.param(
+            b'{"x":' + deep(5000, b"1,") + b"}",
+            b"E_BAD_BODY IDENTIFY failed to decode JSON body",
+            id="deep-and-invalid",
+        ),
+    ],
+)
+async def test_lookupd_answers_a_deep_identify_with_bad_body(body: bytes, reply: bytes) -> None:
+    async with open_lookupd() as lookupd, open_v1(lookupd) as healthy:
+        await healthy.identify(http_port=1)
+        async with open_v1(lookupd) as hostile:
+            await hostile.send(b"IDENTIFY\n" + struct.pack(">i", len(body)) + body)
+            assert await hostile.read_to_eof() == encode_response(reply)
+        assert await healthy.command(encode_register("still", "here")) == b"OK"
+        assert (await lookupd.get("/lookup", topic="still"))["channels"] == ["here"]
+
+
+async def test_lookupd_accepts_a_complete_identify_with_a_deep_unknown_field() -> None:
+    # Go ignores unknown fields however deep (up to its limit); so does nsqbox
+    async with open_lookupd() as lookupd, open_v1(lookupd) as peer:
+        await peer.send(lookupd_identify(b',"x":' + deep(3000, b'{"a":[1,2,"\xff"]}')))
+        assert (await peer.response()).startswith(b"{")
+        assert await peer.command(encode_register("deep")) == b"OK"
+        producers = (await lookupd.get("/lookup", topic="deep"))["producers"]
+        assert [p["tcp_port"] for p in producers] == [4150]
+
+
+@pytest.mark.parametrize(
+    ("body", "expect_ok"),
+    [
+        pytest.param(b'{"x":' + deep(2000) + b"}", True, id="2000-deep-unknown-field"),
+        pytest.param(b'{"heartbeat_interval":' + deep(2000) + b"}", False, id="deep-known-field"),
+        pytest.param(b'{"x":' + deep(10_001) + b"}", False, id="deeper-than-go"),
+    ],
+)
+async def test_nsqd_identify_with_deep_json(
+    start_nsqd: StartNSQD, body: bytes, expect_ok: bool
+) -> None:
+    nsqd = await start_nsqd()
+    watcher = await RawConn.open(nsqd.tcp)
+    await watcher.sub("bystander", "ch", rdy=5)
+    conn = await RawConn.open(nsqd.tcp)
+    await conn.send(b"IDENTIFY\n" + struct.pack(">i", len(body)) + body)
+    if expect_ok:
+        assert await conn.response() == b"OK"
+    else:
+        assert await conn.error() == b"E_BAD_BODY IDENTIFY failed to decode JSON body"
+        await conn.expect_closed()
+    await conn.aclose()
+    await publish(nsqd.tcp, "bystander", b"alive")
+    assert (await watcher.message()).body == b"alive"
+    await watcher.aclose()
+
+
+# -- 3. a lookupd that answers IDENTIFY with a hostile document -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(b'{"x":' + deep(10_001) + b"}", id="deeper-than-go"),
+        pytest.param(b'{"tcp_port":' + deep(1000) + b"}", id="deep-known-field"),
+        pytest.param(b'{"tcp_port":1e999}', id="huge-number"),
+        pytest.param(b"\xff\xfe not json", id="garbage"),
+    ],
+)
+async def test_nsqd_outlives_a_lookupd_with_a_hostile_identify_reply(
+    start_nsqd: StartNSQD,
+    nursery: trio.Nursery,
+    caplog: pytest.LogCaptureFixture,
+    reply: bytes,
+) -> None:
+    connections: list[bytes] = []
+
+    async def hostile_lookupd(stream: trio.SocketStream) -> None:
+        async with stream:
+            received = b""
+            with trio.move_on_after(TIMEOUT):
+                while not received.startswith(MAGIC_V1 + b"IDENTIFY\n") or len(received) < 17:
+                    chunk = await stream.receive_some()
+                    if not chunk:
+                        return
+                    received += chunk
+            connections.append(received)
+            await stream.send_all(encode_response(reply))
+            with trio.move_on_after(TIMEOUT):
+                while await stream.receive_some():
+                    pass
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    await nursery.start(trio.serve_listeners, hostile_lookupd, listeners)
+    nsqd = await start_nsqd(lookupd_tcp_addresses=[f"127.0.0.1:{port}"])
+
+    await wait_until(lambda: len(connections) >= 1)
+    consumer = await RawConn.open(nsqd.tcp)
+    await consumer.sub("served", "ch", rdy=5)  # a new topic: nsqd dials the lookupd again
+    await publish(nsqd.tcp, "served", b"despite the lookupd")
+    assert (await consumer.message()).body == b"despite the lookupd"
+    await wait_until(lambda: len(connections) >= 2)
+    assert all(c.startswith(MAGIC_V1 + b"IDENTIFY\n") for c in connections)
+    refusals = [
+        r
+        for r in caplog.records
+        if r.name == "nsqbox.nsqd.lookup" and r.levelno == logging.ERROR and "LOOKUPD(" in r.msg
+    ]
+    assert refusals, "each refused session is logged"
+    assert all(r.exc_info is None for r in refusals), "one line each, no traceback"
+    await consumer.aclose()
