@@ -51,57 +51,67 @@ async def handle_v1_connection(lookupd: NSQLookupd, stream: trio.SocketStream) -
         await stream.aclose()
         return
     log.info("TCP: new client(%s)", remote)
-    peer: PeerInfo | None = None
+    session = _Session(lookupd, stream, remote)
     try:
         async with stream:
-            peer = await _serve(lookupd, stream, remote)
-    except trio.BrokenResourceError:
-        pass
-    except Exception:
-        # The boundary of one connection: whatever went wrong in it ends it, and only it.
-        log.exception("[%s] unexpected error, closing", remote)
-        await trio.aclose_forcefully(stream)
+            try:
+                await session.serve()
+            except trio.BrokenResourceError:
+                pass
+            except Exception:
+                # The boundary of one connection: whatever went wrong in it ends it, and only it.
+                log.exception("[%s] unexpected error, closing", remote)
     finally:
-        if peer is not None:
-            lookupd.disconnect(peer)
+        # However the connection ended (a reset too), the peer leaves its registrations.
+        if session.peer is not None:
+            lookupd.disconnect(session.peer)
         log.info("PROTOCOL(V1): [%s] exiting ioloop", remote)
 
 
-async def _serve(lookupd: NSQLookupd, stream: trio.SocketStream, remote: str) -> PeerInfo | None:
-    """The read-dispatch loop; returns the identified peer (if any) for cleanup."""
-    parser = LookupdV1Parser()
-    peer: PeerInfo | None = None
-    while True:
-        try:
-            event = parser.next_event()
-        except NSQError as err:
-            log.error("[%s] - %s", remote, err)
-            await _send_quietly(stream, encode_error(err))
-            return peer
-        except ProtocolViolation as exc:
-            log.error("[%s] - %s", remote, exc)
-            return peer
-        if event is NEED_DATA:
-            parser.receive_data(await stream.receive_some(_RECEIVE_SIZE))
-            continue
-        if isinstance(event, ConnectionClosed):
-            return peer
-        if isinstance(event, Ping):
-            lookupd.ping(peer)
-            reply = _OK
-        elif isinstance(event, Identify):
-            peer = lookupd.identify(remote, remote, event)
-            reply = encode_response(lookupd.identify_response())
-        elif isinstance(event, Register):
-            assert peer is not None  # the parser refuses REGISTER before IDENTIFY
-            lookupd.register(peer, event.topic, event.channel)
-            reply = _OK
-        else:
-            assert isinstance(event, Unregister)
-            assert peer is not None
-            lookupd.unregister(peer, event.topic, event.channel)
-            reply = _OK
-        await stream.send_all(reply)
+class _Session:
+    """One connection's read-dispatch loop and the peer it identified (for cleanup)."""
+
+    def __init__(self, lookupd: NSQLookupd, stream: trio.SocketStream, remote: str) -> None:
+        self.lookupd = lookupd
+        self.stream = stream
+        self.remote = remote
+        self.peer: PeerInfo | None = None
+
+    async def serve(self) -> None:
+        lookupd, stream, remote = self.lookupd, self.stream, self.remote
+        parser = LookupdV1Parser()
+        while True:
+            try:
+                event = parser.next_event()
+            except NSQError as err:
+                log.error("[%s] - %s", remote, err)
+                await _send_quietly(stream, encode_error(err))
+                return
+            except ProtocolViolation as exc:
+                log.error("[%s] - %s", remote, exc)
+                return
+            if event is NEED_DATA:
+                parser.receive_data(await stream.receive_some(_RECEIVE_SIZE))
+                continue
+            if isinstance(event, ConnectionClosed):
+                return
+            peer = self.peer
+            if isinstance(event, Ping):
+                lookupd.ping(peer)
+                reply = _OK
+            elif isinstance(event, Identify):
+                self.peer = lookupd.identify(remote, remote, event)
+                reply = encode_response(lookupd.identify_response())
+            elif isinstance(event, Register):
+                assert peer is not None  # the parser refuses REGISTER before IDENTIFY
+                lookupd.register(peer, event.topic, event.channel)
+                reply = _OK
+            else:
+                assert isinstance(event, Unregister)
+                assert peer is not None
+                lookupd.unregister(peer, event.topic, event.channel)
+                reply = _OK
+            await stream.send_all(reply)
 
 
 async def _send_quietly(stream: trio.SocketStream, data: bytes) -> None:

@@ -11,6 +11,7 @@ judges it: nesting up to 10,000 levels is valid JSON.
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 
 import pytest
@@ -203,3 +204,20 @@ async def test_nsqd_outlives_a_lookupd_with_a_hostile_identify_reply(
     assert refusals, "each refused session is logged"
     assert all(r.exc_info is None for r in refusals), "one line each, no traceback"
     await consumer.aclose()
+
+
+async def test_lookupd_forgets_a_producer_that_resets_its_connection() -> None:
+    # a reset (not a FIN) used to skip the cleanup: the producer stayed registered forever
+    async with open_lookupd() as lookupd:
+        async with open_v1(lookupd) as peer:
+            await peer.send(lookupd_identify(b""))
+            assert (await peer.response()).startswith(b"{")
+            assert await peer.command(encode_register("reset", "ch")) == b"OK"
+            assert len((await lookupd.get("/lookup", topic="reset"))["producers"]) == 1
+            linger = struct.pack("ii", 1, 0)  # close with RST
+            peer.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        with trio.fail_after(TIMEOUT):
+            for _ in iter(int, 1):
+                if not (await lookupd.get("/lookup", topic="reset"))["producers"]:
+                    break
+                await trio.sleep(0.01)
