@@ -184,13 +184,23 @@ class Channel:
                     out_room -= len(msg.data) + 30
                     batch.append(msg)
             else:
+                # can_take() means room > 0 and out_room > 0: the loop reads at least once.
+                drained = False
                 while len(batch) < room and out_room > 0 and backend.depth:
-                    stored = self._read_backend(now)
+                    data = backend.read()
+                    if data is None:
+                        # depth said more: the backend has corrected it (to 0). Stop here
+                        # whatever it says, so a wrong depth can never spin this loop.
+                        drained = True
+                        break
+                    stored = self._stored_message(data, now)
                     if stored is not None:
                         out_room -= len(stored.data) + 30
                         batch.append(stored)
                 if not batch:
-                    continue
+                    if drained:
+                        return
+                    continue  # records were read (deferred again or undecodable): progress
             if client.sample_rate:  # one at a time: _dispatch samples and rotates the ring
                 if not self._dispatch(batch[0], now):
                     memory.appendleft(batch[0])
@@ -213,11 +223,8 @@ class Channel:
         self.in_flight.add_batch(batch, now + client.msg_timeout)
         client.send_messages(batch)
 
-    def _read_backend(self, now: float) -> Message | None:
-        """The next message from the backend, unless it went back to the deferred queue."""
-        data = self.backend.read()
-        if data is None:
-            return None
+    def _stored_message(self, data: bytes, now: float) -> Message | None:
+        """A record read from the backend, unless undecodable or deferred again."""
         try:
             msg = Message.decode(data)
         except ValueError:
