@@ -388,15 +388,12 @@ class Channel:
             return
         self.exiting = True
         self.close_clients()
+        msgs: list[Message] = []
         if not self.ephemeral:
-            write = self.nsqd.write_to_backend
-            for msg in self.memory:
-                write(self.backend, msg)
-            for msg in self.in_flight.clear():
-                write(self.backend, msg)
+            msgs.extend(self.memory)
+            msgs.extend(self.in_flight.clear())
             deferred = self.deferred.clear()
             self.nsqd.save_deferred(self, deferred)
-            for msg in deferred:
-                write(self.backend, msg)
+            msgs.extend(deferred)
             self.memory.clear()
-        self.backend.close()
+        self.nsqd.flush_backend(f"{self.topic_name}:{self.name}", self.backend, msgs)

@@ -226,8 +226,6 @@ class Topic:
         self.exiting = True
         for channel in self.channels.values():
             channel.close()
-        if not self.ephemeral:
-            for msg in self.memory:
-                self.nsqd.write_to_backend(self.backend, msg)
-            self.memory.clear()
-        self.backend.close()
+        msgs = [] if self.ephemeral else list(self.memory)
+        self.memory.clear()
+        self.nsqd.flush_backend(self.name, self.backend, msgs)
