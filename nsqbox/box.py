@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nsqbox.admin.options import AdminOptions
-from nsqbox.cli import fatal, format_address, parse_nsqd_command, version_line
+from nsqbox.cli import fatal, first_error, format_address, parse_nsqd_command, version_line
 from nsqbox.goflags import FlagSet
 from nsqbox.logs import configure_logging
 from nsqbox.lookupd.options import LookupdOptions
@@ -384,26 +384,31 @@ def run(options: BoxOptions, *, ready_json: bool = False, label: str = "nsqbox u
     """Run the box until SIGINT or SIGTERM; the exit status."""
     import trio  # here, not at the top: ``nsqbox up -h`` should not pay for it
 
+    from nsqbox.nsqd.metadata import MetadataError
+    from nsqbox.nsqd.nsqd import ShutdownError
+
     handler = configure_logging(
         options.nsqd.log_level, options.nsqd.log_prefix, prefixes=LOG_PREFIXES
     )
     if options.nsqd_count > 1:
         handler.addFilter(_NodeTag())
     state = _RunState()
-    failure: BaseException | None = None
+    message: str | None = None
     interrupted = False
     try:
         trio.run(_run_until_signal, options, ready_json, label, state)
     except* KeyboardInterrupt:
         interrupted = True
+    except* ShutdownError as group:  # each failure was logged already: a summary line
+        message = str(first_error(group))
+    except* MetadataError as group:
+        message = f"failed to start nsqbox - failed to load metadata - {first_error(group)}"
     except* (OSError, ValueError) as group:
         if state.started:
             raise
-        failure = group
-        while isinstance(failure, BaseExceptionGroup):
-            failure = failure.exceptions[0]
-    if failure is not None:
-        return fatal(f"failed to start nsqbox - {failure}")
+        message = f"failed to start nsqbox - {first_error(group)}"
+    if message is not None:
+        return fatal(message)
     return 130 if interrupted else 0
 
 

@@ -188,23 +188,35 @@ def _serve(options: NSQDOptions, *, label: str, ready_json: bool) -> int:
     """Run the services until SIGINT or SIGTERM; the exit status."""
     import trio  # not at the top: ``nsqbox --version`` and ``-h`` should not pay for it
 
+    from nsqbox.nsqd.metadata import MetadataError
+    from nsqbox.nsqd.nsqd import ShutdownError
+
     configure_logging(options.log_level, options.log_prefix)
     state = _RunState()
-    failure: BaseException | None = None
+    message: str | None = None
     interrupted = False
     try:
         trio.run(_run_until_signal, options, label, ready_json, state)
     except* KeyboardInterrupt:  # Ctrl-C before the signal receiver, or a second one after it
         interrupted = True
+    except* ShutdownError as group:  # each failure was logged already: a summary line
+        message = str(first_error(group))
+    except* MetadataError as group:  # nsqd: logFatal("failed to load metadata - %s")
+        message = f"failed to load metadata - {first_error(group)}"
     except* (OSError, ValueError) as group:
         if state.started:
             raise  # after start-up these are bugs, and a traceback is what helps
-        failure = group
-        while isinstance(failure, BaseExceptionGroup):  # report the first real error
-            failure = failure.exceptions[0]
-    if failure is not None:
-        return fatal(f"failed to instantiate nsqd - {failure}")
+        message = f"failed to instantiate nsqd - {first_error(group)}"
+    if message is not None:
+        return fatal(message)
     return 130 if interrupted else 0
+
+
+def first_error(error: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups: the one worth one line."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 async def _run_until_signal(

@@ -37,6 +37,10 @@ class BackendQueue(Protocol):
         """Persist and release resources."""
         ...
 
+    def release(self) -> None:
+        """Release resources without persisting anything (a start that failed)."""
+        ...
+
 
 class DummyBackend:
     """The backend of ephemeral topics and channels: holds nothing, drops what it is given."""
@@ -58,3 +62,6 @@ class DummyBackend:
 
     def close(self) -> None:
         """Nothing to persist."""
+
+    def release(self) -> None:
+        """Nothing to release."""

@@ -184,13 +184,23 @@ class Channel:
                     out_room -= len(msg.data) + 30
                     batch.append(msg)
             else:
+                # can_take() means room > 0 and out_room > 0: the loop reads at least once.
+                drained = False
                 while len(batch) < room and out_room > 0 and backend.depth:
-                    stored = self._read_backend(now)
+                    data = backend.read()
+                    if data is None:
+                        # depth said more: the backend has corrected it (to 0). Stop here
+                        # whatever it says, so a wrong depth can never spin this loop.
+                        drained = True
+                        break
+                    stored = self._stored_message(data, now)
                     if stored is not None:
                         out_room -= len(stored.data) + 30
                         batch.append(stored)
                 if not batch:
-                    continue
+                    if drained:
+                        return
+                    continue  # records were read (deferred again or undecodable): progress
             if client.sample_rate:  # one at a time: _dispatch samples and rotates the ring
                 if not self._dispatch(batch[0], now):
                     memory.appendleft(batch[0])
@@ -213,11 +223,8 @@ class Channel:
         self.in_flight.add_batch(batch, now + client.msg_timeout)
         client.send_messages(batch)
 
-    def _read_backend(self, now: float) -> Message | None:
-        """The next message from the backend, unless it went back to the deferred queue."""
-        data = self.backend.read()
-        if data is None:
-            return None
+    def _stored_message(self, data: bytes, now: float) -> Message | None:
+        """A record read from the backend, unless undecodable or deferred again."""
         try:
             msg = Message.decode(data)
         except ValueError:
@@ -381,15 +388,12 @@ class Channel:
             return
         self.exiting = True
         self.close_clients()
+        msgs: list[Message] = []
         if not self.ephemeral:
-            write = self.nsqd.write_to_backend
-            for msg in self.memory:
-                write(self.backend, msg)
-            for msg in self.in_flight.clear():
-                write(self.backend, msg)
+            msgs.extend(self.memory)
+            msgs.extend(self.in_flight.clear())
             deferred = self.deferred.clear()
             self.nsqd.save_deferred(self, deferred)
-            for msg in deferred:
-                write(self.backend, msg)
+            msgs.extend(deferred)
             self.memory.clear()
-        self.backend.close()
+        self.nsqd.flush_backend(f"{self.topic_name}:{self.name}", self.backend, msgs)

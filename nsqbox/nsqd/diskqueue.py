@@ -24,7 +24,13 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
-from .diskqueue_files import META_RE, count_records, data_file_numbers
+from .diskqueue_files import (
+    QueueState,
+    count_unread,
+    data_file_numbers,
+    load_state,
+    write_meta_file,
+)
 
 __all__ = ["DiskQueue", "DiskQueueClosedError", "backend_name"]
 
@@ -287,6 +293,9 @@ class DiskQueue:
             if data is not None:
                 self._peeked = data
                 break
+        else:
+            # At the tail: a depth still above 0 would have callers read forever.
+            self._check_tail_corruption()
         if self._need_sync:
             self._sync_logged()
         return self._peeked
@@ -413,6 +422,15 @@ class DiskQueue:
         log.warning("DISKQUEUE(%s) jump to next file and saving bad file as %s.bad", self.name, bad)
         try:
             os.rename(bad, bad + ".bad")
+        except FileNotFoundError:
+            # A missing file: go on with the next one that exists, not one number at a time
+            # (a corrupt meta file can put the write file numbers away).
+            later = [
+                n
+                for n in data_file_numbers(self.data_path, self.name)
+                if self._read_file_num < n < self._write_file_num
+            ]
+            self._read_file_num = (later[0] if later else self._write_file_num) - 1
         except OSError as exc:
             log.error("DISKQUEUE(%s) failed to rename bad diskqueue file - %s", self.name, exc)
         self._jump_to_next_read_file()
@@ -428,6 +446,8 @@ class DiskQueue:
     def _check_tail_corruption(self) -> None:
         """At the tail, force depth to 0 and repair impossible positions (checkTailCorruption)."""
         if self._read_file_num < self._write_file_num or self._read_pos < self._write_pos:
+            if self._depth <= 0:
+                self._recount_depth()
             return
         if self._depth != 0:
             why = "metadata corruption" if self._depth < 0 else "data loss"
@@ -479,84 +499,32 @@ class DiskQueue:
 
     def _persist_metadata(self) -> None:
         """Write the meta file atomically: temp file, fsync, rename (persistMetaData)."""
-        text = (
-            f"{self._depth}\n{self._read_file_num},{self._read_pos}\n"
-            f"{self._write_file_num},{self._write_pos}\n"
+        state = QueueState(
+            self._depth, self._read_file_num, self._read_pos, self._write_file_num, self._write_pos
         )
         # Go's temp name: fmt.Sprintf("%s.%d.tmp", fileName, rand.Int()), rand.Int() in [0, 2**63).
         tmp = f"{self._meta_file_name}.{_tmp_names.getrandbits(63)}.tmp"
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, text.encode())
-            try:
-                os.fsync(fd)
-            except OSError:
-                pass  # go-diskqueue ignores the temp file's Sync error too
-        finally:
-            os.close(fd)
-        os.rename(tmp, self._meta_file_name)
+        write_meta_file(self._meta_file_name, tmp, state)
 
     def _retrieve_metadata(self) -> None:
-        """Load the meta file, if any (retrieveMetaData)."""
-        try:
-            with open(self._meta_file_name, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            self._recover_without_metadata()
-            return
-        except OSError as exc:
-            log.error("DISKQUEUE(%s) failed to retrieveMetaData - %s", self.name, exc)
-            return
-        match = META_RE.match(raw)
-        if match is None:
-            log.error("DISKQUEUE(%s) failed to retrieveMetaData - %r", self.name, raw[:80])
-            return
-        depth, rfn, rpos, wfn, wpos = (int(g) for g in match.groups())
-        self._depth = depth
-        self._read_file_num, self._read_pos = rfn, rpos
-        self._write_file_num, self._write_pos = wfn, wpos
-        self._next_read_file_num, self._next_read_pos = rfn, rpos
-        # If the meta file was not synced at the last shutdown, the write file may hold more
-        # than write_pos says: write to a new file and let the reader salvage the old one.
-        try:
-            size = os.stat(self.file_name(wfn)).st_size
-        except OSError:
-            return
-        if wpos < size:
-            msg = "DISKQUEUE(%s) metadata writePos %d < file size of %d, skipping to new file"
-            log.warning(msg, self.name, wpos, size)
-            # Records written after the last meta sync (the process was killed) are still in
-            # the file: count them, so depth says what the reader will find.
-            self._depth += self._count_records(self.file_name(wfn), wpos, size)
-            self._write_file_num += 1
-            self._write_pos = 0
+        """Load the meta file, repaired where it contradicts the data files (retrieveMetaData)."""
+        state = load_state(self.data_path, self.name, self.min_msg_size, self.max_msg_size)
+        self._depth = state.depth
+        self._read_file_num = self._next_read_file_num = state.read_file_num
+        self._read_pos = self._next_read_pos = state.read_pos
+        self._write_file_num, self._write_pos = state.write_file_num, state.write_pos
 
-    def _recover_without_metadata(self) -> None:
-        """Data files but no meta file: the process died before its first sync.
-
-        go-diskqueue would start over at file 0 and overwrite them. nsqbox reads them
-        instead (so --mem-queue-size 0 loses nothing acknowledged when killed) and
-        writes to a fresh file after the last one.
-        """
-        nums = data_file_numbers(self.data_path, self.name)
-        if not nums:
-            return
-        depth = sum(
-            self._count_records(path, 0, os.stat(path).st_size)
-            for path in map(self.file_name, nums)
+    def _recount_depth(self) -> None:
+        """Depth says nothing is left while records are: count them in the files."""
+        state = QueueState(
+            self._depth, self._read_file_num, self._read_pos, self._write_file_num, self._write_pos
         )
-        log.warning(
-            "DISKQUEUE(%s) no metadata, recovered %d records from %d file(s)",
-            self.name,
-            depth,
-            len(nums),
-        )
-        self._depth = depth
-        self._read_file_num = self._next_read_file_num = nums[0]
-        self._write_file_num = nums[-1] + 1
-
-    def _count_records(self, path: str, pos: int, size: int) -> int:
-        return count_records(path, pos, size, self.min_msg_size, self.max_msg_size)
+        depth = count_unread(self.data_path, self.name, state, self.min_msg_size, self.max_msg_size)
+        if depth != self._depth:
+            msg = "DISKQUEUE(%s) depth %d with records left to read, counted %d in the files"
+            log.error(msg, self.name, self._depth, depth)
+            self._depth = depth
+            self._need_sync = True
 
     # -- emptying, closing -------------------------------------------------------------------
 
@@ -597,6 +565,12 @@ class DiskQueue:
             self.sync()
         finally:
             self._close_files()
+
+    def release(self) -> None:
+        """Close the files without writing anything (a start that failed must leave no trace)."""
+        self._closed = True
+        self._peeked = None
+        self._close_files()
 
     def _delete_all_files(self) -> None:
         error = self._skip_to_next_rw_file()

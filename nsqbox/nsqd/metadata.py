@@ -93,15 +93,18 @@ class _ChannelJSON(msgspec.Struct):
 class _TopicJSON(msgspec.Struct):
     name: str = ""
     paused: bool = False
-    channels: list[_ChannelJSON] | None = None
+    channels: list[_ChannelJSON | None] | None = None
 
 
 class _MetadataJSON(msgspec.Struct):
-    topics: list[_TopicJSON] | None = None
+    topics: list[_TopicJSON | None] | None = None
     version: str = ""
 
 
-_metadata_decoder = msgspec.json.Decoder(_MetadataJSON)
+# json.Unmarshal takes ``null`` for a struct as "leave it at its zero value": a nsqd.dat of
+# ``null`` is a start with no topics, and a ``null`` topic or channel is one with an empty
+# (invalid, so skipped with a warning) name.
+_metadata_decoder = msgspec.json.Decoder(_MetadataJSON | None)
 _encoder = msgspec.json.Encoder()
 
 # Go's json.Marshal escapes these inside strings (HTML safety); msgspec does not. Keys are fixed
@@ -153,15 +156,22 @@ def load_metadata(data_path: str) -> Metadata | None:
     try:
         wire = _metadata_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        # nsqd's text; msgspec's reason (Go's would be e.g. "unexpected end of JSON input")
         raise MetadataError(f"failed to parse metadata in {fn} - {exc}") from exc
+    if wire is None:
+        return Metadata(version="")
+    topics = [t or _TopicJSON() for t in wire.topics or ()]
     return Metadata(
         topics=tuple(
             TopicMetadata(
                 name=t.name,
                 paused=t.paused,
-                channels=tuple(ChannelMetadata(c.name, c.paused) for c in t.channels or ()),
+                channels=tuple(
+                    ChannelMetadata(c.name, c.paused)
+                    for c in (c or _ChannelJSON() for c in t.channels or ())
+                ),
             )
-            for t in wire.topics or ()
+            for t in topics
         ),
         version=wire.version,
     )

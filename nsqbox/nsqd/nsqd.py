@@ -25,6 +25,19 @@ if TYPE_CHECKING:
     from .quantile import Quantile
 
 
+class ShutdownError(RuntimeError):
+    """A clean shutdown could not persist everything; each failure was logged as it happened.
+
+    Raised by :meth:`NSQD.close` after it has flushed every queue it could.
+    """
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = failures
+        super().__init__(
+            f"failed to persist {len(failures)} item(s) at exit: " + "; ".join(failures)
+        )
+
+
 class NSQD:
     """Everything one nsqd owns, independent of sockets.
 
@@ -60,6 +73,8 @@ class NSQD:
         # deferred deadlines read at start: (topic, channel) -> {message id: wall-clock ns}
         self._restored_deadlines: dict[tuple[str, str], dict[bytes, int]] = {}
         self._deadlines_to_save: list[md.DeferredDeadline] = []
+        # what close() could not persist, one entry per queue or file
+        self._shutdown_failures: list[str] = []
 
     # -- ids, health ---------------------------------------------------------
     def next_client_id(self) -> int:
@@ -151,6 +166,8 @@ class NSQD:
             md.persist_metadata(self.data_path, md.Metadata(topics=topics, version=NSQ_VERSION))
         except OSError as exc:
             self.logger.error("failed to persist metadata - %s", exc)
+            if self.exiting:
+                self._shutdown_failures.append(f"{md.METADATA_FILE_NAME} ({exc})")
 
     def load_metadata(self) -> None:
         """Recreate topics and channels (and their pause state) from nsqd.dat, then start them.
@@ -240,6 +257,40 @@ class NSQD:
             self.set_health(None)
         return True
 
+    def flush_backend(self, name: str, backend: BackendQueue, msgs: list[Message]) -> None:
+        """Shutdown: write ``msgs`` to ``backend`` and close it; failures are logged, not raised.
+
+        One line per queue that fails, so that one bad queue neither stops the others from
+        being flushed nor floods the log with a line per message.
+        """
+        error: Exception | None = None
+        written = 0
+        try:
+            for msg in msgs:
+                backend.put(msg.encode())
+                written += 1
+        except (OSError, ValueError) as exc:
+            error = exc
+            lost = len(msgs) - written
+            self.logger.error(
+                "diskqueue(%s) failed to write %d message(s) at exit - %s", name, lost, exc
+            )
+            self._shutdown_failures.append(f"diskqueue({name}): {lost} message(s) ({exc})")
+        try:
+            backend.close()
+        except OSError as exc:
+            self.logger.error("diskqueue(%s) failed to persist at exit - %s", name, exc)
+            if error is None:
+                self._shutdown_failures.append(f"diskqueue({name}): metadata ({exc})")
+
+    def abandon(self) -> None:
+        """A start that failed: release every file without writing anything to the data path."""
+        self.exiting = True
+        for topic in self.topics.values():
+            for channel in topic.channels.values():
+                channel.backend.release()
+            topic.backend.release()
+
     def new_e2e_latency(self) -> Quantile | None:
         """A latency tracker when --e2e-processing-latency-percentile is set."""
         if not self.options.e2e_processing_latency_percentiles:
@@ -272,8 +323,13 @@ class NSQD:
                 return
 
     def close(self) -> None:
-        """Shutdown: persist metadata, close every topic (they flush to their backends)."""
+        """Shutdown: persist metadata, close every topic (they flush to their backends).
+
+        Everything that can be persisted is, whatever fails on the way; then
+        :class:`ShutdownError` lists what could not be (each failure was logged already).
+        """
         self.exiting = True
+        self._shutdown_failures = []
         self.persist_metadata()
         self._deadlines_to_save = []
         for topic in list(self.topics.values()):
@@ -282,3 +338,7 @@ class NSQD:
             md.save_deferred(self.data_path, self._deadlines_to_save)
         except OSError as exc:
             self.logger.error("failed to save deferred deadlines - %s", exc)
+            self._shutdown_failures.append(f"{md.DEFERRED_FILE_NAME} ({exc})")
+        if self._shutdown_failures:
+            failures, self._shutdown_failures = self._shutdown_failures, []
+            raise ShutdownError(failures)

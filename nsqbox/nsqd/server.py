@@ -125,20 +125,23 @@ async def serve_nsqd(
     http_listeners: list[trio.SocketListener] = []
     https_listeners: list[trio.SocketListener] = []
     try:
-        nsqd.load_metadata()
-        nsqd.persist_metadata()
+        # As nsqd: bind first, then load the data path. Until it has been read successfully
+        # nothing may be written there: a start that fails leaves every file as it was
+        # (persisting now would replace a nsqd.dat we could not read with an empty one).
         tcp_listeners = await open_listeners(options.tcp_address)
         if options.http_address:
             http_listeners = await open_listeners(options.http_address)
         if tls_context is not None and options.https_address:
             https_listeners = await open_listeners(options.https_address)
+        nsqd.load_metadata()
     except BaseException:
-        nsqd.close()
+        nsqd.abandon()
         lock.unlock()
         with trio.CancelScope(shield=True):
-            for listener in tcp_listeners + http_listeners:
+            for listener in tcp_listeners + http_listeners + https_listeners:
                 await listener.aclose()
         raise
+    nsqd.persist_metadata()
     tcp = bound_address(tcp_listeners)
     http = bound_address(http_listeners) if http_listeners else None
     https = bound_address(https_listeners) if https_listeners else None
@@ -182,5 +185,7 @@ async def serve_nsqd(
             logger.info("TCP: listening on %s:%d", *tcp)
             task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd, https=https))
     finally:
-        nsqd.close()
-        lock.unlock()
+        try:
+            nsqd.close()  # raises ShutdownError, after flushing all it can, if anything failed
+        finally:
+            lock.unlock()

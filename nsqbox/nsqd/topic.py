@@ -129,19 +129,23 @@ class Topic:
             self.memory.clear()
             self._fan_out_logged(msgs, now)
         backend = self.backend
-        while backend.depth and self._delivering:
+        drained = False
+        # Every pass reads at least one record or stops: a wrong depth cannot spin it.
+        while backend.depth and self._delivering and not drained:
             batch: list[Message] = []
-            while len(batch) < 1024 and backend.depth:
+            for _ in range(1024):
                 data = backend.read()
                 if data is None:
+                    drained = True  # whatever depth says (the backend corrects it)
                     break
                 try:
                     batch.append(Message.decode(data))
                 except ValueError:
                     self.nsqd.logger.error("TOPIC(%s): failed to decode message", self.name)
-            if not batch:
-                break
-            self._fan_out_logged(batch, now)
+                if not backend.depth:
+                    break
+            if batch:
+                self._fan_out_logged(batch, now)
 
     def _fan_out_logged(self, msgs: list[Message], now: float) -> None:
         try:
@@ -222,8 +226,6 @@ class Topic:
         self.exiting = True
         for channel in self.channels.values():
             channel.close()
-        if not self.ephemeral:
-            for msg in self.memory:
-                self.nsqd.write_to_backend(self.backend, msg)
-            self.memory.clear()
-        self.backend.close()
+        msgs = [] if self.ephemeral else list(self.memory)
+        self.memory.clear()
+        self.nsqd.flush_backend(self.name, self.backend, msgs)

@@ -630,3 +630,134 @@ def test_missing_meta_recovers_records_instead_of_overwriting(tmp_path: Path) ->
     q.put(b"%010d" % 6)
     assert pop_all(q) == [b"%010d" % i for i in range(7)]
     q.close()
+
+
+# -- meta files that contradict the data files -----------------------------------------------
+
+
+def _records(*bodies: bytes) -> bytes:
+    return b"".join(struct.pack(">i", len(b)) + b for b in bodies)
+
+
+def _ten(i: int) -> bytes:
+    return b"%010d" % i
+
+
+def test_depth_at_tail_is_reset_at_open(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The reported freeze: depth 5 while the reader is at the writer.
+    (tmp_path / "test.diskqueue.000000.dat").write_bytes(_records(_ten(0), _ten(1)))
+    (tmp_path / "test.diskqueue.meta.dat").write_text("5\n0,28\n0,28\n")
+    with caplog.at_level(logging.ERROR):
+        q = make_queue(tmp_path)
+    assert "positive depth at tail (5), metadata corruption, resetting 0" in caplog.text
+    assert (q.depth, q.positions) == (0, (0, 28, 0, 28))
+    assert q.pop() is None
+    q.put(_ten(2))
+    assert pop_all(q) == [_ten(2)]
+    q.close()
+    assert (tmp_path / "test.diskqueue.meta.dat").read_text() == "0\n0,42\n0,42\n"
+
+
+def test_depth_left_at_tail_is_reset_by_the_reader(tmp_path: Path) -> None:
+    q = make_queue(tmp_path)
+    q.put(_ten(0))
+    assert q.pop() == _ten(0)
+    q._depth = 3  # what a bug elsewhere could leave: the reader must not promise more
+    assert q.peek() is None
+    assert q.depth == 0
+    q.close()
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        "5\n0,56\n0,28\n",  # read position past write position
+        "1\n1,0\n0,28\n",  # read file past write file
+        "2\n0,-4\n0,28\n",  # negative
+        "2\n0,0\n0,28\n",  # a data file after the write file
+        "garbage",
+        "",
+    ],
+    ids=[
+        "read-pos-past-write",
+        "read-file-past-write",
+        "negative",
+        "file-after-write",
+        "garbage",
+        "empty",
+    ],
+)
+def test_contradicting_meta_recovers_every_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, meta: str
+) -> None:
+    (tmp_path / "test.diskqueue.000000.dat").write_bytes(_records(_ten(0), _ten(1)))
+    (tmp_path / "test.diskqueue.000001.dat").write_bytes(_records(_ten(2)))
+    (tmp_path / "test.diskqueue.meta.dat").write_text(meta)
+    with caplog.at_level(logging.WARNING):
+        q = make_queue(tmp_path)
+    assert "recovered 3 records from 2 file(s)" in caplog.text
+    assert (q.depth, q.positions) == (3, (0, 0, 2, 0))
+    q.put(_ten(3))
+    assert pop_all(q) == [_ten(i) for i in range(4)]
+    q.close()
+    assert (tmp_path / "test.diskqueue.meta.dat").read_text() == "0\n2,14\n2,14\n"
+
+
+def test_depth_zero_with_records_left_is_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "test.diskqueue.000000.dat").write_bytes(_records(*map(_ten, range(3))))
+    (tmp_path / "test.diskqueue.meta.dat").write_text("0\n0,14\n0,42\n")
+    with caplog.at_level(logging.ERROR):
+        q = make_queue(tmp_path)
+    assert "depth 0 with records left to read, counted 2" in caplog.text
+    assert q.depth == 2
+    assert pop_all(q) == [_ten(1), _ten(2)]
+    q.close()
+
+
+def test_depth_too_small_is_counted_again_when_it_runs_out(tmp_path: Path) -> None:
+    (tmp_path / "test.diskqueue.000000.dat").write_bytes(_records(*map(_ten, range(4))))
+    (tmp_path / "test.diskqueue.meta.dat").write_text("1\n0,0\n0,56\n")
+    q = make_queue(tmp_path)
+    assert q.depth == 1
+    assert q.pop() == _ten(0)
+    assert q.depth == 3  # counted in the file, not 0 with three records unread
+    assert pop_all(q) == [_ten(1), _ten(2), _ten(3)]
+    assert q.depth == 0
+    q.close()
+
+
+def test_truncated_write_file_moves_writes_to_a_new_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = _records(*map(_ten, range(3)))
+    (tmp_path / "test.diskqueue.000000.dat").write_bytes(data[:35])  # two and a half records
+    (tmp_path / "test.diskqueue.meta.dat").write_text("3\n0,0\n0,42\n")
+    with caplog.at_level(logging.WARNING):
+        q = make_queue(tmp_path)
+    assert "metadata writePos 42 > file size of 35, skipping to new file" in caplog.text
+    assert q.positions == (0, 0, 1, 0)
+    # writing at 42 would leave a hole that turns the next record into garbage
+    q.put(_ten(3))
+    assert pop_all(q) == [_ten(0), _ten(1), _ten(3)]
+    assert q.depth == 0
+    q.close()
+    assert listing(tmp_path) == [
+        "test.diskqueue.000000.dat.bad",
+        "test.diskqueue.000001.dat",
+        "test.diskqueue.meta.dat",
+    ]
+
+
+def test_missing_files_are_skipped_in_one_step(tmp_path: Path) -> None:
+    # A meta file whose write file number is far away: the reader must not walk a billion
+    # missing files one by one.
+    (tmp_path / "test.diskqueue.000000.dat").write_bytes(_records(_ten(0)))
+    (tmp_path / "test.diskqueue.meta.dat").write_text("1\n0,0\n1000000000,0\n")
+    q = make_queue(tmp_path)
+    assert pop_all(q) == [_ten(0)]
+    q.put(_ten(1))
+    assert pop_all(q) == [_ten(1)]
+    assert q.depth == 0
+    q.close()

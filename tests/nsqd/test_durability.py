@@ -171,6 +171,9 @@ class FailingBackend:
     def close(self) -> None:
         pass
 
+    def release(self) -> None:
+        pass
+
 
 async def test_failing_disk_gives_pub_failed_and_unhealthy(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:

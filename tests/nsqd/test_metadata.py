@@ -73,6 +73,18 @@ def test_load_is_as_lenient_as_json_unmarshal(tmp_path: Path) -> None:
     )
 
 
+def test_load_takes_null_as_json_unmarshal_does(tmp_path: Path) -> None:
+    # json.Unmarshal leaves a struct at its zero value for null: nsqd starts with no topics,
+    # and a null topic or channel has an empty name (skipped by the caller as invalid)
+    (tmp_path / "nsqd.dat").write_text("null")
+    assert load_metadata(str(tmp_path)) == Metadata(version="")
+    (tmp_path / "nsqd.dat").write_text('{"topics":[null,{"name":"a","channels":[null]}]}')
+    assert load_metadata(str(tmp_path)) == Metadata(
+        topics=(TopicMetadata(""), TopicMetadata("a", channels=(ChannelMetadata(""),))),
+        version="",
+    )
+
+
 @pytest.mark.parametrize("content", [b"", b"{", b'{"topics":{}}', b'{"topics":[{"paused":"y"}]}'])
 def test_load_unparseable_raises_nsqds_error(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "nsqd.dat").write_bytes(content)
