@@ -228,11 +228,9 @@ class ClientV2(Connection):
             return self._identify(cmd.params)
         handler = self._handlers.get(name)
         if self._tls_gate and not self.tls:
-            raise invalid(
-                f"cannot {name.decode('utf-8', 'replace')} in current state (TLS required)"
-            )
+            raise invalid(f"cannot {_raw_text(name)} in current state (TLS required)")
         if handler is None:
-            raise invalid(f"invalid command {name.decode('utf-8', 'replace')}")
+            raise invalid(f"invalid command {_raw_text(name)}")
         return handler(cmd.params)
 
     # -- commands --------------------------------------------------------------
@@ -489,3 +487,8 @@ class ClientV2(Connection):
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
         return OK
+
+
+def _raw_text(name: bytes) -> str:
+    """A command name as text that encodes back to the same bytes (nsqd echoes them raw)."""
+    return name.decode("utf-8", "surrogateescape")

@@ -25,8 +25,11 @@ class NSQError(Exception):
         self.fatal = fatal
 
     def frame_body(self) -> bytes:
-        """The error frame's payload, e.g. ``b"E_INVALID invalid command FOO"``."""
-        return f"{self.code} {self.description}".encode()
+        """The error frame's payload, e.g. ``b"E_INVALID invalid command FOO"``.
+
+        A description that carries a peer's raw bytes (``surrogateescape``) gets them back.
+        """
+        return f"{self.code} {self.description}".encode("utf-8", "surrogateescape")
 
     @classmethod
     def from_frame_body(cls, body: bytes) -> NSQError:

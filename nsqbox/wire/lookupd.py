@@ -28,7 +28,7 @@ from .buffer import ReceiveBuffer
 from .errors import NSQError, ProtocolViolation
 from .names import is_valid_channel_name, is_valid_topic_name
 from .parser import NEED_DATA, NeedData
-from .peer_json import PeerJSONError, decode_peer_json
+from .peer_json import PeerJSONError, decode_go_struct
 
 MAGIC_V1: Final = b"  V1"
 
@@ -236,7 +236,7 @@ class LookupdV1Parser(ReceiveBuffer):
 def decode_identify_body(body: bytes) -> Identify:
     """Decode and check an IDENTIFY body as nsqlookupd does (E_BAD_BODY on failure)."""
     try:
-        peer = decode_peer_json(body, _identity_decoder)
+        peer = decode_go_struct(body, _identity_decoder)
     except PeerJSONError:
         raise NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
     if not (peer.broadcast_address and peer.tcp_port and peer.http_port and peer.version):

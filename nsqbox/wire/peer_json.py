@@ -27,7 +27,7 @@ from typing import Final, TypeVar
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "PeerJSONError", "decode_peer_json"]
+__all__ = ["MAX_DEPTH", "PeerJSONError", "decode_go_struct", "decode_peer_json"]
 
 T = TypeVar("T")
 
@@ -74,6 +74,37 @@ def decode_peer_json(
         # msgspec.ValidationError is a DecodeError; ValueError/TypeError/OverflowError
         # come from __post_init__ checks and number conversions in custom types.
         raise PeerJSONError(str(exc)) from None
+
+
+_raw_object: Final = msgspec.json.Decoder(dict[str, msgspec.Raw] | None)
+
+
+def decode_go_struct(
+    data: bytes | bytearray | memoryview,
+    decoder: msgspec.json.Decoder[T],
+    *,
+    max_size: int | None = None,
+) -> T:
+    """Decode a JSON object into a flat struct the way Go's ``json.Unmarshal`` fills one.
+
+    On top of :func:`decode_peer_json`: ``null`` (the whole document or a field's
+    value) leaves the default in place, and a key that is not a field's exact
+    name matches it case-insensitively (``Heartbeat_Interval``). A later key wins
+    over an earlier one for the same field, as in Go, except that a repeated key
+    whose last value is ``null`` counts as absent (Go keeps the earlier value).
+    Costs a second, shallow pass; meant for documents read once per connection
+    (IDENTIFY), not per message.
+    """
+    fields = decoder.type
+    names = {f.encode_name for f in msgspec.structs.fields(fields)}  # type: ignore[arg-type]
+    folded = {name.lower(): name for name in names}
+    raw = decode_peer_json(data, _raw_object, max_size=max_size) or {}
+    chosen: dict[str, msgspec.Raw] = {}
+    for key, value in raw.items():
+        name = key if key in names else folded.get(key.lower())
+        if name is not None and bytes(value) != b"null":
+            chosen[name] = value
+    return decode_peer_json(msgspec.json.encode(chosen), decoder)
 
 
 def _decode_deep(data: bytes, decoder: msgspec.json.Decoder[T]) -> T:

@@ -40,6 +40,8 @@ CASES = [
     # (id, setup, command bytes, expected error text, connection closes)
     ("unknown", "", b"FOO\n", b"E_INVALID invalid command FOO", True),
     ("empty-line", "", b"\n", b"E_INVALID invalid command ", True),
+    # nsqd echoes the name's raw bytes, whatever they are
+    ("not-utf8", "", b"F\xffO\n", b"E_INVALID invalid command F\xffO", True),
     (
         "identify-json",
         "",
