@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Collection
 from typing import Any, Protocol, TypeVar
 
-from .config import BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
+from .config import AddressView, BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
 from .state import BoxStats, CapturedMessage
 
 T = TypeVar("T")
@@ -25,6 +25,13 @@ __all__ = [
     "start_box",
     "xdist_worker",
 ]
+
+
+#: Why a noproc box cannot stop or start nodes.
+NOT_OURS = (
+    "nsqbox: noproc mode uses servers someone else runs, so it cannot stop or start them; "
+    "use nsqbox_factory (thread or subprocess mode) for restart tests"
+)
 
 
 def xdist_worker() -> str:
@@ -79,6 +86,14 @@ class Box(Protocol):
         """Stop the servers the box runs (nothing for noproc)."""
         ...
 
+    def stop_nsqd(self, node: int) -> None:
+        """Shut nsqd ``node`` down cleanly (its messages persist)."""
+        ...
+
+    def start_nsqd(self, node: int) -> None:
+        """Start a stopped nsqd again: same ports, same data path; registered on return."""
+        ...
+
 
 class TapCapture:
     """Capture by tapping the topic inside the server: every publish, nothing consumed.
@@ -105,7 +120,7 @@ class TapCapture:
         return result
 
 
-class ThreadBox:
+class ThreadBox(AddressView):
     """nsqd(s) and nsqlookupd(s) on their own trio loop in a daemon thread of this process."""
 
     mode = Mode.THREAD
@@ -155,13 +170,20 @@ class ThreadBox:
     def end_test(
         self, mark: object, cleanup: Cleanup, owned: Collection[str], namespace: str
     ) -> None:
-        """Delete or empty every topic; forget them in nsqlookupd."""
-        if cleanup is not Cleanup.NONE:
-            self._loop.call_async(lambda: self.ops.reset(cleanup))
+        """Start stopped nsqds; delete or empty every topic; forget them in nsqlookupd."""
+        self._loop.call_async(lambda: self.ops.reset(cleanup))
 
     def stop(self) -> None:
         """Shut the servers down and join the thread."""
         self._loop.stop()
+
+    def stop_nsqd(self, node: int) -> None:
+        """Shut nsqd ``node`` down cleanly (its messages persist)."""
+        self._loop.call_async(lambda: self.ops.stop_nsqd(node))
+
+    def start_nsqd(self, node: int) -> None:
+        """Start a stopped nsqd again: same ports, same data path; registered on return."""
+        self._loop.call_async(lambda: self.ops.start_nsqd(node))
 
     def __repr__(self) -> str:
         return f"ThreadBox(nsqd={list(self.addresses.nsqd_tcp)})"
@@ -180,7 +202,7 @@ async def _serve(spec: ClusterSpec, data_root: str, *, task_status: Any) -> None
     await serve_cluster(spec, data_root, task_status=WithOps())
 
 
-class NoProcBox:
+class NoProcBox(AddressView):
     """Servers someone else runs; only their TCP and HTTP APIs are used.
 
     Cleanup touches only topics that appeared during the test. Under pytest-xdist,
@@ -229,6 +251,14 @@ class NoProcBox:
 
     def stop(self) -> None:
         """Nothing: the servers are not ours."""
+
+    def stop_nsqd(self, node: int) -> None:
+        """Refused: the servers are not ours."""
+        raise NotImplementedError(NOT_OURS)
+
+    def start_nsqd(self, node: int) -> None:
+        """Refused: the servers are not ours."""
+        raise NotImplementedError(NOT_OURS)
 
     def __repr__(self) -> str:
         return f"NoProcBox(nsqd={list(self.addresses.nsqd_tcp)})"

@@ -124,6 +124,11 @@ class RemoteOps:
                 if names is not None and topic.name not in names:
                     continue
                 if cleanup is Cleanup.DELETE:
+                    # Channels first, so nsqlookupd gets no "unexpected UNREGISTER" (a
+                    # topic's UNREGISTER while it still lists channels makes it warn).
+                    for channel in topic.channels:
+                        params = {"topic": topic.name, "channel": channel}
+                        _ignore_404("POST", address, "/channel/delete", params)
                     _ignore_404("POST", address, "/topic/delete", {"topic": topic.name})
                     continue
                 _ignore_404("POST", address, "/topic/empty", {"topic": topic.name})

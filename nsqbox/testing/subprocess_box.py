@@ -20,11 +20,26 @@ from typing import IO, Any
 
 import nsqbox
 
-from .config import Address, BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
+from .config import (
+    Address,
+    AddressView,
+    BoxAddresses,
+    BoxStartError,
+    Cleanup,
+    ClusterSpec,
+    Mode,
+    SpecError,
+)
 from .remote import ChannelCapture, RemoteOps, http_json
 from .state import BoxStats
 
 __all__ = ["SubprocessBox", "option_flags"]
+
+#: Why subprocess mode cannot stop one node.
+ONE_PROCESS = (
+    "nsqbox: subprocess mode runs every node in one 'nsqbox up' process, so one nsqd "
+    "cannot be stopped alone; use thread mode (nsqbox_factory(mode='thread')) for restarts"
+)
 
 
 def option_flags(options: Mapping[str, Any]) -> list[str]:
@@ -133,7 +148,7 @@ class _Child:
                 stream.close()
 
 
-class SubprocessBox:
+class SubprocessBox(AddressView):
     """nsqd(s) and an nsqlookupd in a child process (``python -m nsqbox up``)."""
 
     mode = Mode.SUBPROCESS
@@ -223,6 +238,14 @@ class SubprocessBox:
     def stop(self) -> None:
         """Terminate the process (SIGTERM: the servers shut down cleanly)."""
         self._child.stop()
+
+    def stop_nsqd(self, node: int) -> None:
+        """Not in subprocess mode yet (every node shares one ``nsqbox up`` process)."""
+        raise NotImplementedError(ONE_PROCESS)
+
+    def start_nsqd(self, node: int) -> None:
+        """Not in subprocess mode yet (every node shares one ``nsqbox up`` process)."""
+        raise NotImplementedError(ONE_PROCESS)
 
     def __repr__(self) -> str:
         addresses = getattr(self, "addresses", None)
