@@ -90,9 +90,7 @@ def test_wait_for_producers_sees_a_topic_the_app_created_on_node_1(pair: NSQBox)
         pair.wait_for_producers("orders", 2, timeout=0.05)
 
 
-def test_cleanup_logs_no_warning(
-    thread_box: ThreadBox, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_cleanup_logs_no_warning(thread_box: ThreadBox, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="nsqbox")
     with NSQBox(thread_box, timeout=TIMEOUT) as handle:
         handle.publish("orders", [b"a", b"b"])
