@@ -68,8 +68,8 @@ class Box(Protocol):
         """Publish ``bodies`` to ``topic`` on nsqd number ``node``."""
         ...
 
-    def open_capture(self, topic: str, timeout: float) -> CaptureSource:
-        """Start capturing what is published to ``topic``."""
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Start capturing what is published to ``topic`` (``mode``: "tap" or "channel")."""
         ...
 
     def begin_test(self) -> object:
@@ -159,8 +159,12 @@ class ThreadBox(AddressView):
 
         self._loop.call_async(publish)
 
-    def open_capture(self, topic: str, timeout: float) -> TapCapture:
-        """Tap ``topic`` inside the server(s)."""
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Tap ``topic`` inside the server(s) (or subscribe a channel: ``mode="channel"``)."""
+        if mode != "tap":
+            from .remote import RemoteOps
+
+            return RemoteOps(self.addresses, timeout).open_capture(topic, timeout, mode)
         return TapCapture(self._loop.call, self.ops, topic)
 
     def begin_test(self) -> object:
@@ -228,9 +232,10 @@ class NoProcBox(AddressView):
         """Publish over HTTP."""
         self.ops.publish(topic, bodies, defer_ms, node)
 
-    def open_capture(self, topic: str, timeout: float) -> CaptureSource:
-        """Subscribe an ephemeral channel (see :class:`~nsqbox.testing.remote.ChannelCapture`)."""
-        return self.ops.open_capture(topic, timeout)
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Tap through nsqbox's ``/nsqbox/tap`` route; CaptureUnavailable on real nsqd
+        unless ``mode="channel"`` (an ephemeral channel)."""
+        return self.ops.open_capture(topic, timeout, mode)
 
     def begin_test(self) -> object:
         """The topics that exist before the test."""

@@ -417,15 +417,19 @@ class NSQBox(BoxView):
         limit = self.timeout if timeout is None else timeout
         return consume_bodies(self.addresses.nsqd_tcp[node], topic, channel, count, limit, sleep)
 
-    def capture(self, topic: str) -> Capture:
+    def capture(self, topic: str, *, mode: str = "tap") -> Capture:
         """Record every message published to ``topic`` while the ``with`` block runs.
 
-        What the app's consumers see does not change: in-process boxes tap the
-        topic inside nsqd. Subprocess and noproc boxes subscribe an ephemeral channel
-        instead (see :attr:`Capture.mode` and docs/testing.md).
+        What the app's consumers see does not change: the capture taps the topic
+        inside nsqd (in-process, or through nsqbox's ``/nsqbox/tap`` HTTP route), sees
+        DPUBs when they are published and creates nothing. Real nsqd (noproc mode)
+        has no tap: there it raises CaptureUnavailable unless ``mode="channel"``,
+        which subscribes an ephemeral channel instead (see docs/testing.md).
         """
         self._owned.add(topic)
-        capture = Capture(topic, lambda: self.box.open_capture(topic, self.timeout), self.timeout)
+        capture = Capture(
+            topic, lambda: self.box.open_capture(topic, self.timeout, mode), self.timeout
+        )
         self._captures.append(capture)
         return capture
 

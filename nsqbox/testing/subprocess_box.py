@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import nsqbox
 
@@ -30,8 +30,11 @@ from .config import (
     Mode,
     SpecError,
 )
-from .remote import ChannelCapture, RemoteOps, http_json
+from .remote import RemoteOps, http_json
 from .state import BoxStats
+
+if TYPE_CHECKING:
+    from .boxes import CaptureSource
 
 __all__ = ["SubprocessBox", "option_flags"]
 
@@ -218,12 +221,24 @@ class SubprocessBox(AddressView):
         return self.ops.stats(node)
 
     def publish(self, topic: str, bodies: list[bytes], defer_ms: int = 0, node: int = 0) -> None:
-        """Publish over HTTP."""
-        self.ops.publish(topic, bodies, defer_ms, node)
+        """Publish over HTTP; return once nsqlookupd lists the node for the topic (as
+        in thread mode, a consumer that discovers through nsqlookupd finds it at once)."""
+        from .discovery import lookup_producers
 
-    def open_capture(self, topic: str, timeout: float) -> ChannelCapture:
-        """Subscribe an ephemeral channel (see :class:`~nsqbox.testing.remote.ChannelCapture`)."""
-        return self.ops.open_capture(topic, timeout)
+        self.ops.publish(topic, bodies, defer_ms, node)
+        port = self.addresses.nsqd_tcp[node].port
+        deadline = time.monotonic() + self.ops.timeout
+        delay = 0.0005
+        for lookupd in self.addresses.lookupd_http:
+            while port not in {a.port for a in lookup_producers(lookupd, topic)}:
+                if time.monotonic() > deadline:
+                    break  # the handle's waits will say what is missing
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Tap the topic through nsqd's ``/nsqbox/tap`` route (or subscribe a channel)."""
+        return self.ops.open_capture(topic, timeout, mode)
 
     def begin_test(self) -> object:
         """Nothing to note: everything on this box belongs to the tests."""

@@ -225,19 +225,28 @@ def test_subprocess_mode(pytester: pytest.Pytester) -> None:
         test_subprocess="""
         from nsqbox.testing import Mode
 
-        def test_capture_uses_a_channel(nsqbox):
+        def test_capture_taps_as_in_thread_mode(nsqbox):
             assert nsqbox.mode is Mode.SUBPROCESS
-            nsqbox.publish("orders", b"first")
-            nsqbox.consume("orders", "app")
             with nsqbox.capture("orders") as published:
+                nsqbox.publish("orders", [b"a", b"b"])
+                nsqbox.publish("orders", b"later", defer_ms=60_000)
+            assert published.mode == "tap"
+            assert published.bodies == [b"a", b"b", b"later"]
+            assert [m.defer_ms for m in published.messages] == [0, 0, 60_000]
+            # nothing was created or taken: the first channel gets every message
+            assert list(nsqbox.stats().topic("orders").channels) == []
+            assert nsqbox.consume("orders", "app", 2) == [b"a", b"b"]
+
+        def test_capture_through_a_channel_on_request(nsqbox):
+            nsqbox.consume("orders", "app", 0)
+            with nsqbox.capture("orders", mode="channel") as published:
                 nsqbox.publish("orders", [b"a", b"b"])
             assert published.mode == "channel"
             assert published.bodies == [b"a", b"b"]
-            assert nsqbox.consume("orders", "app", 2) == [b"a", b"b"]
         """
     )
     result = run_generated(pytester, "--nsqbox-mode=subprocess", "--nsqbox-start-timeout=30")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
 
 
 NOPROC = """
