@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -341,13 +342,15 @@ def test_xdist(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """
     for module in ("xdist", "nsq", "gnsq", "ansq"):  # the test extra installs them
         pytest.importorskip(module)
-    for name, body in examples(Path(__file__).resolve().parents[2] / "docs/testing.md").items():
+    blocks = examples(Path(__file__).resolve().parents[2] / "docs/testing.md")
+    for name, body in blocks.items():
         pytester.path.joinpath(name).write_text(body)
+    documented = sum(len(re.findall(r"^(?:async )?def test_", b, re.M)) for b in blocks.values())
     pytester.makepyfile(test_isolation=ISOLATION)
     where = tmp_path / "where.jsonl"
     pytester.makepyfile(test_where=WHERE.format(path=str(where)))
     result = run_generated(pytester, "-n", "2", "--dist=each")
-    result.assert_outcomes(passed=2 * (11 + 3 + 4))
+    result.assert_outcomes(passed=2 * (documented + 3 + 4))
     addresses: dict[str, set[str]] = {}
     for line in where.read_text().splitlines():
         record = json.loads(line)
