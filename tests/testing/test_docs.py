@@ -138,3 +138,35 @@ def test_the_reference_matches_the_code(path: str) -> None:
                 assert params == _signature_text(member), f"{target}.{method}"
         undocumented = _public_names(cls) - set(entries)
         assert not undocumented, f"{target}: not in {path}: {sorted(undocumented)}"
+
+
+# -- docs/client.md ---------------------------------------------------------------------
+
+
+def test_the_client_docs_examples_pass(pytester: pytest.Pytester) -> None:
+    blocks = examples(Path(__file__).resolve().parents[2] / "docs" / "client.md")
+    assert set(blocks) == {
+        "test_client_producer.py",
+        "test_client_consumer.py",
+        "test_client_blocking.py",
+    }
+    for name, body in blocks.items():
+        pytester.path.joinpath(name).write_text(body)
+    expected = sum(len(re.findall(r"^(?:async )?def test_", b, re.M)) for b in blocks.values())
+    run_generated(pytester, "-v").assert_outcomes(passed=expected)
+
+
+def test_the_client_docs_list_every_config_field() -> None:
+    """The Config table has every field, in order, with the code's default."""
+    import dataclasses
+
+    from nsqbox.client import Config
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+    table = text.split("<!-- config: nsqbox.client.Config -->", 1)[1].split("<!-- /config -->")[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.*?) \|", table, re.M)
+    fields = dataclasses.fields(Config)
+    assert [name for name, _ in rows] == [f.name for f in fields]
+    for (name, default), f in zip(rows, fields, strict=True):
+        if f.default is not dataclasses.MISSING and name != "user_agent":
+            assert default == f"`{f.default!r}`", name
