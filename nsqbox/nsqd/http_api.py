@@ -37,6 +37,7 @@ from .stats import (
     memory_stats,
     stats_document,
 )
+from .tap import add_tap_routes
 from .topic import TopicError
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ def make_app(
         too_large=HTTPError(413, "INVALID_VALUE"),
     )
     router.add("GET", "/debug", api.debug)
+    add_tap_routes(router, nsqd)  # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
     return router
 
 

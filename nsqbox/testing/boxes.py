@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Collection
 from typing import Any, Protocol, TypeVar
 
-from .config import BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
+from .config import AddressView, BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
 from .state import BoxStats, CapturedMessage
 
 T = TypeVar("T")
@@ -25,6 +25,13 @@ __all__ = [
     "start_box",
     "xdist_worker",
 ]
+
+
+#: Why a noproc box cannot stop or start nodes.
+NOT_OURS = (
+    "nsqbox: noproc mode uses servers someone else runs, so it cannot stop or start them; "
+    "use nsqbox_factory (thread or subprocess mode) for restart tests"
+)
 
 
 def xdist_worker() -> str:
@@ -61,8 +68,8 @@ class Box(Protocol):
         """Publish ``bodies`` to ``topic`` on nsqd number ``node``."""
         ...
 
-    def open_capture(self, topic: str, timeout: float) -> CaptureSource:
-        """Start capturing what is published to ``topic``."""
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Start capturing what is published to ``topic`` (``mode``: "tap" or "channel")."""
         ...
 
     def begin_test(self) -> object:
@@ -77,6 +84,14 @@ class Box(Protocol):
 
     def stop(self) -> None:
         """Stop the servers the box runs (nothing for noproc)."""
+        ...
+
+    def stop_nsqd(self, node: int) -> None:
+        """Shut nsqd ``node`` down cleanly (its messages persist)."""
+        ...
+
+    def start_nsqd(self, node: int) -> None:
+        """Start a stopped nsqd again: same ports, same data path; registered on return."""
         ...
 
 
@@ -105,7 +120,7 @@ class TapCapture:
         return result
 
 
-class ThreadBox:
+class ThreadBox(AddressView):
     """nsqd(s) and nsqlookupd(s) on their own trio loop in a daemon thread of this process."""
 
     mode = Mode.THREAD
@@ -144,8 +159,12 @@ class ThreadBox:
 
         self._loop.call_async(publish)
 
-    def open_capture(self, topic: str, timeout: float) -> TapCapture:
-        """Tap ``topic`` inside the server(s)."""
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Tap ``topic`` inside the server(s) (or subscribe a channel: ``mode="channel"``)."""
+        if mode != "tap":
+            from .remote import RemoteOps
+
+            return RemoteOps(self.addresses, timeout).open_capture(topic, timeout, mode)
         return TapCapture(self._loop.call, self.ops, topic)
 
     def begin_test(self) -> object:
@@ -155,13 +174,20 @@ class ThreadBox:
     def end_test(
         self, mark: object, cleanup: Cleanup, owned: Collection[str], namespace: str
     ) -> None:
-        """Delete or empty every topic; forget them in nsqlookupd."""
-        if cleanup is not Cleanup.NONE:
-            self._loop.call_async(lambda: self.ops.reset(cleanup))
+        """Start stopped nsqds; delete or empty every topic; forget them in nsqlookupd."""
+        self._loop.call_async(lambda: self.ops.reset(cleanup))
 
     def stop(self) -> None:
         """Shut the servers down and join the thread."""
         self._loop.stop()
+
+    def stop_nsqd(self, node: int) -> None:
+        """Shut nsqd ``node`` down cleanly (its messages persist)."""
+        self._loop.call_async(lambda: self.ops.stop_nsqd(node))
+
+    def start_nsqd(self, node: int) -> None:
+        """Start a stopped nsqd again: same ports, same data path; registered on return."""
+        self._loop.call_async(lambda: self.ops.start_nsqd(node))
 
     def __repr__(self) -> str:
         return f"ThreadBox(nsqd={list(self.addresses.nsqd_tcp)})"
@@ -180,7 +206,7 @@ async def _serve(spec: ClusterSpec, data_root: str, *, task_status: Any) -> None
     await serve_cluster(spec, data_root, task_status=WithOps())
 
 
-class NoProcBox:
+class NoProcBox(AddressView):
     """Servers someone else runs; only their TCP and HTTP APIs are used.
 
     Cleanup touches only topics that appeared during the test. Under pytest-xdist,
@@ -206,9 +232,10 @@ class NoProcBox:
         """Publish over HTTP."""
         self.ops.publish(topic, bodies, defer_ms, node)
 
-    def open_capture(self, topic: str, timeout: float) -> CaptureSource:
-        """Subscribe an ephemeral channel (see :class:`~nsqbox.testing.remote.ChannelCapture`)."""
-        return self.ops.open_capture(topic, timeout)
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Tap through nsqbox's ``/nsqbox/tap`` route; CaptureUnavailable on real nsqd
+        unless ``mode="channel"`` (an ephemeral channel)."""
+        return self.ops.open_capture(topic, timeout, mode)
 
     def begin_test(self) -> object:
         """The topics that exist before the test."""
@@ -229,6 +256,14 @@ class NoProcBox:
 
     def stop(self) -> None:
         """Nothing: the servers are not ours."""
+
+    def stop_nsqd(self, node: int) -> None:
+        """Refused: the servers are not ours."""
+        raise NotImplementedError(NOT_OURS)
+
+    def start_nsqd(self, node: int) -> None:
+        """Refused: the servers are not ours."""
+        raise NotImplementedError(NOT_OURS)
 
     def __repr__(self) -> str:
         return f"NoProcBox(nsqd={list(self.addresses.nsqd_tcp)})"

@@ -98,19 +98,19 @@ class Capture:
         )
 
     def wait_for(
-        self, count: int, *, timeout: float | None = None, sleep: Sleep | None = None
+        self, n: int, *, timeout: float | None = None, sleep: Sleep | None = None
     ) -> list[bytes]:
-        """Wait until at least ``count`` messages were captured; the bodies so far."""
+        """Wait until at least ``n`` messages were captured; the bodies so far."""
 
         __tracebackhide__ = True  # failures point at the test's line
         if sleep is None:
             refuse_in_async("Capture.wait_for", "capture.await_for")
         limit = self.timeout if timeout is None else timeout
-        return poll(lambda: self._check(count), limit, self._message(count, limit), sleep)
+        return poll(lambda: self._check(n), limit, self._message(n, limit), sleep)
 
     async def await_for(
         self,
-        count: int,
+        n: int,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 (see NSQBox.await_for)
     ) -> list[bytes]:
@@ -119,9 +119,9 @@ class Capture:
         __tracebackhide__ = True  # failures point at the test's line
         limit = self.timeout if timeout is None else timeout
         if self._poll_in_loop is not None:  # a trio-native box: the tap lives on this loop
-            if not await self._poll_in_loop(lambda: self._check(count)[0], limit):
-                raise WaitTimeout(self._message(count, limit)(self.bodies))
+            if not await self._poll_in_loop(lambda: self._check(n)[0], limit):
+                raise WaitTimeout(self._message(n, limit)(self.bodies))
             return self.bodies
         return await in_worker_thread(
-            lambda: poll(lambda: self._check(count), limit, self._message(count, limit))
+            lambda: poll(lambda: self._check(n), limit, self._message(n, limit))
         )

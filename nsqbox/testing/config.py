@@ -17,6 +17,7 @@ from .options import OPTIONS, Option
 
 __all__ = [
     "Address",
+    "AddressView",
     "BoxAddresses",
     "BoxConfig",
     "BoxStartError",
@@ -103,6 +104,56 @@ class BoxAddresses:
     nsqd_http: tuple[Address, ...]
     lookupd_tcp: tuple[Address, ...] = ()
     lookupd_http: tuple[Address, ...] = ()
+
+
+class AddressView:
+    """The address properties every handle and box offers (from its ``addresses``).
+
+    The same names on the ``nsqbox`` handle, the session box (``nsqbox_proc``,
+    ``nsqbox_noproc``), factory handles and the trio handle.
+    """
+
+    addresses: BoxAddresses
+
+    @property
+    def nsqd_tcp_address(self) -> Address:
+        """The (first) nsqd's TCP address, ``host:port`` (``.host``, ``.port``, ``.pair``)."""
+        return self.addresses.nsqd_tcp[0]
+
+    @property
+    def nsqd_http_address(self) -> Address:
+        """The (first) nsqd's HTTP address, ``host:port`` (``.url`` for ``http://...``)."""
+        return self.addresses.nsqd_http[0]
+
+    @property
+    def lookupd_tcp_address(self) -> Address | None:
+        """The (first) nsqlookupd's TCP address (what nsqd registers with), if any."""
+        return self.addresses.lookupd_tcp[0] if self.addresses.lookupd_tcp else None
+
+    @property
+    def lookupd_http_address(self) -> Address | None:
+        """The (first) nsqlookupd's HTTP address (what consumers query), if any."""
+        return self.addresses.lookupd_http[0] if self.addresses.lookupd_http else None
+
+    @property
+    def nsqd_tcp_addresses(self) -> list[Address]:
+        """Every nsqd's TCP address."""
+        return list(self.addresses.nsqd_tcp)
+
+    @property
+    def nsqd_http_addresses(self) -> list[Address]:
+        """Every nsqd's HTTP address."""
+        return list(self.addresses.nsqd_http)
+
+    @property
+    def lookupd_tcp_addresses(self) -> list[Address]:
+        """Every nsqlookupd's TCP address."""
+        return list(self.addresses.lookupd_tcp)
+
+    @property
+    def lookupd_http_addresses(self) -> list[Address]:
+        """Every nsqlookupd's HTTP address."""
+        return list(self.addresses.lookupd_http)
 
 
 @dataclass(frozen=True)

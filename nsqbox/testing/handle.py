@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
 from .boxes import Box, xdist_worker
 from .capture import Capture
-from .config import Address, BoxAddresses, Cleanup, Mode
+from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
 
@@ -47,53 +47,12 @@ def normalize_bodies(bodies: Bodies) -> list[bytes]:
     return out
 
 
-class BoxView:
+class BoxView(AddressView):
     """Addresses and names: what every handle (threaded, remote or trio-native) offers."""
 
     addresses: BoxAddresses
     namespace: str
     timeout: float
-
-    # -- addresses -----------------------------------------------------------------
-    @property
-    def nsqd_tcp_address(self) -> Address:
-        """The (first) nsqd's TCP address, ``host:port`` (``.host``, ``.port``, ``.pair``)."""
-        return self.addresses.nsqd_tcp[0]
-
-    @property
-    def nsqd_http_address(self) -> Address:
-        """The (first) nsqd's HTTP address, ``host:port`` (``.url`` for ``http://...``)."""
-        return self.addresses.nsqd_http[0]
-
-    @property
-    def lookupd_tcp_address(self) -> Address | None:
-        """The (first) nsqlookupd's TCP address (what nsqd registers with), if any."""
-        return self.addresses.lookupd_tcp[0] if self.addresses.lookupd_tcp else None
-
-    @property
-    def lookupd_http_address(self) -> Address | None:
-        """The (first) nsqlookupd's HTTP address (what consumers query), if any."""
-        return self.addresses.lookupd_http[0] if self.addresses.lookupd_http else None
-
-    @property
-    def nsqd_tcp_addresses(self) -> list[Address]:
-        """Every nsqd's TCP address."""
-        return list(self.addresses.nsqd_tcp)
-
-    @property
-    def nsqd_http_addresses(self) -> list[Address]:
-        """Every nsqd's HTTP address."""
-        return list(self.addresses.nsqd_http)
-
-    @property
-    def lookupd_tcp_addresses(self) -> list[Address]:
-        """Every nsqlookupd's TCP address."""
-        return list(self.addresses.lookupd_tcp)
-
-    @property
-    def lookupd_http_addresses(self) -> list[Address]:
-        """Every nsqlookupd's HTTP address."""
-        return list(self.addresses.lookupd_http)
 
     # -- names -----------------------------------------------------------------------
     def name(self, base: str) -> str:
@@ -334,18 +293,92 @@ class NSQBox(BoxView):
             sleep,
         )
 
+    # -- discovery and nodes --------------------------------------------------------
+    def wait_for_producers(
+        self,
+        topic: str,
+        nodes: int | None = None,
+        *,
+        timeout: float | None = None,
+        sleep: Sleep | None = None,
+    ) -> list[Address]:
+        """Wait until every nsqlookupd lists ``nodes`` producers of ``topic``; their addresses.
+
+        ``nodes`` defaults to the nsqds of the box that have the topic now (at least
+        one). Call it after the app created a topic on an nsqd itself and before a
+        consumer that discovers through nsqlookupd starts, so it finds every node.
+        """
+        __tracebackhide__ = True  # failures point at the test's line
+        if sleep is None:
+            refuse_in_async("wait_for_producers", "nsqbox.await_for_producers")
+        return self._producers(topic, nodes, timeout, sleep)
+
+    async def await_for_producers(
+        self,
+        topic: str,
+        nodes: int | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (see await_for)
+    ) -> list[Address]:
+        """:meth:`wait_for_producers` from async code."""
+
+        __tracebackhide__ = True  # failures point at the test's line
+        return await in_worker_thread(lambda: self._producers(topic, nodes, timeout, None))
+
+    def _producers(
+        self, topic: str, nodes: int | None, timeout: float | None, sleep: Sleep | None
+    ) -> list[Address]:
+
+        __tracebackhide__ = True  # failures point at the test's line
+        from .discovery import all_listed, lookup_producers, producers_message
+
+        if not self.addresses.lookupd_http:
+            raise RuntimeError("nsqbox: this box has no nsqlookupd to wait for")
+        if nodes is None:
+            count = len(self.addresses.nsqd_tcp)
+            nodes = max(1, sum(topic in self.stats(i).topics for i in range(count)))
+        limit = self.timeout if timeout is None else timeout
+        lookupds = self.addresses.lookupd_http
+        seen = poll(
+            lambda: all_listed(lookupds, nodes, lambda lk: lookup_producers(lk, topic)),
+            limit,
+            producers_message(topic, nodes, limit),
+            sleep,
+        )
+        return seen[str(lookupds[-1])]
+
+    def stop_nsqd(self, node: int = 0) -> None:
+        """Shut nsqd ``node`` down cleanly, as SIGTERM would (its messages persist).
+
+        Its clients are disconnected and nsqlookupd drops it. It stays down until
+        :meth:`start_nsqd` or the end of the test (the next test gets it back).
+        """
+        self.box.stop_nsqd(node)
+
+    def start_nsqd(self, node: int = 0) -> None:
+        """Start a stopped nsqd again: the same ports and data path (what it persisted).
+
+        Returns once it listens and is registered with every nsqlookupd.
+        """
+        self.box.start_nsqd(node)
+
+    def restart_nsqd(self, node: int = 0) -> None:
+        """:meth:`stop_nsqd` then :meth:`start_nsqd`: a clean restart of one node."""
+        self.stop_nsqd(node)
+        self.start_nsqd(node)
+
     # -- consume and capture -------------------------------------------------------
     def consume(
         self,
         topic: str,
         channel: str,
-        count: int = 1,
+        n: int = 1,
         *,
         timeout: float | None = None,
         node: int = 0,
         sleep: Sleep | None = None,
     ) -> list[bytes]:
-        """Subscribe to ``channel``, take ``count`` messages (finishing them); their bodies.
+        """Subscribe to ``channel``, take ``n`` messages (finishing them); their bodies.
 
         Raises :class:`WaitTimeout` (listing what did arrive) when fewer arrive
         within ``timeout`` seconds.
@@ -353,13 +386,13 @@ class NSQBox(BoxView):
         __tracebackhide__ = True  # failures point at the test's line
         if sleep is None:
             refuse_in_async("consume", "nsqbox.aconsume")
-        return self._consume(topic, channel, count, timeout, node, sleep)
+        return self._consume(topic, channel, n, timeout, node, sleep)
 
     async def aconsume(
         self,
         topic: str,
         channel: str,
-        count: int = 1,
+        n: int = 1,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 (see await_for)
         node: int = 0,
@@ -367,9 +400,7 @@ class NSQBox(BoxView):
         """:meth:`consume` from async code."""
 
         __tracebackhide__ = True  # failures point at the test's line
-        return await in_worker_thread(
-            lambda: self._consume(topic, channel, count, timeout, node, None)
-        )
+        return await in_worker_thread(lambda: self._consume(topic, channel, n, timeout, node, None))
 
     def _consume(
         self,
@@ -386,15 +417,19 @@ class NSQBox(BoxView):
         limit = self.timeout if timeout is None else timeout
         return consume_bodies(self.addresses.nsqd_tcp[node], topic, channel, count, limit, sleep)
 
-    def capture(self, topic: str) -> Capture:
+    def capture(self, topic: str, *, mode: str = "tap") -> Capture:
         """Record every message published to ``topic`` while the ``with`` block runs.
 
-        What the app's consumers see does not change: in-process boxes tap the
-        topic inside nsqd. Subprocess and noproc boxes subscribe an ephemeral channel
-        instead (see :attr:`Capture.mode` and docs/testing.md).
+        What the app's consumers see does not change: the capture taps the topic
+        inside nsqd (in-process, or through nsqbox's ``/nsqbox/tap`` HTTP route), sees
+        DPUBs when they are published and creates nothing. Real nsqd (noproc mode)
+        has no tap: there it raises CaptureUnavailable unless ``mode="channel"``,
+        which subscribes an ephemeral channel instead (see docs/testing.md).
         """
         self._owned.add(topic)
-        capture = Capture(topic, lambda: self.box.open_capture(topic, self.timeout), self.timeout)
+        capture = Capture(
+            topic, lambda: self.box.open_capture(topic, self.timeout, mode), self.timeout
+        )
         self._captures.append(capture)
         return capture
 

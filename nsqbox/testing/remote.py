@@ -7,6 +7,7 @@ caller's thread, so it works with any nsqd and nsqlookupd, nsqbox's or NSQ's.
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 import time
@@ -15,13 +16,16 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Union
 
 from .config import Address, BoxAddresses, Cleanup
 from .consumer import ChannelTapThread
 from .state import BoxStats, CapturedMessage
 
-__all__ = ["ChannelCapture", "NSQHTTPError", "RemoteOps"]
+__all__ = ["CaptureUnavailable", "ChannelCapture", "HTTPTapCapture", "NSQHTTPError", "RemoteOps"]
+
+#: Either kind of capture source.
+TapCapture = Union["HTTPTapCapture", "ChannelCapture"]
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _UINT32 = struct.Struct(">I")
@@ -124,6 +128,11 @@ class RemoteOps:
                 if names is not None and topic.name not in names:
                     continue
                 if cleanup is Cleanup.DELETE:
+                    # Channels first, so nsqlookupd gets no "unexpected UNREGISTER" (a
+                    # topic's UNREGISTER while it still lists channels makes it warn).
+                    for channel in topic.channels:
+                        params = {"topic": topic.name, "channel": channel}
+                        _ignore_404("POST", address, "/channel/delete", params)
                     _ignore_404("POST", address, "/topic/delete", {"topic": topic.name})
                     continue
                 _ignore_404("POST", address, "/topic/empty", {"topic": topic.name})
@@ -137,9 +146,90 @@ class RemoteOps:
                         _ignore_404("POST", address, "/topic/delete", {"topic": topic_name})
 
     # -- capture -----------------------------------------------------------------
-    def open_capture(self, topic: str, timeout: float) -> ChannelCapture:
-        """Subscribe an ephemeral channel to ``topic`` on every nsqd."""
-        return ChannelCapture(self, topic, timeout)
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> TapCapture:
+        """Tap ``topic`` on every nsqd (nsqbox's ``/nsqbox/tap`` routes), or with
+        ``mode="channel"`` subscribe an ephemeral channel (any nsqd)."""
+        if mode == "channel":
+            return ChannelCapture(self, topic, timeout)
+        if mode != "tap":
+            raise ValueError(f"capture mode must be 'tap' or 'channel', not {mode!r}")
+        return HTTPTapCapture(self, topic)
+
+
+class CaptureUnavailable(RuntimeError):
+    """A capture that this nsqd cannot do the same way as nsqbox's (a real nsqd)."""
+
+
+class HTTPTapCapture:
+    """Capture through nsqbox's ``/nsqbox/tap`` routes: the same as the in-process tap.
+
+    It records every publish inside each nsqd, consumes nothing and creates nothing,
+    and sees a DPUB when it is published. Real nsqd has no such route: opening one
+    there raises :class:`CaptureUnavailable`, which says what to do instead.
+    """
+
+    mode = "tap"
+
+    def __init__(self, ops: RemoteOps, topic: str) -> None:
+        self.ops = ops
+        self.topic = topic
+        self._taps: list[tuple[int, str]] = []
+        self._got: list[list[CapturedMessage]] = []
+        try:
+            for node, address in enumerate(ops.addresses.nsqd_http):
+                try:
+                    opened = json.loads(http("POST", address, "/nsqbox/tap/open", {"topic": topic}))
+                except NSQHTTPError as exc:
+                    if exc.status != 404:
+                        raise
+                    raise CaptureUnavailable(_no_tap(address, topic)) from None
+                self._taps.append((node, str(opened["id"])))
+                self._got.append([])
+        except BaseException:
+            self.close()
+            raise
+
+    def _take(self, index: int, path: str, method: str) -> None:
+        node, tap_id = self._taps[index]
+        got = self._got[index]
+        params = {"id": tap_id, "from": str(len(got))}
+        doc = json.loads(http(method, self.ops.addresses.nsqd_http[node], path, params))
+        got.extend(
+            CapturedMessage(
+                base64.b64decode(m["body"]), m["id"], m["timestamp"], node, m["defer_ms"]
+            )
+            for m in doc["messages"]
+        )
+
+    def _sorted(self) -> list[CapturedMessage]:
+        out = [m for got in self._got for m in got]
+        if len(self._got) > 1:
+            out.sort(key=lambda m: m.timestamp)
+        return out
+
+    def messages(self) -> list[CapturedMessage]:
+        """What was published so far."""
+        for index in range(len(self._taps)):
+            self._take(index, "/nsqbox/tap/read", "GET")
+        return self._sorted()
+
+    def close(self) -> list[CapturedMessage]:
+        """Remove the taps; everything captured."""
+        for index in range(len(self._taps)):
+            self._take(index, "/nsqbox/tap/close", "POST")
+        self._taps = []
+        return self._sorted()
+
+
+def _no_tap(address: Address, topic: str) -> str:
+    return (
+        f"nsqbox: capture({topic!r}) needs nsqbox's /nsqbox/tap route, and the nsqd at "
+        f"{address} has none (real NSQ?). Capturing through a channel instead would change "
+        "what your consumers see (the channel takes messages a topic holds for later "
+        "channels, and sees a DPUB only when its delay is over). Accept that with "
+        f"capture({topic!r}, mode='channel'), or run nsqbox's servers (thread or subprocess "
+        "mode)"
+    )
 
 
 def _ignore_404(method: str, address: Address, path: str, params: dict[str, str]) -> None:

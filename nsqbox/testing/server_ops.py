@@ -67,24 +67,54 @@ class ClusterOps:
 
     def __init__(self, cluster: RunningCluster) -> None:
         self.cluster = cluster
-        self.nsqds = cluster.nsqds
         self.lookupds = [lk.lookupd for lk in cluster.lookupd]
         self._taps: dict[str, list[_Tap]] = {}
-        for index, nsqd in enumerate(self.nsqds):
-            nsqd.add_notify_callback(self._on_notify_for(index))
+        for index, nsqd in cluster.running():
+            self._attach(index, nsqd)
+        cluster.on_start.append(self._attach)
+
+    @property
+    def nsqds(self) -> list[NSQD]:
+        """Every nsqd (NodeStopped when one is stopped)."""
+        return self.cluster.nsqds
+
+    def _attach(self, index: int, nsqd: NSQD) -> None:
+        """Follow a (re)started nsqd: topic notifications, and the open taps."""
+        nsqd.add_notify_callback(self._on_notify_for(index))
+        for name, taps in self._taps.items():
+            existing = nsqd.topics.get(name)
+            if existing is not None and not existing.exiting:
+                existing.taps.extend(tap.lists[index] for tap in taps)
 
     # -- state -------------------------------------------------------------------
     def stats(self, node: int | None = None) -> BoxStats:
-        """Every topic and channel (of one nsqd, or summed over all)."""
-        nsqds = self.nsqds if node is None else [self.nsqds[node]]
-        return BoxStats.merge(_node_stats(n) for n in nsqds)
+        """Every topic and channel (of one nsqd, or summed over the running ones)."""
+        if node is not None:
+            return _node_stats(self.cluster.node(node))
+        return BoxStats.merge(_node_stats(n) for _, n in self.cluster.running())
+
+    # -- nodes -------------------------------------------------------------------
+    async def stop_nsqd(self, node: int) -> None:
+        """Shut nsqd ``node`` down cleanly; its lookupd registrations go with it."""
+        self.cluster.node(node)  # IndexError for a node that does not exist
+        await self.cluster.stop_nsqd(node)
+
+    async def start_nsqd(self, node: int) -> None:
+        """Start nsqd ``node`` again (same ports and data), registered when this returns."""
+        await self.cluster.start_nsqd(node)
+
+    async def start_all(self) -> None:
+        """Start every nsqd a test left stopped."""
+        for index, running in enumerate(self.cluster.nsqd):
+            if running is None:
+                await self.cluster.start_nsqd(index)
 
     # -- publishing --------------------------------------------------------------
     def publish(self, topic: str, bodies: list[bytes], defer_ms: int = 0, node: int = 0) -> bool:
         """Publish as PUB/MPUB/DPUB would; True when this created the topic."""
         if not is_valid_topic_name(topic):
             raise ValueError(f"invalid topic name {topic!r}")
-        nsqd = self.nsqds[node]
+        nsqd = self.cluster.node(node)
         max_defer = int(nsqd.options.max_req_timeout * 1000)
         if not 0 <= defer_ms <= max_defer:
             raise ValueError(f"defer_ms must be in [0, {max_defer}] (--max-req-timeout)")
@@ -99,7 +129,7 @@ class ClusterOps:
     async def settle(self, limit: float = 5.0) -> None:
         """Wait (at most ``limit`` seconds) until nsqlookupd has every registration sent."""
         with trio.move_on_after(limit):
-            await wait_registered(self.nsqds)
+            await wait_registered([n for _, n in self.cluster.running()])
 
     # -- capture -----------------------------------------------------------------
     def _on_notify_for(self, node: int) -> Callable[[Topic | Channel], None]:
@@ -114,9 +144,9 @@ class ClusterOps:
 
     def open_tap(self, topic: str) -> _Tap:
         """Start recording what is published to ``topic`` on every nsqd (created or not)."""
-        tap = _Tap(topic, len(self.nsqds))
+        tap = _Tap(topic, len(self.cluster.nsqd))
         self._taps.setdefault(topic, []).append(tap)
-        for node, nsqd in enumerate(self.nsqds):
+        for node, nsqd in self.cluster.running():
             existing = nsqd.topics.get(topic)
             if existing is not None and not existing.exiting:
                 existing.taps.append(tap.lists[node])
@@ -134,7 +164,7 @@ class ClusterOps:
             taps.remove(tap)
         if not taps:
             self._taps.pop(tap.topic, None)
-        for node, nsqd in enumerate(self.nsqds):
+        for node, nsqd in self.cluster.running():
             existing = nsqd.topics.get(tap.topic)
             if existing is not None:
                 mine = tap.lists[node]
@@ -144,11 +174,16 @@ class ClusterOps:
     # -- between tests -----------------------------------------------------------
     async def reset(self, cleanup: Cleanup, limit: float = 5.0) -> None:
         """Delete (or empty) every topic, then forget them in nsqlookupd."""
+        await self.start_all()  # a node a test stopped comes back for the next test
         if cleanup is Cleanup.NONE:
             return
-        for nsqd in self.nsqds:
+        for _, nsqd in self.cluster.running():
             for name, topic in list(nsqd.topics.items()):
                 if cleanup is Cleanup.DELETE:
+                    # Channels first: each sends its own UNREGISTER, so the topic's
+                    # UNREGISTER finds none left (nsqlookupd warns about those).
+                    for channel_name in list(topic.channels):
+                        topic.delete_existing_channel(channel_name)
                     nsqd.delete_existing_topic(name)
                 else:
                     topic.empty()

@@ -16,15 +16,33 @@ import time
 from collections import deque
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import nsqbox
 
-from .config import Address, BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
-from .remote import ChannelCapture, RemoteOps, http_json
+from .config import (
+    Address,
+    AddressView,
+    BoxAddresses,
+    BoxStartError,
+    Cleanup,
+    ClusterSpec,
+    Mode,
+    SpecError,
+)
+from .remote import RemoteOps, http_json
 from .state import BoxStats
 
+if TYPE_CHECKING:
+    from .boxes import CaptureSource
+
 __all__ = ["SubprocessBox", "option_flags"]
+
+#: Why subprocess mode cannot stop one node.
+ONE_PROCESS = (
+    "nsqbox: subprocess mode runs every node in one 'nsqbox up' process, so one nsqd "
+    "cannot be stopped alone; use thread mode (nsqbox_factory(mode='thread')) for restarts"
+)
 
 
 def option_flags(options: Mapping[str, Any]) -> list[str]:
@@ -133,7 +151,7 @@ class _Child:
                 stream.close()
 
 
-class SubprocessBox:
+class SubprocessBox(AddressView):
     """nsqd(s) and an nsqlookupd in a child process (``python -m nsqbox up``)."""
 
     mode = Mode.SUBPROCESS
@@ -203,12 +221,24 @@ class SubprocessBox:
         return self.ops.stats(node)
 
     def publish(self, topic: str, bodies: list[bytes], defer_ms: int = 0, node: int = 0) -> None:
-        """Publish over HTTP."""
-        self.ops.publish(topic, bodies, defer_ms, node)
+        """Publish over HTTP; return once nsqlookupd lists the node for the topic (as
+        in thread mode, a consumer that discovers through nsqlookupd finds it at once)."""
+        from .discovery import lookup_producers
 
-    def open_capture(self, topic: str, timeout: float) -> ChannelCapture:
-        """Subscribe an ephemeral channel (see :class:`~nsqbox.testing.remote.ChannelCapture`)."""
-        return self.ops.open_capture(topic, timeout)
+        self.ops.publish(topic, bodies, defer_ms, node)
+        port = self.addresses.nsqd_tcp[node].port
+        deadline = time.monotonic() + self.ops.timeout
+        delay = 0.0005
+        for lookupd in self.addresses.lookupd_http:
+            while port not in {a.port for a in lookup_producers(lookupd, topic)}:
+                if time.monotonic() > deadline:
+                    break  # the handle's waits will say what is missing
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+
+    def open_capture(self, topic: str, timeout: float, mode: str = "tap") -> CaptureSource:
+        """Tap the topic through nsqd's ``/nsqbox/tap`` route (or subscribe a channel)."""
+        return self.ops.open_capture(topic, timeout, mode)
 
     def begin_test(self) -> object:
         """Nothing to note: everything on this box belongs to the tests."""
@@ -223,6 +253,14 @@ class SubprocessBox:
     def stop(self) -> None:
         """Terminate the process (SIGTERM: the servers shut down cleanly)."""
         self._child.stop()
+
+    def stop_nsqd(self, node: int) -> None:
+        """Not in subprocess mode yet (every node shares one ``nsqbox up`` process)."""
+        raise NotImplementedError(ONE_PROCESS)
+
+    def start_nsqd(self, node: int) -> None:
+        """Not in subprocess mode yet (every node shares one ``nsqbox up`` process)."""
+        raise NotImplementedError(ONE_PROCESS)
 
     def __repr__(self) -> str:
         addresses = getattr(self, "addresses", None)

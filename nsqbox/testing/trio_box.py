@@ -18,7 +18,8 @@ from ..nsqd.nsqd import NSQD
 from .boxes import TapCapture
 from .capture import Capture
 from .cluster import RunningCluster, serve_cluster
-from .config import ClusterSpec
+from .config import Address, ClusterSpec
+from .discovery import all_listed, producers_message
 from .handle import Bodies, BoxView, consume_bodies, new_namespace, normalize_bodies
 from .server_ops import ClusterOps
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
@@ -68,7 +69,7 @@ class TrioNSQBox(BoxView):
 
     @property
     def nsqds(self) -> list[NSQD]:
-        """The live NSQD containers, for white-box assertions."""
+        """The live NSQD containers, for white-box assertions (new ones after a restart)."""
         return self.ops.nsqds
 
     @property
@@ -145,20 +146,61 @@ class TrioNSQBox(BoxView):
         self,
         topic: str,
         channel: str,
-        count: int = 1,
+        n: int = 1,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 (see NSQBox.await_for)
         node: int = 0,
     ) -> list[bytes]:
-        """Take ``count`` messages from ``channel`` (a real consumer, in a worker thread)."""
+        """Take ``n`` messages from ``channel`` (a real consumer, in a worker thread)."""
 
         __tracebackhide__ = True  # failures point at the test's line
         limit = self.timeout if timeout is None else timeout
         address = self.addresses.nsqd_tcp[node]
         return await trio.to_thread.run_sync(
-            lambda: consume_bodies(address, topic, channel, count, limit),
+            lambda: consume_bodies(address, topic, channel, n, limit),
             abandon_on_cancel=True,
         )
+
+    async def wait_for_producers(
+        self,
+        topic: str,
+        nodes: int | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (see NSQBox.await_for)
+    ) -> list[Address]:
+        """Like :meth:`NSQBox.wait_for_producers <nsqbox.testing.NSQBox.wait_for_producers>`."""
+
+        __tracebackhide__ = True  # failures point at the test's line
+        if not self.ops.lookupds:
+            raise RuntimeError("nsqbox: this box has no nsqlookupd to wait for")
+        if nodes is None:
+            held = sum(topic in n.topics for _, n in self.cluster.running())
+            nodes = max(1, held)
+
+        def listed(lookupd: NSQLookupd) -> list[Address]:
+            found = lookupd.lookup(topic)
+            producers = found[1] if found is not None else []
+            return sorted(Address.of(p.broadcast_address, p.tcp_port) for p in producers)
+
+        limit = self.timeout if timeout is None else timeout
+        wanted = nodes
+        if not await poll_on_loop(lambda: all_listed(self.ops.lookupds, wanted, listed)[0], limit):
+            seen = all_listed(self.ops.lookupds, wanted, listed)[1]
+            raise WaitTimeout(producers_message(topic, wanted, limit)(seen))
+        return listed(self.ops.lookupds[-1])
+
+    async def stop_nsqd(self, node: int = 0) -> None:
+        """Shut nsqd ``node`` down cleanly (see :meth:`NSQBox.stop_nsqd`)."""
+        await self.ops.stop_nsqd(node)
+
+    async def start_nsqd(self, node: int = 0) -> None:
+        """Start a stopped nsqd again: same ports and data path; registered on return."""
+        await self.ops.start_nsqd(node)
+
+    async def restart_nsqd(self, node: int = 0) -> None:
+        """:meth:`stop_nsqd` then :meth:`start_nsqd`."""
+        await self.stop_nsqd(node)
+        await self.start_nsqd(node)
 
     def capture(self, topic: str) -> Capture:
         """Record every message published to ``topic`` while the ``with`` block runs."""

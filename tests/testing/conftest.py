@@ -23,6 +23,9 @@ from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.handle import NSQBox
 
+#: A user's project that test_user_project.py copies and runs; not this suite's tests.
+collect_ignore = ["user_project"]
+
 #: Upper bound for waits in these tests (only reached when something is broken).
 TIMEOUT = 10.0
 

@@ -7,8 +7,11 @@ gnsq on gevent, ansq on asyncio, nsqbox's client on trio), factories and a conft
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,3 +50,123 @@ def test_the_docs_examples_pass(pytester: pytest.Pytester, docs_path: Path) -> N
     expected = sum(len(re.findall(r"^(?:async )?def test_", b, re.M)) for b in blocks.values())
     result = run_generated(pytester, "-v")
     result.assert_outcomes(passed=expected)
+
+
+# -- the reference lines ------------------------------------------------------------------
+
+_API_SECTION = re.compile(r"<!-- api: (?P<target>[\w.]+) -->\n(?P<body>.*?)<!-- /api -->", re.S)
+
+
+def documented_api(docs: Path) -> dict[str, dict[str, str | None]]:
+    """``{class path: {name: parameter text or None}}`` from the ``<!-- api -->`` sections.
+
+    Entries may list several names (``- `a(x)`, `b(y)`: ...``); every one is checked.
+    """
+    found: dict[str, dict[str, str | None]] = {}
+    for section in _API_SECTION.finditer(docs.read_text()):
+        entries = found.setdefault(section["target"], {})
+        for line in re.split(r"\n(?=- )", section["body"]):
+            line = re.sub(r"\s*\n\s*", " ", line)
+            head = line.split("`:", 1)[0] + "`" if "`:" in line else line
+            for match in re.finditer(r"`(\w+)(?:\(([^`]*)\))?`", head):
+                entries[match[1]] = match[2]
+    return found
+
+
+def _signature_text(function: Any) -> str:
+    """A function's parameters as the docs spell them (no self, no annotations)."""
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    parts: list[str] = []
+    star = False
+    for p in parameters:
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        text = p.name if p.kind is not p.VAR_KEYWORD else f"**{p.name}"
+        if p.default is not p.empty:
+            text += f"={p.default!r}"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def _public_names(cls: type) -> set[str]:
+    return {n for n in dir(cls) if not n.startswith("_") and n not in _NOT_REFERENCE}
+
+
+#: Public names that are data or internals, not part of the documented reference.
+_NOT_REFERENCE = {
+    "addresses",
+    "box",
+    "cleanup",
+    "cluster",
+    "expectation",
+    "lookupd_http_address",
+    "lookupd_http_addresses",
+    "lookupd_tcp_address",
+    "lookupd_tcp_addresses",
+    "mode",
+    "namespace",
+    "nsqd_http_address",
+    "nsqd_http_addresses",
+    "nsqd_tcp_address",
+    "nsqd_tcp_addresses",
+    "ops",
+    "timeout",
+    "topic",
+    "messages",
+    "bodies",
+}
+
+
+@pytest.mark.parametrize("path", ["docs/testing.md"])
+def test_the_reference_matches_the_code(path: str) -> None:
+    """Every documented signature is the code's, and every public method is documented."""
+    docs = Path(__file__).resolve().parents[2] / path
+    api = documented_api(docs)
+    assert set(api) == {
+        "nsqbox.testing.NSQBox",
+        "nsqbox.testing.Capture",
+        "nsqbox.testing.TrioNSQBox",
+    }
+    for target, entries in api.items():
+        module, _, name = target.rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        for method, params in entries.items():
+            member = getattr(cls, method, None)
+            assert member is not None, f"{target}.{method} is documented but does not exist"
+            if params is not None:
+                assert params == _signature_text(member), f"{target}.{method}"
+        undocumented = _public_names(cls) - set(entries)
+        assert not undocumented, f"{target}: not in {path}: {sorted(undocumented)}"
+
+
+# -- docs/client.md ---------------------------------------------------------------------
+
+
+def test_the_client_docs_examples_pass(pytester: pytest.Pytester) -> None:
+    blocks = examples(Path(__file__).resolve().parents[2] / "docs" / "client.md")
+    assert set(blocks) == {
+        "test_client_producer.py",
+        "test_client_consumer.py",
+        "test_client_blocking.py",
+    }
+    for name, body in blocks.items():
+        pytester.path.joinpath(name).write_text(body)
+    expected = sum(len(re.findall(r"^(?:async )?def test_", b, re.M)) for b in blocks.values())
+    run_generated(pytester, "-v").assert_outcomes(passed=expected)
+
+
+def test_the_client_docs_list_every_config_field() -> None:
+    """The Config table has every field, in order, with the code's default."""
+    import dataclasses
+
+    from nsqbox.client import Config
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+    table = text.split("<!-- config: nsqbox.client.Config -->", 1)[1].split("<!-- /config -->")[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.*?) \|", table, re.M)
+    fields = dataclasses.fields(Config)
+    assert [name for name, _ in rows] == [f.name for f in fields]
+    for (name, default), f in zip(rows, fields, strict=True):
+        if f.default is not dataclasses.MISSING and name != "user_agent":
+            assert default == f"`{f.default!r}`", name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -225,19 +226,28 @@ def test_subprocess_mode(pytester: pytest.Pytester) -> None:
         test_subprocess="""
         from nsqbox.testing import Mode
 
-        def test_capture_uses_a_channel(nsqbox):
+        def test_capture_taps_as_in_thread_mode(nsqbox):
             assert nsqbox.mode is Mode.SUBPROCESS
-            nsqbox.publish("orders", b"first")
-            nsqbox.consume("orders", "app")
             with nsqbox.capture("orders") as published:
+                nsqbox.publish("orders", [b"a", b"b"])
+                nsqbox.publish("orders", b"later", defer_ms=60_000)
+            assert published.mode == "tap"
+            assert published.bodies == [b"a", b"b", b"later"]
+            assert [m.defer_ms for m in published.messages] == [0, 0, 60_000]
+            # nothing was created or taken: the first channel gets every message
+            assert list(nsqbox.stats().topic("orders").channels) == []
+            assert nsqbox.consume("orders", "app", 2) == [b"a", b"b"]
+
+        def test_capture_through_a_channel_on_request(nsqbox):
+            nsqbox.consume("orders", "app", 0)
+            with nsqbox.capture("orders", mode="channel") as published:
                 nsqbox.publish("orders", [b"a", b"b"])
             assert published.mode == "channel"
             assert published.bodies == [b"a", b"b"]
-            assert nsqbox.consume("orders", "app", 2) == [b"a", b"b"]
         """
     )
     result = run_generated(pytester, "--nsqbox-mode=subprocess", "--nsqbox-start-timeout=30")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
 
 
 NOPROC = """
@@ -332,13 +342,15 @@ def test_xdist(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """
     for module in ("xdist", "nsq", "gnsq", "ansq"):  # the test extra installs them
         pytest.importorskip(module)
-    for name, body in examples(Path(__file__).resolve().parents[2] / "docs/testing.md").items():
+    blocks = examples(Path(__file__).resolve().parents[2] / "docs/testing.md")
+    for name, body in blocks.items():
         pytester.path.joinpath(name).write_text(body)
+    documented = sum(len(re.findall(r"^(?:async )?def test_", b, re.M)) for b in blocks.values())
     pytester.makepyfile(test_isolation=ISOLATION)
     where = tmp_path / "where.jsonl"
     pytester.makepyfile(test_where=WHERE.format(path=str(where)))
     result = run_generated(pytester, "-n", "2", "--dist=each")
-    result.assert_outcomes(passed=2 * (11 + 3 + 4))
+    result.assert_outcomes(passed=2 * (documented + 3 + 4))
     addresses: dict[str, set[str]] = {}
     for line in where.read_text().splitlines():
         record = json.loads(line)

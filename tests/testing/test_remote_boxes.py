@@ -59,7 +59,7 @@ def test_channel_capture_copies_what_other_channels_get(remote: NSQBox) -> None:
     """With a channel on the topic, the capture's own channel changes nothing for it."""
     remote.publish("orders", b"before")
     remote.consume("orders", "app", 1)  # the app's channel exists from here on
-    with remote.capture("orders") as cap:
+    with remote.capture("orders", mode="channel") as cap:
         assert cap.mode == "channel"
         remote.publish("orders", [b"a", b"b"])
         remote.publish("orders", b"c", node=1)
@@ -72,7 +72,7 @@ def test_channel_capture_copies_what_other_channels_get(remote: NSQBox) -> None:
 def test_channel_capture_on_a_topic_without_channels_takes_its_messages(remote: NSQBox) -> None:
     """The documented difference from the in-process tap: the capture channel is the
     topic's first, so what it published is not held for a channel created afterwards."""
-    with remote.capture("orders") as cap:
+    with remote.capture("orders", mode="channel") as cap:
         remote.publish("orders", [b"a", b"b"])
     assert cap.bodies == [b"a", b"b"]
     remote.publish("orders", b"after")
@@ -145,13 +145,20 @@ def test_noproc_under_xdist_cleans_up_only_its_own_names(
     NSQBox(thread_box).close()
 
 
-def test_noproc_capture_uses_a_channel(noproc: NoProcBox) -> None:
+def test_noproc_capture_taps_nsqbox_servers(noproc: NoProcBox) -> None:
     with NSQBox(noproc) as box:
-        box.publish("t", b"first")
-        box.consume("t", "app", 1)
         with box.capture("t") as cap:
-            box.publish("t", b"x")
-        assert (cap.mode, cap.bodies) == ("channel", [b"x"])
+            box.publish("t", b"x", defer_ms=1000)
+        assert (cap.mode, cap.bodies, cap.messages[0].defer_ms) == ("tap", [b"x"], 1000)
+        assert box.stats().topic("t").channels == {}  # type: ignore[union-attr]
+
+
+def test_remote_capture_taps_on_a_topic_without_channels(remote: NSQBox) -> None:
+    """Through /nsqbox/tap the capture creates no channel, so the topic keeps its messages."""
+    with remote.capture("orders") as cap:
+        remote.publish("orders", [b"a", b"b"], node=1)
+    assert (cap.mode, cap.bodies) == ("tap", [b"a", b"b"])
+    assert remote.consume("orders", "late", 2, node=1) == [b"a", b"b"]
 
 
 def test_noproc_unreachable() -> None:

@@ -1,0 +1,166 @@
+"""nsqbox's tap routes: record what is published to a topic, over nsqd's HTTP API.
+
+Not part of NSQ: the pytest plugin's ``capture`` uses them to see every message
+published to a topic without subscribing a channel (which would take messages a
+topic holds for later channels, and see a DPUB only when its delay is over). Every
+route is under ``/nsqbox/``, a prefix no nsqd route uses, so a client that finds them
+knows it talks to nsqbox; real nsqd answers ``404``.
+
+- ``POST /nsqbox/tap/open?topic=T``: start recording; ``{"id": "..."}``.
+- ``GET /nsqbox/tap/read?id=I&from=N``: the messages recorded from the ``N``-th on,
+  ``{"messages": [{"id", "timestamp", "defer_ms", "body"}], "next": M}`` (``body`` in
+  base64, ``timestamp`` in ns, ``defer_ms`` the DPUB delay).
+- ``POST /nsqbox/tap/close?id=I``: stop recording; the same document from ``from``.
+
+A tap records at most :data:`MAX_MESSAGES` messages and is dropped after
+:data:`IDLE_TIMEOUT` seconds without a request, so a test process that died leaves
+nothing behind for long.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import time
+import weakref
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..http import HTTPError, Request, Router
+from ..wire.names import is_valid_topic_name
+from .topic import Topic
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .message import Message
+    from .nsqd import NSQD
+
+__all__ = ["IDLE_TIMEOUT", "MAX_MESSAGES", "add_tap_routes"]
+
+#: Seconds a tap lives without being read.
+IDLE_TIMEOUT = 300.0
+#: The most messages one tap records (then the topic's publishers get no error;
+#: the tap reports ``"overflow": true``).
+MAX_MESSAGES = 1_000_000
+
+_IDS = itertools.count(1)
+
+
+class _Tap(list["Message"]):
+    """A ``Topic.taps`` entry: records each published batch as it is published."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__()
+        self.topic = topic
+        self.records: list[dict[str, object]] = []
+        self.overflow = False
+        self.touched = time.monotonic()
+
+    def extend(self, msgs: Iterable[Message]) -> None:
+        """Record ``msgs`` (the topic calls this with every batch, before fan-out)."""
+        for m in msgs:
+            if len(self.records) >= MAX_MESSAGES:
+                self.overflow = True
+                return
+            self.records.append(
+                {
+                    "id": m.id.decode("ascii"),
+                    "timestamp": m.timestamp,
+                    "defer_ms": round(m.deadline * 1000),  # the delay, until fan-out
+                    "body": base64.b64encode(m.body).decode("ascii"),
+                }
+            )
+
+
+class _Taps:
+    """One nsqd's open taps; attached to a tapped topic whenever it is (re)created."""
+
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+        self.taps: dict[str, _Tap] = {}
+        nsqd.add_notify_callback(self._on_notify)
+
+    def _on_notify(self, obj: Topic | Channel) -> None:
+        # A new Topic gets its taps before its first message (get_topic notifies first).
+        if isinstance(obj, Topic) and not obj.exiting:
+            obj.taps.extend(t for t in self.taps.values() if t.topic == obj.name)
+
+    def expire(self) -> None:
+        """Close taps nobody read for IDLE_TIMEOUT seconds."""
+        now = time.monotonic()
+        for tap_id, tap in list(self.taps.items()):
+            if now - tap.touched > IDLE_TIMEOUT:
+                self.close(tap_id)
+
+    def open(self, topic: str) -> str:
+        tap_id = f"{next(_IDS)}"
+        tap = self.taps[tap_id] = _Tap(topic)
+        existing = self.nsqd.topics.get(topic)
+        if existing is not None and not existing.exiting:
+            existing.taps.append(tap)
+        return tap_id
+
+    def get(self, tap_id: str) -> _Tap:
+        tap = self.taps.get(tap_id)
+        if tap is None:
+            raise HTTPError(404, "TAP_NOT_FOUND")
+        tap.touched = time.monotonic()
+        return tap
+
+    def close(self, tap_id: str) -> _Tap:
+        tap = self.get(tap_id)
+        del self.taps[tap_id]
+        existing = self.nsqd.topics.get(tap.topic)
+        if existing is not None:
+            existing.taps[:] = [t for t in existing.taps if t is not tap]
+        return tap
+
+
+_REGISTRIES: weakref.WeakKeyDictionary[NSQD, _Taps] = weakref.WeakKeyDictionary()
+
+
+def _registry(nsqd: NSQD) -> _Taps:
+    taps = _REGISTRIES.get(nsqd)
+    if taps is None:
+        taps = _REGISTRIES[nsqd] = _Taps(nsqd)
+    taps.expire()
+    return taps
+
+
+def _arg(request: Request, name: str, error: str) -> str:
+    values = request.args().get(name)
+    if not values or not values[0]:
+        raise HTTPError(400, error)
+    return values[0]
+
+
+def _document(tap: _Tap, start: int) -> dict[str, object]:
+    return {"messages": tap.records[start:], "next": len(tap.records), "overflow": tap.overflow}
+
+
+def add_tap_routes(router: Router, nsqd: NSQD) -> None:
+    """Add the ``/nsqbox/tap/...`` routes for ``nsqd`` to its HTTP router."""
+
+    async def tap_open(request: Request) -> dict[str, object]:
+        topic = _arg(request, "topic", "MISSING_ARG_TOPIC")
+        if not is_valid_topic_name(topic):
+            raise HTTPError(400, "INVALID_TOPIC")
+        return {"id": _registry(nsqd).open(topic)}
+
+    def start(request: Request) -> int:
+        raw = (request.args().get("from") or ["0"])[0]
+        if not raw.isdigit():
+            raise HTTPError(400, "INVALID_FROM")
+        return int(raw)
+
+    async def tap_read(request: Request) -> dict[str, object]:
+        tap = _registry(nsqd).get(_arg(request, "id", "MISSING_ARG_ID"))
+        return _document(tap, start(request))
+
+    async def tap_close(request: Request) -> dict[str, object]:
+        tap = _registry(nsqd).close(_arg(request, "id", "MISSING_ARG_ID"))
+        return _document(tap, start(request))
+
+    router.add("POST", "/nsqbox/tap/open", tap_open)
+    router.add("GET", "/nsqbox/tap/read", tap_read, log=False)
+    router.add("POST", "/nsqbox/tap/close", tap_close)
