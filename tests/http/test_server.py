@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 import trio
@@ -168,3 +170,44 @@ async def test_cancelling_the_server_closes_open_connections() -> None:
                 nursery.start_soon(stuck)
                 await trio.testing.wait_all_tasks_blocked()
                 nursery.cancel_scope.cancel()
+
+
+async def test_a_backlog_of_connections_is_accepted_in_one_scheduler_pass(
+    nursery: trio.Nursery,
+) -> None:
+    # Counts scheduler passes, not time: trio's own accept loop takes one
+    # connection per pass, so under load the last of a burst of clients waited
+    # (busy connections x burst) turns before its first byte was read.
+    url = await _serve(nursery)
+    port = int(url.rsplit(":", 1)[1])
+    burst = 100
+    clients = []
+    try:
+        # Blocking connects without a checkpoint: the whole burst sits in the
+        # kernel's backlog, each with its request sent, before the server runs.
+        for _ in range(burst):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            clients.append(sock)
+        answered: set[int] = set()
+        passes = 0
+        with trio.fail_after(TIMEOUT):
+            while len(answered) < burst:
+                await trio.lowlevel.checkpoint()
+                passes += 1
+                for i, sock in enumerate(clients):
+                    if i not in answered and _answered(sock):
+                        answered.add(i)
+        assert passes <= 20, f"{burst} queued connections took {passes} scheduler passes"
+    finally:
+        for sock in clients:
+            sock.close()
+
+
+def _answered(sock: socket.socket) -> bool:
+    try:
+        data = sock.recv(65536, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n"), data
+    return True
