@@ -8,12 +8,11 @@ ever taking the server down.
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, Protocol
 
 import trio
 
@@ -27,25 +26,21 @@ from nsqbox.http.protocol import (
     ServerConnection,
 )
 from nsqbox.http.router import App
+from nsqbox.http.sockets import (
+    ACCEPT_CAPACITY_ERRNOS,
+    ACCEPT_RETRY_DELAY,
+    RECEIVE_SIZE,
+    SocketIO,
+    accept_batches,
+)
 
 log = logging.getLogger("nsqbox.http")
 
-RECEIVE_SIZE: Final = 64 * 1024
 #: After refusing a request mid-body, how long and how much to keep reading so
 #: the client finishes sending and sees the answer instead of a reset (Go's
 #: net/http lingers the same way after closing its write side).
 DRAIN_TIMEOUT: Final = 2.0
 DRAIN_LIMIT: Final = 16 * 1024 * 1024
-#: Most connections taken from the kernel's backlog per wake-up of the accept loop.
-ACCEPT_BATCH: Final = 512
-# accept() errors that mean the process or the kernel is out of something: wait
-# and retry, as trio.serve_listeners does, rather than crash the server.
-_ACCEPT_CAPACITY_ERRNOS: Final = frozenset(
-    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
-)
-# accept() errors about one connection that died in the backlog: skip it.
-_ACCEPT_SKIP_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPERM, errno.EPROTO})
-_ACCEPT_RETRY_DELAY: Final = 0.1
 
 
 async def serve_http(
@@ -61,75 +56,38 @@ async def serve_http(
     Reports the listeners through ``task_status.started`` (as
     :func:`trio.serve_listeners` does); connections run in ``handler_nursery``
     if given. Cancelling the call closes the listeners and every connection.
+    Plain TCP listeners take the lean path of :mod:`nsqbox.http.sockets`;
+    others (TLS) are served through their trio streams.
     """
-    handler = partial(serve_http_connection, app=app, max_header_size=max_header_size)
+    serve_socket = partial(_serve_socket, app=app, max_header_size=max_header_size)
+    serve_stream = partial(serve_http_connection, app=app, max_header_size=max_header_size)
     listeners = list(listeners)
     async with trio.open_nursery() as nursery:
         target = handler_nursery or nursery
         for listener in listeners:
             if isinstance(listener, trio.SocketListener):
-                nursery.start_soon(_accept_batches, listener, target, handler)
+                nursery.start_soon(accept_batches, listener, target, serve_socket)
             else:
-                nursery.start_soon(_accept_one_by_one, listener, target, handler)
+                nursery.start_soon(_accept_streams, listener, target, serve_stream)
         task_status.started(listeners)
     raise AssertionError("the accept loops returned")  # pragma: no cover
 
 
-async def _accept_batches(
-    listener: trio.SocketListener,
-    nursery: trio.Nursery,
-    handler: Callable[[trio.SocketStream], Awaitable[None]],
-) -> NoReturn:
-    """Accept every connection waiting in the backlog on each wake-up.
-
-    trio's ``SocketListener.accept`` yields to the scheduler after each
-    connection, so under load a connection waits a full scheduler pass (every
-    busy connection's turn) per connection ahead of it in the backlog: with
-    1,000 clients connecting at once the last waited seconds before its first
-    byte was read. Go's accept loop takes them as fast as the kernel hands them
-    over; this does the same with non-blocking ``accept`` calls on a duplicate
-    of the listening socket.
-    """
-    raw = socket.socket(fileno=listener.socket.dup().detach())
-    try:
-        async with listener:
-            raw.setblocking(False)
-            while True:
-                await trio.lowlevel.wait_readable(raw)
-                for _ in range(ACCEPT_BATCH):
-                    try:
-                        sock, _ = raw.accept()
-                    except BlockingIOError:
-                        break
-                    except OSError as exc:
-                        if exc.errno in _ACCEPT_SKIP_ERRNOS:
-                            continue
-                        if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
-                            raise
-                        log.error("accept failed: %s; retrying in %ss", exc, _ACCEPT_RETRY_DELAY)
-                        await trio.sleep(_ACCEPT_RETRY_DELAY)
-                        break
-                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
-                    nursery.start_soon(handler, stream)
-    finally:
-        raw.close()
-
-
-async def _accept_one_by_one(
+async def _accept_streams(
     listener: trio.abc.Listener[Any],
     nursery: trio.Nursery,
-    handler: Callable[[Any], Awaitable[None]],
+    handler: partial[Any],
 ) -> NoReturn:
-    """The accept loop for listeners that are not plain sockets (TLS)."""
+    """trio.serve_listeners' loop for one listener that is not a plain socket."""
     async with listener:
         while True:
             try:
                 stream = await listener.accept()
             except OSError as exc:
-                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
                     raise
-                log.error("accept failed: %s; retrying in %ss", exc, _ACCEPT_RETRY_DELAY)
-                await trio.sleep(_ACCEPT_RETRY_DELAY)
+                log.error("accept failed: %s; retrying in %ss", exc, ACCEPT_RETRY_DELAY)
+                await trio.sleep(ACCEPT_RETRY_DELAY)
             else:
                 nursery.start_soon(handler, stream)
 
@@ -145,48 +103,89 @@ async def serve_http_connection(
     conn = ServerConnection(
         app, remote_address=peer_address(stream), max_header_size=max_header_size
     )
+    await _pump(conn, _StreamIO(stream))
+
+
+async def _serve_socket(sock: socket.socket, *, app: App, max_header_size: int) -> None:
+    io = SocketIO(sock)
+    conn = ServerConnection(app, remote_address=io.peer_address(), max_header_size=max_header_size)
+    await _pump(conn, io)
+
+
+class _IO(Protocol):
+    async def receive(self) -> bytes: ...
+    async def send_all(self, data: bytes) -> None: ...
+    async def next_turn(self) -> None: ...
+    async def send_eof(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+async def _pump(conn: ServerConnection, io: _IO) -> None:
+    """Move bytes between ``conn`` and ``io`` until the connection ends; then close ``io``."""
     try:
         while True:
             event = conn.next_event()
             if event is NEED_DATA:
-                conn.receive_data(await _receive(stream))
+                conn.receive_data(await io.receive())
             elif isinstance(event, SendBytes):
-                await stream.send_all(event.data)
+                await io.send_all(event.data)
             elif isinstance(event, Dispatch):
                 try:
                     response = await event.endpoint.respond(event.request)
                 except Exception:
                     log.exception("HTTP endpoint failed for %s", event.request.target)
                     response = Response.error(HTTPError(500, "INTERNAL_ERROR"))
-                await stream.send_all(conn.respond(response))
+                await io.send_all(conn.respond(response))
+                await io.next_turn()
             elif isinstance(event, CloseConnection):
                 if event.drain:
-                    await _drain(stream)
+                    await _drain(io)
                 return
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         log.debug("HTTP peer %s went away", conn.remote_address)
     except Exception:
         log.exception("HTTP connection from %s failed", conn.remote_address)
     finally:
-        await stream.aclose()
+        await io.aclose()
 
 
-async def _receive(stream: trio.abc.Stream) -> bytes:
-    try:
-        return bytes(await stream.receive_some(RECEIVE_SIZE))
-    except trio.BrokenResourceError:
-        # A reset is an end of input as far as HTTP is concerned.
-        return b""
+class _StreamIO:
+    """The pump's I/O on a trio stream (TLS, or a test's stream)."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+
+    async def receive(self) -> bytes:
+        try:
+            return bytes(await self.stream.receive_some(RECEIVE_SIZE))
+        except trio.BrokenResourceError:
+            # A reset is an end of input as far as HTTP is concerned.
+            return b""
+
+    async def send_all(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def next_turn(self) -> None:
+        # A trio stream's send_all has already yielded.
+        pass
+
+    async def send_eof(self) -> None:
+        if isinstance(self.stream, trio.abc.HalfCloseableStream):
+            await self.stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
-async def _drain(stream: trio.abc.Stream) -> None:
+async def _drain(io: _IO) -> None:
     with trio.move_on_after(DRAIN_TIMEOUT):
         try:
-            if isinstance(stream, trio.abc.HalfCloseableStream):
-                await stream.send_eof()
+            await io.send_eof()
             drained = 0
             while drained < DRAIN_LIMIT:
-                data = await stream.receive_some(RECEIVE_SIZE)
+                data = await io.receive()
                 if not data:
                     break
                 drained += len(data)
