@@ -187,6 +187,11 @@ class ServerConnection:
         self._closing = CloseConnection(drain=True)
         if self._h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return self._closing
+        if self._h11.our_state is h11.IDLE:
+            # No head was parsed for this request: the last one's must not
+            # frame this answer (after a HEAD, h11 refused the body and the
+            # connection died without an answer).
+            self._head = None
         # What Go's net/http answers to a request it cannot parse.
         text = f"{status} {_REASONS.get(status, b'Bad Request').decode()}"
         return SendBytes(self._encode(Response.text(text, status), close=True))
