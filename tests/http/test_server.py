@@ -211,3 +211,46 @@ def _answered(sock: socket.socket) -> bool:
         return False
     assert data.startswith(b"HTTP/1.1 200 OK\r\n"), data
     return True
+
+
+async def test_a_connection_with_pipelined_requests_gets_one_answer_per_turn(
+    nursery: trio.Nursery,
+) -> None:
+    # Counts answers per scheduler pass, not time: a client that always has the
+    # next request waiting must not be served in a loop while others wait.
+    url = await _serve(nursery)
+    port = int(url.rsplit(":", 1)[1])
+    pipelined = 300
+    busy = socket.create_connection(("127.0.0.1", port))
+    other = socket.create_connection(("127.0.0.1", port))
+    try:
+        busy.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" * pipelined)
+        other.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = bytearray()
+        busy_answers = 0
+        most_in_one_pass = 0
+        other_answered_after: int | None = None
+        with trio.fail_after(TIMEOUT):
+            while busy_answers < pipelined:
+                await trio.lowlevel.checkpoint()
+                new = _count_answers(busy, received)
+                busy_answers += new
+                most_in_one_pass = max(most_in_one_pass, new)
+                if other_answered_after is None and _answered(other):
+                    other_answered_after = busy_answers
+        assert most_in_one_pass <= 2, f"{most_in_one_pass} answers in one turn"
+        assert other_answered_after is not None
+        assert other_answered_after < 10, f"waited for {other_answered_after} pipelined answers"
+    finally:
+        busy.close()
+        other.close()
+
+
+def _count_answers(sock: socket.socket, received: bytearray) -> int:
+    """How many more answers ``sock`` has; ``received`` keeps what it sent so far."""
+    before = received.count(b"HTTP/1.1 200 OK\r\n")
+    while True:
+        try:
+            received += sock.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return received.count(b"HTTP/1.1 200 OK\r\n") - before
