@@ -18,6 +18,7 @@ non-blocking calls on the stdlib socket and waits only when the kernel says
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import socket
@@ -92,9 +93,11 @@ class SocketIO:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        # Same as trio.SocketStream: answers are small and must not wait for Nagle.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._reads = 0
+        # Same as trio.SocketStream: answers are small and must not wait for Nagle.
+        # A peer that already reset the connection is found out by the first read.
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def peer_address(self) -> str:
         """``ip:port`` (``[v6]:port``) of the peer, as Go's ``RemoteAddr``; else ""."""
@@ -119,8 +122,9 @@ class SocketIO:
             except BlockingIOError:
                 self._reads = 0
                 await trio.lowlevel.wait_readable(self.sock)
-            except ConnectionError:
-                # A reset is an end of input as far as HTTP is concerned.
+            except OSError:
+                # A reset (or any failure, as trio's streams treat them) is an
+                # end of input as far as HTTP is concerned.
                 return b""
 
     async def send_all(self, data: bytes) -> None:
