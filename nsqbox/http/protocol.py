@@ -16,6 +16,11 @@ lock is needed. A body longer than the endpoint allows is refused before it is
 read (from ``Content-Length``) or as soon as it grows too long, with the
 endpoint's ``too_large`` response. Malformed HTTP gets ``400 Bad Request`` (or
 h11's more precise status, e.g. 431) and the connection is closed.
+
+Plain requests that arrive whole skip h11 (:mod:`nsqbox.http.fastpath`, which
+gives the same results): while h11 is between requests with nothing buffered,
+received bytes wait in this object until the fast path takes a request or
+declines, and then h11 gets them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 import h11
 
+from nsqbox.http.fastpath import FastRequest, encode_response, parse_request
 from nsqbox.http.messages import (
     NSQ_CONTENT_TYPE,
     NSQ_CONTENT_TYPE_HEADER,
@@ -76,14 +82,21 @@ ConnectionEvent: TypeAlias = _NeedData | SendBytes | Dispatch | CloseConnection
 
 _REASONS: Final = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 _NSQ_HEADER: Final = (NSQ_CONTENT_TYPE_HEADER.encode(), NSQ_CONTENT_TYPE.encode())
+_NSQ_HEADER_LINE: Final = b"%s: %s\r\n" % _NSQ_HEADER
 
 
 class ServerConnection:
     """The server side of one HTTP/1.1 connection (see the module doc)."""
 
     def __init__(
-        self, app: App, *, remote_address: str = "", max_header_size: int = MAX_HEADER_SIZE
+        self,
+        app: App,
+        *,
+        remote_address: str = "",
+        max_header_size: int = MAX_HEADER_SIZE,
+        fast_path: bool = True,
     ) -> None:
+        """``fast_path=False`` sends every request through h11 (tests compare the two)."""
         self.app = app
         self.remote_address = remote_address
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_header_size)
@@ -96,10 +109,24 @@ class ServerConnection:
         self._body: list[bytes] = []
         self._body_size = 0
         self._awaiting_response = False
+        # The fast path: True while h11 is idle with nothing buffered; then
+        # received bytes collect in _pending. _fast_request is the request the
+        # fast path dispatched, until it is answered.
+        self._fast_path = fast_path
+        self._fast = fast_path
+        self._pending = b""
+        self._fast_request: FastRequest | None = None
+        self._fast_raw = b""
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes read from the peer; ``b""`` means the peer closed its side."""
-        self._h11.receive_data(data)
+        if not self._fast:
+            self._h11.receive_data(data)
+        elif data:
+            self._pending += data
+        else:
+            self._to_h11()
+            self._h11.receive_data(b"")
 
     def next_event(self) -> ConnectionEvent:
         """What the pump should do next (see the module doc)."""
@@ -107,6 +134,13 @@ class ServerConnection:
             return self._closing
         if self._awaiting_response:
             raise RuntimeError("call respond() for the dispatched request first")
+        if self._fast:
+            if not self._pending:
+                return NEED_DATA
+            dispatch = self._fast_dispatch()
+            if dispatch is not None:
+                return dispatch
+            self._to_h11()
         while True:
             try:
                 event = self._h11.next_event()
@@ -137,13 +171,81 @@ class ServerConnection:
         if not self._awaiting_response:
             raise RuntimeError("no request is waiting for a response")
         self._awaiting_response = False
+        fast, self._fast_request = self._fast_request, None
+        raw, self._fast_raw = self._fast_raw, b""
+        if fast is not None:
+            data = encode_response(
+                response.status,
+                _REASONS.get(response.status, b""),
+                response.headers,
+                response.body,
+                _NSQ_HEADER_LINE,
+            )
+            if data is not None:
+                return data
+            self._replay(raw)
         data = self._encode(response, close=False)
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
+            if self._fast_path and self._h11.trailing_data == (b"", False):
+                self._fast = True
         else:
             # HTTP/1.0 or "Connection: close": h11 has said close in our headers.
             self._closing = CloseConnection(drain=False)
         return data
+
+    def _fast_dispatch(self) -> Dispatch | None:
+        """The next request by the fast path, or None when h11 must parse it."""
+        fast = parse_request(self._pending)
+        if fast is None:
+            return None
+        target = fast.target.decode("latin-1")
+        path, query = _split_target(target)
+        method = fast.method.decode("ascii")
+        endpoint = self.app.resolve(method, path)
+        if fast.content_length > endpoint.max_body_size:
+            return None  # h11's path refuses it before reading the body
+        # Kept for _replay; both slices are free when the buffer held just this request.
+        self._fast_raw = self._pending[: fast.size]
+        self._pending = self._pending[fast.size :]
+        self._fast_request = fast
+        self._awaiting_response = True
+        self._head = None  # as h11's path would have replaced the last request's head
+        request = Request(
+            method=method,
+            target=target,
+            path=path,
+            raw_query=query,
+            headers=fast.headers,
+            body=fast.body,
+            params=endpoint.params,
+            remote_address=self.remote_address,
+        )
+        return Dispatch(request, endpoint)
+
+    def _to_h11(self) -> None:
+        """Leave the fast path: h11 gets the bytes received so far."""
+        self._fast = False
+        if self._pending:
+            self._h11.receive_data(self._pending)
+            self._pending = b""
+
+    def _replay(self, raw: bytes) -> None:
+        """Run a request the fast path took through h11, for an answer only h11 may encode.
+
+        h11 is idle with nothing buffered (else the fast path would not have
+        run), so it sees exactly this request, which it accepts as the fast
+        path did.
+        """
+        self._h11.receive_data(raw)
+        event = self._h11.next_event()
+        while not isinstance(event, h11.EndOfMessage):
+            if isinstance(event, h11.Request):
+                self._head = event
+            elif not isinstance(event, h11.Data):  # pragma: no cover - a fast-path bug
+                raise RuntimeError(f"h11 disagrees with the fast path: {event!r}")
+            event = self._h11.next_event()
+        self._fast = False  # until the answer has been encoded by h11
 
     def _start(self, head: h11.Request) -> ConnectionEvent | None:
         self._head = head
@@ -187,6 +289,11 @@ class ServerConnection:
         self._closing = CloseConnection(drain=True)
         if self._h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return self._closing
+        if self._h11.our_state is h11.IDLE:
+            # No head was parsed for this request: the last one's must not
+            # frame this answer (after a HEAD, h11 refused the body and the
+            # connection died without an answer).
+            self._head = None
         # What Go's net/http answers to a request it cannot parse.
         text = f"{status} {_REASONS.get(status, b'Bad Request').decode()}"
         return SendBytes(self._encode(Response.text(text, status), close=True))

@@ -12,7 +12,7 @@ import logging
 import socket
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, Protocol
 
 import trio
 
@@ -26,10 +26,16 @@ from nsqbox.http.protocol import (
     ServerConnection,
 )
 from nsqbox.http.router import App
+from nsqbox.http.sockets import (
+    ACCEPT_CAPACITY_ERRNOS,
+    ACCEPT_RETRY_DELAY,
+    RECEIVE_SIZE,
+    SocketIO,
+    accept_batches,
+)
 
 log = logging.getLogger("nsqbox.http")
 
-RECEIVE_SIZE: Final = 64 * 1024
 #: After refusing a request mid-body, how long and how much to keep reading so
 #: the client finishes sending and sees the answer instead of a reset (Go's
 #: net/http lingers the same way after closing its write side).
@@ -50,12 +56,40 @@ async def serve_http(
     Reports the listeners through ``task_status.started`` (as
     :func:`trio.serve_listeners` does); connections run in ``handler_nursery``
     if given. Cancelling the call closes the listeners and every connection.
+    Plain TCP listeners take the lean path of :mod:`nsqbox.http.sockets`;
+    others (TLS) are served through their trio streams.
     """
-    handler = partial(serve_http_connection, app=app, max_header_size=max_header_size)
-    await trio.serve_listeners(
-        handler, list(listeners), handler_nursery=handler_nursery, task_status=task_status
-    )
-    raise AssertionError("trio.serve_listeners returned")  # pragma: no cover
+    serve_socket = partial(_serve_socket, app=app, max_header_size=max_header_size)
+    serve_stream = partial(serve_http_connection, app=app, max_header_size=max_header_size)
+    listeners = list(listeners)
+    async with trio.open_nursery() as nursery:
+        target = handler_nursery or nursery
+        for listener in listeners:
+            if isinstance(listener, trio.SocketListener):
+                nursery.start_soon(accept_batches, listener, target, serve_socket)
+            else:
+                nursery.start_soon(_accept_streams, listener, target, serve_stream)
+        task_status.started(listeners)
+    raise AssertionError("the accept loops returned")  # pragma: no cover
+
+
+async def _accept_streams(
+    listener: trio.abc.Listener[Any],
+    nursery: trio.Nursery,
+    handler: partial[Any],
+) -> NoReturn:
+    """trio.serve_listeners' loop for one listener that is not a plain socket."""
+    async with listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                log.error("accept failed: %s; retrying in %ss", exc, ACCEPT_RETRY_DELAY)
+                await trio.sleep(ACCEPT_RETRY_DELAY)
+            else:
+                nursery.start_soon(handler, stream)
 
 
 async def serve_http_connection(
@@ -69,13 +103,32 @@ async def serve_http_connection(
     conn = ServerConnection(
         app, remote_address=peer_address(stream), max_header_size=max_header_size
     )
+    await _pump(conn, _StreamIO(stream))
+
+
+async def _serve_socket(sock: socket.socket, *, app: App, max_header_size: int) -> None:
+    io = SocketIO(sock)
+    conn = ServerConnection(app, remote_address=io.peer_address(), max_header_size=max_header_size)
+    await _pump(conn, io)
+
+
+class _IO(Protocol):
+    async def receive(self) -> bytes: ...
+    async def send_all(self, data: bytes) -> None: ...
+    async def next_turn(self) -> None: ...
+    async def send_eof(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+async def _pump(conn: ServerConnection, io: _IO) -> None:
+    """Move bytes between ``conn`` and ``io`` until the connection ends; then close ``io``."""
     try:
         while True:
             event = conn.next_event()
             if event is NEED_DATA:
-                conn.receive_data(await _receive(stream))
+                conn.receive_data(await io.receive())
             elif isinstance(event, SendBytes):
-                await stream.send_all(event.data)
+                await io.send_all(event.data)
             elif isinstance(event, Dispatch):
                 try:
                     response = await event.endpoint.respond(event.request)
@@ -86,35 +139,57 @@ async def serve_http_connection(
                         conn.remote_address,
                     )
                     response = Response.error(HTTPError(500, "INTERNAL_ERROR"))
-                await stream.send_all(conn.respond(response))
+                await io.send_all(conn.respond(response))
+                await io.next_turn()
             elif isinstance(event, CloseConnection):
                 if event.drain:
-                    await _drain(stream)
+                    await _drain(io)
                 return
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         log.debug("HTTP peer %s went away", conn.remote_address)
     except Exception:
         log.exception("HTTP connection from %s failed", conn.remote_address)
     finally:
-        await stream.aclose()
+        await io.aclose()
 
 
-async def _receive(stream: trio.abc.Stream) -> bytes:
-    try:
-        return bytes(await stream.receive_some(RECEIVE_SIZE))
-    except trio.BrokenResourceError:
-        # A reset is an end of input as far as HTTP is concerned.
-        return b""
+class _StreamIO:
+    """The pump's I/O on a trio stream (TLS, or a test's stream)."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+
+    async def receive(self) -> bytes:
+        try:
+            return bytes(await self.stream.receive_some(RECEIVE_SIZE))
+        except trio.BrokenResourceError:
+            # A reset is an end of input as far as HTTP is concerned.
+            return b""
+
+    async def send_all(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def next_turn(self) -> None:
+        # A trio stream's send_all has already yielded.
+        pass
+
+    async def send_eof(self) -> None:
+        if isinstance(self.stream, trio.abc.HalfCloseableStream):
+            await self.stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
-async def _drain(stream: trio.abc.Stream) -> None:
+async def _drain(io: _IO) -> None:
     with trio.move_on_after(DRAIN_TIMEOUT):
         try:
-            if isinstance(stream, trio.abc.HalfCloseableStream):
-                await stream.send_eof()
+            await io.send_eof()
             drained = 0
             while drained < DRAIN_LIMIT:
-                data = await stream.receive_some(RECEIVE_SIZE)
+                data = await io.receive()
                 if not data:
                     break
                 drained += len(data)

@@ -183,6 +183,20 @@ async def test_head_response_has_no_body() -> None:
     assert data.endswith(b"Content-Length: 2\r\n\r\n")
 
 
+async def test_malformed_request_after_a_head_request_gets_its_400_with_a_body() -> None:
+    router = _router()
+    router.add("HEAD", "/ping", _ok)
+    conn = ServerConnection(router)
+    conn.receive_data(b"HEAD /ping HTTP/1.1\r\nHost: h\r\n\r\n\x00")
+    event = conn.next_event()
+    assert isinstance(event, Dispatch)
+    conn.respond(await event.endpoint.respond(event.request))
+    event = conn.next_event()
+    assert isinstance(event, SendBytes)
+    assert event.data.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert event.data.endswith(b"\r\n\r\n400 Bad Request")
+
+
 def test_absolute_form_target() -> None:
     conn = ServerConnection(_router())
     conn.receive_data(b"GET http://h:1/ping?a=1 HTTP/1.1\r\nHost: h\r\n\r\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 import trio
@@ -168,3 +170,87 @@ async def test_cancelling_the_server_closes_open_connections() -> None:
                 nursery.start_soon(stuck)
                 await trio.testing.wait_all_tasks_blocked()
                 nursery.cancel_scope.cancel()
+
+
+async def test_a_backlog_of_connections_is_accepted_in_one_scheduler_pass(
+    nursery: trio.Nursery,
+) -> None:
+    # Counts scheduler passes, not time: trio's own accept loop takes one
+    # connection per pass, so under load the last of a burst of clients waited
+    # (busy connections x burst) turns before its first byte was read.
+    url = await _serve(nursery)
+    port = int(url.rsplit(":", 1)[1])
+    burst = 100
+    clients = []
+    try:
+        # Blocking connects without a checkpoint: the whole burst sits in the
+        # kernel's backlog, each with its request sent, before the server runs.
+        for _ in range(burst):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            clients.append(sock)
+        answered: set[int] = set()
+        passes = 0
+        with trio.fail_after(TIMEOUT):
+            while len(answered) < burst:
+                await trio.lowlevel.checkpoint()
+                passes += 1
+                for i, sock in enumerate(clients):
+                    if i not in answered and _answered(sock):
+                        answered.add(i)
+        assert passes <= 20, f"{burst} queued connections took {passes} scheduler passes"
+    finally:
+        for sock in clients:
+            sock.close()
+
+
+def _answered(sock: socket.socket) -> bool:
+    try:
+        data = sock.recv(65536, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n"), data
+    return True
+
+
+async def test_a_connection_with_pipelined_requests_gets_one_answer_per_turn(
+    nursery: trio.Nursery,
+) -> None:
+    # Counts answers per scheduler pass, not time: a client that always has the
+    # next request waiting must not be served in a loop while others wait.
+    url = await _serve(nursery)
+    port = int(url.rsplit(":", 1)[1])
+    pipelined = 300
+    busy = socket.create_connection(("127.0.0.1", port))
+    other = socket.create_connection(("127.0.0.1", port))
+    try:
+        busy.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" * pipelined)
+        other.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = bytearray()
+        busy_answers = 0
+        most_in_one_pass = 0
+        other_answered_after: int | None = None
+        with trio.fail_after(TIMEOUT):
+            while busy_answers < pipelined:
+                await trio.lowlevel.checkpoint()
+                new = _count_answers(busy, received)
+                busy_answers += new
+                most_in_one_pass = max(most_in_one_pass, new)
+                if other_answered_after is None and _answered(other):
+                    other_answered_after = busy_answers
+        assert most_in_one_pass <= 2, f"{most_in_one_pass} answers in one turn"
+        assert other_answered_after is not None
+        assert other_answered_after < 10, f"waited for {other_answered_after} pipelined answers"
+    finally:
+        busy.close()
+        other.close()
+
+
+def _count_answers(sock: socket.socket, received: bytearray) -> int:
+    """How many more answers ``sock`` has; ``received`` keeps what it sent so far."""
+    before = received.count(b"HTTP/1.1 200 OK\r\n")
+    while True:
+        try:
+            received += sock.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return received.count(b"HTTP/1.1 200 OK\r\n") - before
