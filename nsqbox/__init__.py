@@ -16,4 +16,16 @@ __version__ = "0.1.0"
 #: and tools (go-nsq, nsqadmin) read this from IDENTIFY, /info and /stats.
 NSQ_VERSION = "1.3.0"
 
-__all__ = ["NSQ_VERSION", "__version__"]
+
+def program_version(program: str) -> str:
+    """An NSQ program's ``-version`` line, in the shape scripts parse.
+
+    ``<program> v<semver> (built w/<one token>)``, as ``nsqd v1.3.0 (built w/go1.19.8)``;
+    the token names the Python that runs it. nsqbox's own version is ``nsqbox --version``.
+    """
+    from platform import python_implementation, python_version
+
+    return f"{program} v{NSQ_VERSION} (built w/{python_implementation().lower()}{python_version()})"
+
+
+__all__ = ["NSQ_VERSION", "__version__", "program_version"]

@@ -22,14 +22,14 @@ import copy
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nsqbox.addresses import format_address
 from nsqbox.admin.options import AdminOptions
-from nsqbox.cli import fatal, first_error, format_address, parse_nsqd_command, version_line
+from nsqbox.cli import fatal, first_error, parse_nsqd_command, version_line
 from nsqbox.goflags import FlagSet
 from nsqbox.logs import configure_logging
 from nsqbox.lookupd.options import LookupdOptions
@@ -415,19 +415,15 @@ def run(options: BoxOptions, *, ready_json: bool = False, label: str = "nsqbox u
 async def _run_until_signal(
     options: BoxOptions, ready_json: bool, label: str, state: _RunState
 ) -> None:
-    import trio
 
-    async with trio.open_nursery() as nursery:
-        # Listen for signals before starting, so one during start-up is not lost; leave the
-        # receiver after the first, so a second Ctrl-C interrupts a slow shutdown.
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            addresses: BoxAddresses = await nursery.start(serve_box, options)
-            state.started = True
-            sys.stderr.write(addresses.banner(label))
-            sys.stderr.flush()
-            if ready_json:
-                print(json.dumps(addresses.ready()), flush=True)
-            async for signum in signals:
-                logger.info("%s: shutting down", signal.Signals(signum).name)
-                break
-        nursery.cancel_scope.cancel()
+    from nsqbox.service import serve_until_signalled
+
+    async def start(nursery: trio.Nursery) -> None:
+        addresses: BoxAddresses = await nursery.start(serve_box, options)
+        state.started = True
+        sys.stderr.write(addresses.banner(label))
+        sys.stderr.flush()
+        if ready_json:
+            print(json.dumps(addresses.ready()), flush=True)
+
+    await serve_until_signalled(start, logger)

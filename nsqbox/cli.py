@@ -11,13 +11,12 @@ import importlib
 import json
 import logging
 import os
-import platform
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nsqbox import NSQ_VERSION, __version__
+from nsqbox import NSQ_VERSION, __version__, program_version
+from nsqbox.addresses import format_address
 from nsqbox.goflags import FlagError, FlagSet, HelpRequested
 from nsqbox.logs import configure_logging, unconfigure_logging
 from nsqbox.nsqd.config import ConfigError, NSQDCommand, nsqd_flag_set, parse_nsqd_args
@@ -61,7 +60,7 @@ def version_line() -> str:
 
 def nsqd_version_line() -> str:
     """What ``nsqbox nsqd --version`` prints, shaped like nsqd's own line for scripts."""
-    return f"nsqd v{NSQ_VERSION} (built w/nsqbox {__version__}, Python {platform.python_version()})"
+    return program_version("nsqd")
 
 
 def usage() -> str:
@@ -173,12 +172,6 @@ def nsqd_main(argv: list[str]) -> int:
     return _serve(command.options, label="nsqbox nsqd", ready_json=ready_json.value)
 
 
-def format_address(address: tuple[str, int]) -> str:
-    """``host:port``, with IPv6 hosts in brackets."""
-    host, port = address
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 @dataclass(slots=True)
 class _RunState:
     started: bool = False
@@ -225,22 +218,18 @@ async def _run_until_signal(
     import trio
 
     from nsqbox.nsqd.server import serve_nsqd  # the server stack loads only when it runs
+    from nsqbox.service import serve_until_signalled
 
-    async with trio.open_nursery() as nursery:
-        # Listen for signals before starting, so one that arrives during start-up is not lost;
-        # leave the receiver after the first one, so a second Ctrl-C interrupts a slow shutdown.
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            addrs = await nursery.start(serve_nsqd, options)
-            state.started = True
-            tcp = format_address(addrs.tcp)
-            http = format_address(addrs.http) if addrs.http else None
-            services = f"nsqd (TCP {tcp}, HTTP {http or 'off'})"
-            where = f"; data in {options.data_path or os.getcwd()}"
-            print(f"{label}: running {services}{where}; Ctrl-C stops", file=sys.stderr)
-            if ready_json:
-                ready = {"nsqd_tcp_address": tcp, "nsqd_http_address": http}
-                print(json.dumps(ready), flush=True)
-            async for signum in signals:
-                logger.info("%s: shutting down", signal.Signals(signum).name)
-                break
-        nursery.cancel_scope.cancel()
+    async def start(nursery: trio.Nursery) -> None:
+        addrs = await nursery.start(serve_nsqd, options)
+        state.started = True
+        tcp = format_address(addrs.tcp)
+        http = format_address(addrs.http) if addrs.http else None
+        services = f"nsqd (TCP {tcp}, HTTP {http or 'off'})"
+        where = f"; data in {options.data_path or os.getcwd()}"
+        print(f"{label}: running {services}{where}; Ctrl-C stops", file=sys.stderr)
+        if ready_json:
+            ready = {"nsqd_tcp_address": tcp, "nsqd_http_address": http}
+            print(json.dumps(ready), flush=True)
+
+    await serve_until_signalled(start, logger)

@@ -5,35 +5,49 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from platform import python_version
 from typing import Any
 
 import trio
 
-from . import NSQ_VERSION, __version__
 from .logs import configure_logging
-
-
-def service_version(program: str) -> str:
-    """``-version``'s line, shaped like the NSQ program's own for scripts that parse it."""
-    return f"{program} v{NSQ_VERSION} (built w/nsqbox {__version__}, Python {python_version()})"
 
 
 async def run_until_signalled(
     serve: Callable[..., Awaitable[Any]], options: object, log: logging.Logger
 ) -> None:
-    """Start ``serve(options, task_status=...)`` and stop it on the first SIGINT or SIGTERM.
+    """Start ``serve(options, task_status=...)``; stop it on the first SIGINT or SIGTERM."""
 
-    The receiver listens before the service starts, so an early signal is not lost, and
-    is left after the first one, so a second Ctrl-C interrupts a slow shutdown.
+    async def start(nursery: trio.Nursery) -> None:
+        await nursery.start(serve, options)
+
+    await serve_until_signalled(start, log)
+
+
+async def serve_until_signalled(
+    start: Callable[[trio.Nursery], Awaitable[object]], log: logging.Logger
+) -> None:
+    """Run what ``start(nursery)`` starts until the first SIGINT or SIGTERM, then stop it.
+
+    The signals are received before ``start`` runs, so one that arrives during start-up
+    is not lost. After the first, a second SIGINT (Ctrl-C) interrupts a slow shutdown,
+    while further SIGTERMs are absorbed until everything has stopped, as nsqd does:
+    supervisors and ``timeout`` may send TERM twice, and the shutdown must get to
+    write every queue.
     """
-    async with trio.open_nursery() as nursery:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            await nursery.start(serve, options)
-            async for signum in signals:
-                log.info("%s: shutting down", signal.Signals(signum).name)
-                break
-        nursery.cancel_scope.cancel()
+    # Under the receiver, SIGTERM is ignored: the receiver's handler replaces that while it
+    # listens, and once it closes, the TERMs it still holds (trio redelivers them) and any
+    # later ones fall on SIG_IGN until the service has stopped.
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        async with trio.open_nursery() as nursery:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                await start(nursery)
+                async for signum in signals:
+                    log.debug("%s: shutting down", signal.Signals(signum).name)
+                    break
+            nursery.cancel_scope.cancel()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def fatal(log: logging.Logger, message: str, prefix: str) -> int:

@@ -117,3 +117,15 @@ async def wait_until(predicate: Callable[[], object], within: float = TIMEOUT) -
             if predicate():
                 return
             await trio.sleep(0.005)
+
+
+def refusal_line(stderr: str) -> str:
+    """The one line that says why a start was refused.
+
+    Every other line must be an INFO line: nsqd logs its version and ID before it
+    reads its data path, as real nsqd does.
+    """
+    lines = stderr.splitlines()
+    refusals = [line for line in lines if " INFO: " not in line]
+    assert len(refusals) == 1, stderr
+    return refusals[0]

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import trio
 
+from .. import program_version
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
 from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
-from ..service import fatal, run_until_signalled, service_version
+from ..service import fatal, run_until_signalled
 from .options import AdminOptions, ConfigError, parse_admin_args
 
 __all__ = ["AdminAddresses", "main", "serve_admin", "version_string"]
@@ -76,7 +77,7 @@ async def serve_admin(
 
 def version_string() -> str:
     """What ``-version`` prints, shaped like nsqadmin's own line."""
-    return service_version("nsqadmin")
+    return program_version("nsqadmin")
 
 
 def _fatal(message: str, prefix: str = _PREFIX) -> int:

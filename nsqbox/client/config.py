@@ -12,6 +12,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from .. import __version__
+from ..addresses import format_address, parse_address
 from ..wire.identify import IdentifyRequest
 
 __all__ = ["Config", "format_address", "parse_address"]
@@ -158,21 +159,3 @@ def _ms_or_disabled(seconds: float | None) -> int:
     if seconds == 0:
         return -1
     return round(seconds * 1000)
-
-
-def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
-    """``"host:port"``, ``"[::1]:4150"`` or a ``(host, port)`` tuple, as ``(host, port)``."""
-    if isinstance(address, tuple):
-        return address[0], int(address[1])
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"address must be host:port, not {address!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
-
-
-def format_address(address: str | tuple[str, int]) -> str:
-    """The canonical ``host:port`` key for an address (IPv6 hosts in brackets)."""
-    host, port = parse_address(address)
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

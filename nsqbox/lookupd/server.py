@@ -13,11 +13,13 @@ from dataclasses import dataclass
 
 import trio
 
+from .. import program_version
+from ..addresses import format_address
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
 from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
-from ..service import fatal, run_until_signalled, service_version
+from ..service import fatal, run_until_signalled
 from .core import NSQLookupd
 from .http_api import build_router
 from .options import ConfigError, LookupdOptions, parse_lookupd_args
@@ -59,17 +61,22 @@ async def serve_lookupd(
     async def handle(stream: trio.SocketStream) -> None:
         await handle_v1_connection(lookupd, stream)
 
-    async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, handle, tcp_listeners)
-        log.info("TCP: listening on %s:%d", *tcp)
-        await nursery.start(serve_http, build_router(lookupd), http_listeners)
-        log.info("HTTP: listening on %s:%d", *http)
-        task_status.started(LookupdAddresses(tcp=tcp, http=http, lookupd=lookupd))
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_http, build_router(lookupd), http_listeners)
+            await nursery.start(trio.serve_listeners, handle, tcp_listeners)
+            # nsqlookupd's lines, in its order: harnesses wait for them
+            log.info("HTTP: listening on %s", format_address(http))
+            log.info("TCP: listening on %s", format_address(tcp))
+            task_status.started(LookupdAddresses(tcp=tcp, http=http, lookupd=lookupd))
+    finally:
+        log.info("TCP: closing %s", format_address(tcp))
+        log.info("HTTP: closing %s", format_address(http))
 
 
 def version_string() -> str:
     """What ``-version`` prints, shaped like nsqlookupd's own line."""
-    return service_version("nsqlookupd")
+    return program_version("nsqlookupd")
 
 
 def _fatal(message: str, prefix: str = _PREFIX) -> int:

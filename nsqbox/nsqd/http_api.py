@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import gc
-import platform
 import re
 import struct
 import sys
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import trio
 
-from .. import NSQ_VERSION, __version__
+from .. import NSQ_VERSION, __version__, program_version
 from ..goflags import format_duration_ns
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
@@ -418,7 +417,7 @@ def render_stats_text(
     started = datetime.datetime.fromtimestamp(nsqd.start_time).astimezone()
     uptime = format_duration_ns(int((time.time() - nsqd.start_time) * 1e9))
     lines = [
-        f"nsqd v{NSQ_VERSION} (built w/nsqbox {__version__} python{platform.python_version()})",
+        program_version("nsqd"),
         f"start_time {_rfc3339(started)}",
         f"uptime {uptime}",
         "",

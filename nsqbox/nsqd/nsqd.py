@@ -162,6 +162,8 @@ class NSQD:
             for t in self.topics.values()
             if not t.ephemeral
         )
+        path = os.path.join(self.data_path, md.METADATA_FILE_NAME)
+        self.logger.info("NSQ: persisting topic/channel metadata to %s", path)
         try:
             md.persist_metadata(self.data_path, md.Metadata(topics=topics, version=NSQ_VERSION))
         except OSError as exc:
@@ -332,6 +334,7 @@ class NSQD:
         self._shutdown_failures = []
         self.persist_metadata()
         self._deadlines_to_save = []
+        self.logger.info("NSQ: closing topics")
         for topic in list(self.topics.values()):
             topic.close()
         try:

@@ -18,6 +18,8 @@ from typing import Any
 
 import trio
 
+from .. import program_version
+from ..addresses import format_address
 from ..http import serve_http
 from ..listeners import bound_address, open_listeners
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
@@ -119,6 +121,8 @@ async def serve_nsqd(
     """
     tls_context = server_context(options)
     nsqd = NSQD(options, now=trio.current_time)
+    logger.info("%s", program_version("nsqd"))
+    logger.info("ID: %d", options.node_id)
     lock = DirLock(nsqd.data_path)
     lock.lock()
     tcp_listeners: list[trio.SocketListener] = []
@@ -177,15 +181,29 @@ async def serve_nsqd(
                 ]
                 app = make_app(nsqd, tls_enabled=True, on_options_changed=options_changed)
                 await nursery.start(serve_http, app, secure)
-                logger.info("HTTPS: listening on %s:%d", *bound_address(https_listeners))
             nursery.start_soon(queue_scan_loop, nsqd)
             await nursery.start(lookup_loop, nsqd)
             if options.statsd_address:
                 nursery.start_soon(statsd_loop, nsqd)
-            logger.info("TCP: listening on %s:%d", *tcp)
+            # nsqd's lines, in nsqd's order: harnesses wait for them
+            logger.info("TCP: listening on %s", format_address(tcp))
+            if http is not None:
+                logger.info("HTTP: listening on %s", format_address(http))
+            if https is not None:
+                logger.info("HTTPS: listening on %s", format_address(https))
             task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd, https=https))
     finally:
+        # The listeners and every connection are closed by now; nsqd's Exit() says so first.
+        logger.info("TCP: closing %s", format_address(tcp))
+        if http is not None:
+            logger.info("HTTP: closing %s", format_address(http))
+        if https is not None:
+            logger.info("HTTPS: closing %s", format_address(https))
         try:
             nsqd.close()  # raises ShutdownError, after flushing all it can, if anything failed
         finally:
+            logger.info("NSQ: stopping subsystems")
+            logger.info("LOOKUP: closing")
+            logger.info("QUEUESCAN: closing")
             lock.unlock()
+            logger.info("NSQ: bye")

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import NSQ_VERSION, __version__
+from .. import program_version
 from ..goflags import FlagError, FlagSet, HelpRequested
 
 __all__ = [
@@ -44,8 +44,8 @@ def go_log_line(message: str) -> str:
 
 
 def tool_version(name: str) -> str:
-    """A tool's ``--version`` line, shaped like NSQ's (``nsq_tail v1.3.0``)."""
-    return f"{name} v{NSQ_VERSION} (built w/nsqbox {__version__})"
+    """A tool's ``--version`` line, shaped like NSQ's (``nsq_tail v1.3.0 (built w/go1.19.8)``)."""
+    return program_version(name)
 
 
 @dataclass(frozen=True, slots=True)

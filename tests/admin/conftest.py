@@ -9,8 +9,8 @@ import httpx
 import pytest
 import trio
 
+from nsqbox.addresses import format_address
 from nsqbox.box import BoxAddresses, BoxOptions, serve_box
-from nsqbox.cli import format_address
 from nsqbox.nsqd.lookup import lookup_service
 from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.wire.lookupd import MAGIC_V1, encode_identify, encode_register

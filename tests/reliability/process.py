@@ -22,9 +22,15 @@ from tests.reliability.blocking import wait_for
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 30.0
-_NSQD_RUNNING = re.compile(r"running nsqd \(TCP (\S+):(\d+), HTTP (\S+):(\d+)\)")
+_NSQD_RUNNING = re.compile(
+    r"running nsqd \(TCP (?P<tcp_host>\S+):(?P<tcp_port>\d+), "
+    r"HTTP (?P<http_host>\S+):(?P<http_port>\d+)\)"
+)
+# nsqlookupd's order: HTTP first
 _LOOKUPD_RUNNING = re.compile(
-    r"TCP: listening on (\S+):(\d+).*?HTTP: listening on (\S+):(\d+)", re.DOTALL
+    r"HTTP: listening on (?P<http_host>\S+):(?P<http_port>\d+).*?"
+    r"TCP: listening on (?P<tcp_host>\S+):(?P<tcp_port>\d+)",
+    re.DOTALL,
 )
 
 
@@ -88,8 +94,8 @@ class ServerProcess:
             self.kill()
             raise
         match = found[0]
-        self.tcp = (match[1], int(match[2]))
-        self.http = (match[3], int(match[4]))
+        self.tcp = (match["tcp_host"], int(match["tcp_port"]))
+        self.http = (match["http_host"], int(match["http_port"]))
         return self
 
     def __exit__(

@@ -23,7 +23,7 @@ from nsqbox.nsqd.metadata import ChannelMetadata, Metadata, TopicMetadata, encod
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 from nsqbox.wire import commands
 from tests.conftest import make_options
-from tests.helpers import RawConn, publish, wait_until
+from tests.helpers import RawConn, publish, refusal_line, wait_until
 
 GUARD = 30  # seconds; a hang fails the test, it is not a timing assertion
 RECORD = 40
@@ -246,7 +246,7 @@ async def test_unreadable_nsqd_dat_refuses_with_one_line(
     )
     stderr = done.stderr.decode()
     assert done.returncode == 1, stderr
-    [line] = stderr.splitlines()
+    line = refusal_line(stderr)
     fn = data / "nsqd.dat"
     expected = f" FATAL: failed to load metadata - failed to parse metadata in {fn} - {reason}"
     assert line.startswith("[nsqd] "), line

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nsqbox.admin.tui.app import AdminApp
@@ -63,7 +65,7 @@ def test_bad_command_lines(argv: list[str], error: type[Exception], message: str
 
 def test_main_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out.startswith("nsqbox tui v1.3.0 (built w/nsqbox ")
+    assert re.fullmatch(r"nsqbox tui v1\.3\.0 \(built w/\S+\)\n", capsys.readouterr().out)
     assert main(["-h"]) == 0
     assert "-lookupd-http-address" in capsys.readouterr().err
     assert main(["--interval=-1s"]) == 2

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ... import NSQ_VERSION, __version__
+from ... import program_version
 from ...goflags import FlagError, FlagSet, HelpRequested
 
 if TYPE_CHECKING:  # Textual loads only when the app runs, not for -h or --version
@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"nsqbox tui: {exc}\n{tui_flag_set().usage()}")
         return 2
     if options is None:
-        print(f"nsqbox tui v{NSQ_VERSION} (built w/nsqbox {__version__})")
+        print(program_version("nsqbox tui"))
         return 0
     app = build_app(options)
     app.run()

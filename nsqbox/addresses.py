@@ -1,0 +1,27 @@
+"""Network addresses as NSQ writes them: ``host:port``, IPv6 hosts in brackets.
+
+Plumbing shared by the servers, the client, the tools and the command line;
+no trio here, so the command line can format an address without loading it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["format_address", "parse_address"]
+
+
+def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
+    """``"host:port"``, ``"[::1]:4150"`` or a ``(host, port)`` tuple, as ``(host, port)``."""
+    if isinstance(address, tuple):
+        return address[0], int(address[1])
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address must be host:port, not {address!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def format_address(address: str | tuple[str, int]) -> str:
+    """The canonical ``host:port`` key for an address (IPv6 hosts in brackets)."""
+    host, port = parse_address(address)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
