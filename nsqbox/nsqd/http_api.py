@@ -190,6 +190,7 @@ class _NSQDHTTP:
                 raise HTTPError(400, "INVALID_DEFER")
             defer = ms / 1000
         self._put(topic, [request.body], defer)
+        await self._announced(topic)
         return "OK"
 
     async def mpub(self, request: Request) -> str:
@@ -208,7 +209,14 @@ class _NSQDHTTP:
             if any(len(line) > opts.max_msg_size for line in bodies):
                 raise HTTPError(413, "MSG_TOO_BIG")
         self._put(topic, bodies, 0.0)
+        await self._announced(topic)
         return "OK"
+
+    async def _announced(self, topic: Topic) -> None:
+        """A publish that created ``topic`` answers once the lookupds know it, as nsqd's."""
+        announced = self.nsqd.announcing.get(topic.name)
+        if announced is not None:
+            await announced()
 
     def _put(self, topic: Topic, bodies: list[bytes], defer: float) -> None:
         if self.nsqd.exiting or topic.exiting:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -99,16 +100,25 @@ class _Peer:
     """One lookupd address and the state of nsqd's connection to it."""
 
     address: str
-    queue: deque[bytes] = field(default_factory=deque)
+    #: Commands to send, each with its sequence number (``pushed`` counts them).
+    queue: deque[tuple[int, bytes]] = field(default_factory=deque)
+    pushed: int = 0
+    #: The sequence number of the last command the lookupd answered (or covered by a
+    #: full re-registration).
+    acked: int = 0
     wake: trio.Event = field(default_factory=trio.Event)
     info: LookupdInfo | None = None
+    #: Between a dial and the end of that session's registration (from the moment the
+    #: peer is added, so a publish right after start-up waits for the first dial).
+    connecting: bool = True
     connected: bool = False
     busy: bool = False
     removed: bool = False
     cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
     def push(self, command: bytes) -> None:
-        self.queue.append(command)
+        self.pushed += 1
+        self.queue.append((self.pushed, command))
         self.wake.set()
 
     @property
@@ -150,6 +160,9 @@ class LookupService:
                 self._nursery = nursery
                 nsqd.add_notify_callback(self._on_notify)
                 nsqd.on_new_topic = self._on_new_topic
+                if opts.lookupd_tcp_addresses:
+                    # at start, not on the first new topic, whose publisher would wait for it
+                    self._client()
                 self.set_addresses(opts.lookupd_tcp_addresses)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -218,7 +231,39 @@ class LookupService:
             topic.start()
             return
         self._pending_topics.add(topic)
-        self._nursery.start_soon(self._precreate_channels, topic)
+        # The REGISTER for the topic is queued already (notify runs first): these are the
+        # answers that say every lookupd that is (or is getting) connected has it.
+        marks = {p: p.pushed for p in self._peers.values() if p.connected or p.connecting}
+        done = trio.Event()
+        bound = self.nsqd.options.http_client_request_timeout + 2 * IO_TIMEOUT
+
+        async def announced() -> None:
+            with trio.move_on_after(bound):  # nsqd's lookupd calls are bounded too
+                await done.wait()
+
+        self.nsqd.announcing[topic.name] = announced
+        self._nursery.start_soon(self._announce, topic, marks, done, announced)
+
+    async def _announce(
+        self,
+        topic: Topic,
+        marks: dict[_Peer, int],
+        done: trio.Event,
+        announced: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Pre-create the topic's channels, start it, and wait until the lookupds have it."""
+        try:
+            await self._precreate_channels(topic)
+            with trio.move_on_after(2 * IO_TIMEOUT):
+                while not all(
+                    peer.acked >= mark or peer.removed or not (peer.connected or peer.connecting)
+                    for peer, mark in marks.items()
+                ):
+                    await self._changed.wait()
+        finally:
+            done.set()
+            if self.nsqd.announcing.get(topic.name) is announced:
+                del self.nsqd.announcing[topic.name]
 
     async def _precreate_channels(self, topic: Topic) -> None:
         try:
@@ -243,20 +288,26 @@ class LookupService:
                 topic.start()
             self._signal()
 
-    async def _query_channels(self, topic: str, addresses: list[str]) -> list[str]:
-        """The union of ``/channels?topic=`` over ``addresses`` (GetLookupdTopicChannels)."""
-        found: set[str] = set()
-        errors: list[str] = []
-        import httpx  # only once a lookupd is asked: keeps it off the start-up path
+    def _client(self) -> httpx.AsyncClient:
+        """The HTTP client for lookupds' ``/channels`` (httpx loads only with lookupds)."""
+        if self._http is None:
+            import httpx
 
-        http = self._http
-        if http is None:
             opts = self.nsqd.options
             timeout = httpx.Timeout(
                 opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
             )
             # lookupd speaks plain HTTP: no CA bundle to load, no proxies from the environment
-            http = self._http = httpx.AsyncClient(timeout=timeout, verify=False, trust_env=False)
+            self._http = httpx.AsyncClient(timeout=timeout, verify=False, trust_env=False)
+        return self._http
+
+    async def _query_channels(self, topic: str, addresses: list[str]) -> list[str]:
+        """The union of ``/channels?topic=`` over ``addresses`` (GetLookupdTopicChannels)."""
+        found: set[str] = set()
+        errors: list[str] = []
+        import httpx
+
+        http = self._client()
 
         async def query(address: str) -> None:
             url = f"http://{address}/channels"
@@ -316,6 +367,7 @@ class LookupService:
                 finally:
                     was_connected = peer.connected
                     peer.connected = False
+                    peer.connecting = False
                     peer.busy = False
                     self._signal()
                 if was_connected:
@@ -328,6 +380,7 @@ class LookupService:
                 peer.wake = trio.Event()
 
     async def _session(self, peer: _Peer) -> None:
+        peer.connecting = True
         host, port = split_host_port(peer.address)
         log.info("LOOKUP connecting to %s", peer.address)
         with trio.fail_after(IO_TIMEOUT):
@@ -335,6 +388,7 @@ class LookupService:
         async with stream:
             reader = ResponseReader(self.nsqd.options.max_body_size)
             # Everything queued so far is covered by the registrations below.
+            covered = peer.pushed
             peer.queue.clear()
             peer.busy = True
             commands = self._registrations()
@@ -348,7 +402,9 @@ class LookupService:
             log.info("LOOKUPD(%s): peer info %s", peer.address, peer.info)
             for command in commands:
                 await self._command(peer, stream, reader, command)
+            peer.acked = covered
             peer.connected = True
+            peer.connecting = False
             next_ping = trio.current_time() + self.ping_interval
             while True:
                 peer.busy = False
@@ -360,7 +416,9 @@ class LookupService:
                         raise trio.BrokenResourceError("lookupd closed the connection")
                 peer.busy = True
                 if peer.queue:
-                    await self._command(peer, stream, reader, peer.queue.popleft())
+                    seq, command = peer.queue.popleft()
+                    await self._command(peer, stream, reader, command)
+                    peer.acked = seq
                 if trio.current_time() >= next_ping:
                     log.debug("LOOKUPD(%s): sending heartbeat", peer.address)
                     await self._command(peer, stream, reader, encode_ping())

@@ -7,7 +7,7 @@ import os
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import NSQ_VERSION
@@ -69,6 +69,10 @@ class NSQD:
         #: Called with each topic created at runtime; lookupd support replaces it
         #: to pre-create channels known to lookupd before the topic starts.
         self.on_new_topic: Callable[[Topic], None] = Topic.start
+        #: What a publish to a topic that is still being announced awaits before it
+        #: answers, by topic name: the lookup loop registers a new topic with every
+        #: connected lookupd first, as nsqd's GetTopic blocks on lookupd.
+        self.announcing: dict[str, Callable[[], Awaitable[None]]] = {}
         self.data_path = options.data_path or os.getcwd()
         # deferred deadlines read at start: (topic, channel) -> {message id: wall-clock ns}
         self._restored_deadlines: dict[tuple[str, str], dict[bytes, int]] = {}

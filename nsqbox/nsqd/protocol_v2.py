@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -486,7 +486,16 @@ class ClientV2(Connection):
         except TopicError as err:
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
         self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
+        announcing = self.nsqd.announcing
+        if announcing and topic_name in announcing:
+            # a new topic: answer once the lookupds know it, as nsqd's GetTopic does
+            raise Suspend(partial(_answer_after, announcing[topic_name]))
         return OK
+
+
+async def _answer_after(announced: Callable[[], Awaitable[None]]) -> bytes:
+    await announced()
+    return OK
 
 
 def _raw_text(name: bytes) -> str:
