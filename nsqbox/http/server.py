@@ -32,6 +32,7 @@ from nsqbox.http.sockets import (
     RECEIVE_SIZE,
     SocketIO,
     accept_batches,
+    socket_peer_address,
 )
 
 log = logging.getLogger("nsqbox.http")
@@ -203,12 +204,4 @@ def peer_address(stream: trio.abc.Stream) -> str:
         stream = stream.transport_stream
     if not isinstance(stream, trio.SocketStream):
         return ""
-    try:
-        peer = stream.socket.getpeername()
-    except OSError:
-        return ""
-    if stream.socket.family == socket.AF_INET6:
-        return f"[{peer[0]}]:{peer[1]}"
-    if isinstance(peer, tuple):
-        return f"{peer[0]}:{peer[1]}"
-    return str(peer)
+    return socket_peer_address(stream.socket)

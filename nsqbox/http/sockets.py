@@ -27,6 +27,8 @@ from typing import Final, NoReturn
 
 import trio
 
+from nsqbox.addresses import format_address
+
 log = logging.getLogger("nsqbox.http")
 
 #: Most connections taken from the kernel's backlog per wake-up of the accept loop.
@@ -101,13 +103,7 @@ class SocketIO:
 
     def peer_address(self) -> str:
         """``ip:port`` (``[v6]:port``) of the peer, as Go's ``RemoteAddr``; else ""."""
-        try:
-            peer = self.sock.getpeername()
-        except OSError:
-            return ""
-        if self.sock.family == socket.AF_INET6:
-            return f"[{peer[0]}]:{peer[1]}"
-        return f"{peer[0]}:{peer[1]}"
+        return socket_peer_address(self.sock)
 
     async def receive(self) -> bytes:
         """The next bytes from the peer; ``b""`` at EOF or on a reset."""
@@ -161,4 +157,15 @@ class SocketIO:
         await trio.lowlevel.checkpoint()
 
 
-__all__ = ["ACCEPT_BATCH", "RECEIVE_SIZE", "SocketIO", "accept_batches"]
+def socket_peer_address(sock: socket.socket | trio.socket.SocketType) -> str:
+    """``ip:port`` (``[v6]:port``) of a connected socket's peer, as Go's ``RemoteAddr``; else ""."""
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        return ""
+    if isinstance(peer, tuple):
+        return format_address((peer[0], peer[1]))
+    return str(peer)
+
+
+__all__ = ["ACCEPT_BATCH", "RECEIVE_SIZE", "SocketIO", "accept_batches", "socket_peer_address"]

@@ -32,7 +32,7 @@ from nsqbox.wire.message import decode_message
 from tests.conftest import StartNSQD
 from tests.helpers import TIMEOUT, RawConn, publish
 from tests.lookupd.lookupd_helpers import open_lookupd, open_v1
-from tests.nsqd.test_auth import start_auth_server
+from tests.nsqd.test_auth import authed, start_auth_server
 from tests.nsqd.transport import client_context, make_certs, tls_options
 
 BUG = "injected bug"
@@ -114,10 +114,7 @@ async def test_nsqd_tcp_bug_while_awaiting_auth_closes_only_that_client(
         return await original(self, secret, **kwargs)
 
     monkeypatch.setattr(ConnectionAuth, "authenticate", authenticate)
-    watcher = await RawConn.open(nsqd.tcp)
-    await watcher.identify()
-    await watcher.send(commands.auth(b"good"))
-    assert b"identity" in await watcher.response()
+    watcher = await authed(nsqd.tcp, b"good")
     await watcher.sub("bystander", "ch", rdy=10)
 
     victim = await RawConn.open(nsqd.tcp)

@@ -23,6 +23,7 @@ from nsqbox.wire.lookupd import MAGIC_V1, encode_register, encode_response
 from tests.conftest import StartNSQD
 from tests.helpers import TIMEOUT, RawConn, publish, wait_until
 from tests.lookupd.lookupd_helpers import open_lookupd, open_v1
+from tests.nsqd.test_auth import authed
 
 GRANT_ALL = (
     b'{"ttl":60,"authorizations":'
@@ -54,10 +55,7 @@ async def test_auth_secret_that_is_not_utf8_is_percent_encoded_byte_for_byte(
     authd = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
     nsqd = await start_nsqd(auth_http_addresses=[authd])
 
-    watcher = await RawConn.open(nsqd.tcp)
-    await watcher.identify()
-    await watcher.send(commands.auth(b"fine"))
-    assert b'"permission_count":1' in await watcher.response()
+    watcher = await authed(nsqd.tcp, b"fine")
     await watcher.sub("bystander", "ch", rdy=5)
 
     client = await RawConn.open(nsqd.tcp)
