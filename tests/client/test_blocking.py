@@ -6,6 +6,7 @@ thread (:class:`TrioThread`), the client in the test's own thread.
 
 from __future__ import annotations
 
+import logging
 import ssl
 import subprocess
 import sys
@@ -75,8 +76,9 @@ def test_publish_and_consume(trio_thread: TrioThread, nsqd: NSQDAddresses) -> No
 
 
 def test_run_with_auto_answers_requeue_and_give_up(
-    trio_thread: TrioThread, nsqd: NSQDAddresses
+    trio_thread: TrioThread, nsqd: NSQDAddresses, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="nsqbox.client")
     with Publisher(tcp(nsqd)) as publisher:
         publisher.mpub("t", [b"ok-%d" % i for i in range(5)] + [b"poison"])
     given_up: list[Message] = []
@@ -97,6 +99,33 @@ def test_run_with_auto_answers_requeue_and_give_up(
         [(b"ok-%d" % i, 1) for i in range(5)] + [(b"poison", 1), (b"poison", 2)]
     )
     assert [(m.body, m.attempts) for m in given_up] == [(b"poison", 3)]
+    assert channel_state(trio_thread, nsqd) == (0, 0, 0)
+    # raising is the documented way to requeue, and on_give_up is set: nothing above INFO,
+    # one line per failure, the traceback only at DEBUG
+    mine = [r for r in caplog.records if r.name == "nsqbox.client"]
+    assert [r.levelname for r in mine if r.levelno >= logging.WARNING] == []
+    info = [r.getMessage() for r in mine if r.levelno == logging.INFO]
+    assert sum("handler raised ValueError('cannot process')" in m for m in info) == 2
+    assert sum("giving up on message" in m and "after 3 attempts" in m for m in info) == 1
+    assert all(r.exc_info is None for r in mine if r.levelno > logging.DEBUG)
+    assert any(r.exc_info is not None for r in mine if r.levelno == logging.DEBUG)
+
+
+def test_give_up_without_a_callback_warns(
+    trio_thread: TrioThread, nsqd: NSQDAddresses, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Publisher(tcp(nsqd)) as publisher:
+        publisher.pub("t", b"poison")
+
+    def handler(message: Message) -> None:
+        raise ValueError("cannot process")
+
+    config = Config(max_attempts=1, requeue_delay=0, max_backoff_duration=0)
+    with BlockingConsumer(tcp(nsqd), "t", "c", config=config) as consumer:
+        assert consumer.run(handler, max_messages=2, timeout=5.0) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert "giving up on message" in warnings[0]
     assert channel_state(trio_thread, nsqd) == (0, 0, 0)
 
 
