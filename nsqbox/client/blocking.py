@@ -17,6 +17,8 @@ timeout passes). TLS, snappy, deflate and AUTH work as in the trio client::
     with BlockingConsumer(...) as consumer:               # or: handler, auto FIN/REQ
         consumer.run(handle, max_messages=10_000)
 
+    addresses = lookup_nsqds(["127.0.0.1:4161"], "events")  # one discovery round
+
 The consumer keeps RDY and backoff with the same :class:`~nsqbox.client.rdy.RdyController`
 as the trio consumer (one connection, the monotonic clock). Heartbeats are
 answered whenever it reads, so iterate (or :meth:`BlockingConsumer.touch` the
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
@@ -38,13 +42,14 @@ from ..wire.message import MESSAGE_HEADER
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .backoff import BackoffTimer
 from .config import Config, format_address
+from .discovery import ACCEPT, lookup_url, parse_lookup_response
 from .errors import ConnectionClosed
 from .handling import HandlerRunner
 from .message import Message
 from .rdy import RdyController
 from .sync_conn import SyncConnection
 
-__all__ = ["BlockingConsumer", "Publisher"]
+__all__ = ["BlockingConsumer", "Publisher", "lookup_nsqds"]
 
 log = logging.getLogger("nsqbox.client")
 
@@ -152,6 +157,8 @@ class BlockingConsumer(_Closable):
         self.channel = channel
         self._on_give_up = on_give_up
         self._batching = False
+        #: Messages handed out and not answered yet (close requeues them), by id.
+        self._unanswered: dict[bytes, Message] = {}
         self._conn = SyncConnection(address, self.config)
         try:
             self._conn.subscribe(topic, channel)
@@ -184,10 +191,12 @@ class BlockingConsumer(_Closable):
             self._conn.flush()
 
     def _finish(self, message: Message) -> None:
+        self._unanswered.pop(message.id, None)
         self._respond(b"FIN " + message.id + b"\n")
         self._rdy.finished(self._state)
 
     def _requeue(self, message: Message, delay: float | None, backoff: bool) -> None:
+        self._unanswered.pop(message.id, None)
         if delay is None:
             delay = self.config.requeue_delay_for(message.attempts)
         self._respond(commands.req(message.id, round(delay * 1000)))
@@ -256,6 +265,7 @@ class BlockingConsumer(_Closable):
                 timestamp, attempts = MESSAGE_HEADER.unpack_from(data)
                 msg = Message(data[10:26], data[26:], timestamp, attempts, self, self.address)
                 self._rdy.received(self._state)
+                self._unanswered[msg.id] = msg
                 out.append(msg)
             elif frame_type == FrameType.ERROR:
                 error = NSQError.from_frame_body(data)
@@ -320,12 +330,22 @@ class BlockingConsumer(_Closable):
         return handled
 
     def close(self) -> None:
-        """CLS, answer nothing more, and close once nsqd confirms (or after close_timeout)."""
+        """Close gracefully: CLS, then REQ (delay 0, no backoff) every message taken and not
+        answered, and those nsqd sent before it saw CLS; close the connection once nsqd
+        confirms (CLOSE_WAIT) or after ``close_timeout``.
+
+        So messages left unanswered when the ``with`` block ends go back to the channel
+        at once, instead of staying in flight until nsqd's msg-timeout.
+        """
         conn = self._conn
         if conn.closed:
             return
         try:
             conn.write(commands.cls())
+            for message in list(self._unanswered.values()):
+                if not message.has_responded:
+                    message.requeue(0, backoff=False)
+            self._unanswered.clear()
             deadline = time.monotonic() + self.config.close_timeout
             while not conn.closed and time.monotonic() < deadline:
                 for frame_type, data in conn.frames(max(0.0, deadline - time.monotonic())):
@@ -340,3 +360,41 @@ class BlockingConsumer(_Closable):
             pass
         finally:
             conn.close()
+
+
+def lookup_nsqds(
+    lookupd_http_addresses: str | Iterable[str], topic: str, *, timeout: float = 10.0
+) -> list[str]:
+    """One discovery round for the blocking client: the nsqds that have ``topic``.
+
+    Asks every nsqlookupd (``host:port`` or an ``http://`` URL) for ``/lookup?topic=``
+    and returns the union of the nsqd TCP addresses they list, sorted: ``[]`` when no
+    nsqd has the topic yet. A lookupd that fails is logged and skipped; when none
+    answers, :class:`ConnectionError`. Open one :class:`BlockingConsumer` per address,
+    and call this again to find nsqds that appear later (nothing polls for you).
+    """
+    urls = (
+        [lookupd_http_addresses]
+        if isinstance(lookupd_http_addresses, str)
+        else list(lookupd_http_addresses)
+    )
+    if not urls:
+        raise ValueError("lookup_nsqds needs at least one nsqlookupd address")
+    found: set[str] = set()
+    failures: list[str] = []
+    for address in urls:
+        url = lookup_url(address, topic)
+        request = urllib.request.Request(url, headers={"Accept": ACCEPT})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                found.update(parse_lookup_response(response.read()))
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:  # 404 is TOPIC_NOT_FOUND: no nsqd has the topic yet
+                failures.append(f"{url}: HTTP {exc.code}")
+                log.warning("lookupd %s answered %d", url, exc.code)
+        except (OSError, ValueError) as exc:
+            failures.append(f"{url}: {exc}")
+            log.warning("lookupd %s query error: %s", url, exc)
+    if len(failures) == len(urls):
+        raise ConnectionError("no nsqlookupd answered: " + "; ".join(failures))
+    return sorted(found)

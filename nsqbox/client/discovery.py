@@ -13,17 +13,24 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import httpx
 import msgspec
-import trio
 
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .config import format_address
 
-__all__ = ["initial_poll_delay", "lookup_url", "parse_lookup_response", "query_lookupds"]
+if TYPE_CHECKING:  # the blocking client uses the sans-IO parts without trio or httpx
+    import httpx
+
+__all__ = [
+    "ACCEPT",
+    "initial_poll_delay",
+    "lookup_url",
+    "parse_lookup_response",
+    "query_lookupds",
+]
 
 log = logging.getLogger("nsqbox.client")
 
@@ -83,6 +90,8 @@ def parse_lookup_response(body: bytes) -> list[str]:
 
 
 async def _query(client: httpx.AsyncClient, url: str) -> list[str]:
+    import httpx
+
     try:
         response = await client.get(url, headers={"Accept": ACCEPT})
     except httpx.HTTPError as exc:
@@ -102,6 +111,8 @@ async def _query(client: httpx.AsyncClient, url: str) -> list[str]:
 
 async def query_lookupds(client: httpx.AsyncClient, urls: Iterable[str]) -> set[str]:
     """Ask every lookupd at once; the union of the nsqd addresses they know."""
+    import trio
+
     found: set[str] = set()
 
     async def one(url: str) -> None:

@@ -31,6 +31,13 @@ Handler = Callable[[Message], Awaitable[None]] | Callable[[Message], object]
 GiveUpCallback = Callable[[Message], object]
 
 
+def _log_failure(message: Message, exc: Exception) -> None:
+    """A handler raised: the documented way to requeue, so one INFO line (traceback at DEBUG)."""
+    then = "requeued" if message.auto_response else "left to the handler to answer"
+    log.info("handler raised %r on message %s: %s", exc, message.id.decode(), then)
+    log.debug("handler traceback for message %s", message.id.decode(), exc_info=exc)
+
+
 class HandlerRunner:
     """One consumer's handler, its give-up rule, and the auto-answers."""
 
@@ -52,8 +59,12 @@ class HandlerRunner:
         if not self.max_attempts or message.attempts <= self.max_attempts:
             return False
         self.given_up += 1
-        log.warning(
-            "giving up on message %s after %d attempts", message.id.decode(), message.attempts
+        # with a give-up callback this is the documented path; without one the message is dropped
+        log.log(
+            logging.INFO if self._on_give_up is not None else logging.WARNING,
+            "giving up on message %s after %d attempts",
+            message.id.decode(),
+            message.attempts,
         )
         if self._on_give_up is not None:
             try:
@@ -69,8 +80,8 @@ class HandlerRunner:
             return
         try:
             self._sync(message)
-        except Exception:
-            log.exception("handler failed on message %s", message.id.decode())
+        except Exception as exc:
+            _log_failure(message, exc)
             if message.auto_response:
                 message.requeue()
         else:
@@ -83,8 +94,8 @@ class HandlerRunner:
             return
         try:
             await self._async(message)
-        except Exception:
-            log.exception("handler failed on message %s", message.id.decode())
+        except Exception as exc:
+            _log_failure(message, exc)
             if message.auto_response:
                 message.requeue()
         else:

@@ -3,14 +3,19 @@
 Registered through the ``pytest11`` entry point ``nsqbox`` (or ``-p nsqbox.testing.plugin``).
 Fixtures, named after the pytest-redis / pytest-postgresql convention:
 
+``nsqbox_session`` (session)
+    the session's servers as ``--nsqbox-mode`` says: ``nsqbox_noproc`` in noproc mode,
+    else ``nsqbox_proc``; the box the ``nsqbox`` handle uses. Build module- and
+    session-scoped fixtures of your own on this one.
 ``nsqbox_proc`` (session)
     nsqd + nsqlookupd (the nsqd registered with the lookupd), on their own trio loop in
     a thread of the test process; child processes with ``--nsqbox-mode=subprocess``.
+    Always servers of its own, even in noproc mode (where it warns).
 ``nsqbox_noproc`` (session)
     servers that already run (``--nsqbox-nsqd-tcp-address`` ...): public APIs only.
 ``nsqbox`` (function)
-    the test's :class:`~nsqbox.testing.NSQBox` handle on ``nsqbox_proc`` (on
-    ``nsqbox_noproc`` with ``--nsqbox-mode=noproc``); cleans up after the test.
+    the test's :class:`~nsqbox.testing.NSQBox` handle on ``nsqbox_session``; cleans up
+    after the test.
 ``nsqbox_factory`` (function)
     ``nsqbox_factory(nsqd=3, lookupd=2, msg_timeout=1.0)``: more boxes, custom options.
 ``nsqbox_trio``, ``nsqbox_trio_factory`` (function, pytest-trio)
@@ -25,6 +30,7 @@ event loop; the fixtures import what they need when they run.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,16 +47,22 @@ if TYPE_CHECKING:
     from .trio_box import TrioBoxFactory, TrioNSQBox
 
 __all__ = [
+    "NSQBoxWarning",
     "nsqbox",
     "nsqbox_config",
     "nsqbox_factory",
     "nsqbox_noproc",
     "nsqbox_proc",
+    "nsqbox_session",
     "nsqbox_trio",
     "nsqbox_trio_factory",
 ]
 
 _CONFIG_KEY = pytest.StashKey["BoxConfig"]()
+
+
+class NSQBoxWarning(pytest.PytestWarning):
+    """A fixture of nsqbox used in a way that probably does not do what was meant."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -122,8 +134,24 @@ def nsqbox_config(pytestconfig: pytest.Config) -> BoxConfig:
 def nsqbox_proc(
     nsqbox_config: BoxConfig, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Box]:
-    """The session's box: nsqd(s) and nsqlookupd(s) in a thread, or child processes."""
+    """The session's box: nsqd(s) and nsqlookupd(s) in a thread, or child processes.
+
+    Servers of its own in every mode: in noproc mode the ``nsqbox`` handle does not use
+    them, so this warns there. Fixtures that should follow the mode use ``nsqbox_session``.
+    """
+    from .config import Mode
     from .factories import DataDirs, start_configured_box
+
+    if nsqbox_config.mode is Mode.NOPROC:
+        warnings.warn(
+            NSQBoxWarning(
+                "nsqbox_proc starts servers of its own, but with --nsqbox-mode=noproc the "
+                "nsqbox handle uses the running servers (nsqbox_noproc): an app started on "
+                "nsqbox_proc talks to servers the handle does not see. Use nsqbox_session, "
+                "which follows --nsqbox-mode."
+            ),
+            stacklevel=1,
+        )
 
     dirs = DataDirs(nsqbox_config, tmp_path_factory)
     data_root = dirs.new("session")
@@ -153,10 +181,12 @@ def nsqbox_noproc(nsqbox_config: BoxConfig) -> Box:
 
 
 @pytest.fixture(scope="session")
-def _nsqbox_box(request: pytest.FixtureRequest, nsqbox_config: BoxConfig) -> Box:
-    """The box the ``nsqbox`` handle uses: ``nsqbox_noproc`` in noproc mode, else ``nsqbox_proc``.
+def nsqbox_session(request: pytest.FixtureRequest, nsqbox_config: BoxConfig) -> Box:
+    """The session's servers as ``--nsqbox-mode`` says: ``nsqbox_noproc`` in noproc mode,
+    else ``nsqbox_proc``.
 
-    Resolved once per session, so a test pays for no fixture lookup.
+    The very box the ``nsqbox`` handle uses (so what a module- or session-scoped fixture
+    starts on it is what the test's handle sees), with the same address attributes.
     """
     from .config import Mode
 
@@ -166,7 +196,7 @@ def _nsqbox_box(request: pytest.FixtureRequest, nsqbox_config: BoxConfig) -> Box
 
 
 @pytest.fixture
-def nsqbox(_nsqbox_box: Box, nsqbox_config: BoxConfig) -> Iterator[NSQBox]:
+def nsqbox(nsqbox_session: Box, nsqbox_config: BoxConfig) -> Iterator[NSQBox]:
     """The test's handle: addresses, publish, wait_for, stats, capture, consume.
 
     Topics the test created are gone after it (``nsqbox_cleanup``), so tests that use
@@ -175,7 +205,7 @@ def nsqbox(_nsqbox_box: Box, nsqbox_config: BoxConfig) -> Iterator[NSQBox]:
     from .handle import NSQBox
 
     with NSQBox(
-        _nsqbox_box, timeout=nsqbox_config.timeout, cleanup=nsqbox_config.cleanup
+        nsqbox_session, timeout=nsqbox_config.timeout, cleanup=nsqbox_config.cleanup
     ) as handle:
         yield handle
 

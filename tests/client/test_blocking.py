@@ -6,12 +6,14 @@ thread (:class:`TrioThread`), the client in the test's own thread.
 
 from __future__ import annotations
 
+import logging
 import ssl
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,9 +21,10 @@ import pytest
 import trustme
 
 from nsqbox.client import Config, ConnectionClosed, HandshakeError, Message, NSQError
-from nsqbox.client.blocking import BlockingConsumer, Publisher
+from nsqbox.client.blocking import BlockingConsumer, Publisher, lookup_nsqds
 from nsqbox.client.sync_conn import SyncConnection
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
+from nsqbox.testing import ClusterSpec, NSQBox, ThreadBox
 from tests.client.fake_nsqd import FakeNSQD
 from tests.client.helpers import SECRET, TrioThread, serve_auth, tcp
 from tests.conftest import make_options
@@ -75,8 +78,9 @@ def test_publish_and_consume(trio_thread: TrioThread, nsqd: NSQDAddresses) -> No
 
 
 def test_run_with_auto_answers_requeue_and_give_up(
-    trio_thread: TrioThread, nsqd: NSQDAddresses
+    trio_thread: TrioThread, nsqd: NSQDAddresses, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="nsqbox.client")
     with Publisher(tcp(nsqd)) as publisher:
         publisher.mpub("t", [b"ok-%d" % i for i in range(5)] + [b"poison"])
     given_up: list[Message] = []
@@ -97,6 +101,33 @@ def test_run_with_auto_answers_requeue_and_give_up(
         [(b"ok-%d" % i, 1) for i in range(5)] + [(b"poison", 1), (b"poison", 2)]
     )
     assert [(m.body, m.attempts) for m in given_up] == [(b"poison", 3)]
+    assert channel_state(trio_thread, nsqd) == (0, 0, 0)
+    # raising is the documented way to requeue, and on_give_up is set: nothing above INFO,
+    # one line per failure, the traceback only at DEBUG
+    mine = [r for r in caplog.records if r.name == "nsqbox.client"]
+    assert [r.levelname for r in mine if r.levelno >= logging.WARNING] == []
+    info = [r.getMessage() for r in mine if r.levelno == logging.INFO]
+    assert sum("handler raised ValueError('cannot process')" in m for m in info) == 2
+    assert sum("giving up on message" in m and "after 3 attempts" in m for m in info) == 1
+    assert all(r.exc_info is None for r in mine if r.levelno > logging.DEBUG)
+    assert any(r.exc_info is not None for r in mine if r.levelno == logging.DEBUG)
+
+
+def test_give_up_without_a_callback_warns(
+    trio_thread: TrioThread, nsqd: NSQDAddresses, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Publisher(tcp(nsqd)) as publisher:
+        publisher.pub("t", b"poison")
+
+    def handler(message: Message) -> None:
+        raise ValueError("cannot process")
+
+    config = Config(max_attempts=1, requeue_delay=0, max_backoff_duration=0)
+    with BlockingConsumer(tcp(nsqd), "t", "c", config=config) as consumer:
+        assert consumer.run(handler, max_messages=2, timeout=5.0) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert "giving up on message" in warnings[0]
     assert channel_state(trio_thread, nsqd) == (0, 0, 0)
 
 
@@ -264,3 +295,56 @@ def test_receive_and_batched_answers(trio_thread: TrioThread, nsqd: NSQDAddresse
                 message.finish()
             assert channel_state(trio_thread, nsqd)[1] == 5  # nothing sent yet
         trio_thread.wait_for(lambda: channel_state_now(nsqd) == (0, 0, 0))
+
+
+def test_leaving_the_block_requeues_what_was_taken_and_not_answered(
+    trio_thread: TrioThread, nsqd: NSQDAddresses
+) -> None:
+    with Publisher(tcp(nsqd)) as publisher:
+        publisher.mpub("t", [b"a", b"b", b"c"])
+    taken: list[Message] = []
+    with BlockingConsumer(tcp(nsqd), "t", "c", config=Config(max_in_flight=3)) as consumer:
+        while len(taken) < 3:
+            batch = consumer.receive(timeout=5.0)
+            assert batch, "no message within 5 s"
+            taken.extend(batch)
+        taken[0].finish()
+    # (depth, in flight, deferred): the two unanswered ones are back on the channel now
+    assert channel_state(trio_thread, nsqd) == (2, 0, 0)
+    assert all(m.has_responded for m in taken)
+    with BlockingConsumer(tcp(nsqd), "t", "c", config=Config(max_in_flight=2)) as consumer:
+        again = list(islice(consumer.messages(timeout=5.0), 2))
+        for message in again:
+            message.finish()
+    assert sorted((m.body, m.attempts) for m in again) == [(b"b", 2), (b"c", 2)]
+    assert channel_state(trio_thread, nsqd) == (0, 0, 0)
+
+
+def test_lookup_nsqds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    box = ThreadBox(ClusterSpec(nsqd=2), str(tmp_path))
+    try:
+        with NSQBox(box, timeout=10.0) as handle:
+            handle.publish("t", b"x", node=0)
+            handle.publish("t", b"y", node=1)
+            handle.wait_for_producers("t", 2)
+            lookupd = handle.lookupd_http_address
+            assert lookupd is not None
+            both = sorted(str(a) for a in handle.nsqd_tcp_addresses)
+            assert lookup_nsqds([str(lookupd)], "t") == both
+            assert lookup_nsqds(lookupd.url, "t") == both  # one address, as a URL
+            assert lookup_nsqds(str(lookupd), "no-such-topic") == []
+            # a lookupd that is down is skipped while another answers...
+            assert lookup_nsqds(["127.0.0.1:1", str(lookupd)], "t") == both
+            assert "lookupd http://127.0.0.1:1/lookup?topic=t query error" in caplog.text
+            # ... and is an error when none answers
+            with pytest.raises(ConnectionError, match="no nsqlookupd answered"):
+                lookup_nsqds(["127.0.0.1:1"], "t")
+            bodies = []
+            for address in lookup_nsqds(str(lookupd), "t"):  # one consumer per nsqd
+                with BlockingConsumer(address, "t", "c") as consumer:
+                    for message in islice(consumer.messages(timeout=5.0), 1):
+                        bodies.append(message.body)
+                        message.finish()
+            assert sorted(bodies) == [b"x", b"y"]
+    finally:
+        box.stop()

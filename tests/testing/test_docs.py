@@ -52,6 +52,21 @@ def test_the_docs_examples_pass(pytester: pytest.Pytester, docs_path: Path) -> N
     result.assert_outcomes(passed=expected)
 
 
+def test_the_docs_fixture_examples_pass_in_subprocess_mode(
+    pytester: pytest.Pytester, docs_path: Path
+) -> None:
+    """The docs say tests pass the same way in every mode: the examples that use nsqbox's
+    own fixtures and client (no third-party client) run in subprocess mode too."""
+    blocks = examples(docs_path)
+    chosen = ["test_session_app.py", "test_restart.py", "test_cluster.py", "conftest.py",
+              "test_custom_box.py"]  # fmt: skip
+    for name in chosen:
+        pytester.path.joinpath(name).write_text(blocks[name])
+    expected = sum(len(re.findall(r"^(?:async )?def test_", blocks[n], re.M)) for n in chosen)
+    result = run_generated(pytester, "-v", "--nsqbox-mode=subprocess", "--nsqbox-start-timeout=30")
+    result.assert_outcomes(passed=expected)
+
+
 # -- the reference lines ------------------------------------------------------------------
 
 _API_SECTION = re.compile(r"<!-- api: (?P<target>[\w.]+) -->\n(?P<body>.*?)<!-- /api -->", re.S)
@@ -118,16 +133,22 @@ _NOT_REFERENCE = {
 }
 
 
-@pytest.mark.parametrize("path", ["docs/testing.md"])
+_REFERENCES = {
+    "docs/testing.md": {
+        "nsqbox.testing.NSQBox",
+        "nsqbox.testing.Capture",
+        "nsqbox.testing.TrioNSQBox",
+    },
+    "docs/client.md": {"nsqbox.client.blocking.BlockingConsumer"},
+}
+
+
+@pytest.mark.parametrize("path", sorted(_REFERENCES))
 def test_the_reference_matches_the_code(path: str) -> None:
     """Every documented signature is the code's, and every public method is documented."""
     docs = Path(__file__).resolve().parents[2] / path
     api = documented_api(docs)
-    assert set(api) == {
-        "nsqbox.testing.NSQBox",
-        "nsqbox.testing.Capture",
-        "nsqbox.testing.TrioNSQBox",
-    }
+    assert set(api) == _REFERENCES[path]
     for target, entries in api.items():
         module, _, name = target.rpartition(".")
         cls = getattr(importlib.import_module(module), name)
@@ -170,3 +191,23 @@ def test_the_client_docs_list_every_config_field() -> None:
     for (name, default), f in zip(rows, fields, strict=True):
         if f.default is not dataclasses.MISSING and name != "user_agent":
             assert default == f"`{f.default!r}`", name
+
+
+# -- the fixture table --------------------------------------------------------------------
+
+
+def test_the_fixture_table_matches_the_plugin(docs_path: Path) -> None:
+    """Every fixture is in the table, and the factories' signatures are the code's."""
+    from nsqbox.testing import NSQBoxFactory, TrioBoxFactory, plugin
+
+    table = docs_path.read_text().split("## The fixtures", 1)[1].split("\n\n###", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| \w+ \| (.*) \|$", table, re.M))
+    fixtures = {name for name in plugin.__all__ if name.startswith("nsqbox")}
+    assert set(rows) == fixtures
+    for name, protocol in (
+        ("nsqbox_factory", NSQBoxFactory),
+        ("nsqbox_trio_factory", TrioBoxFactory),
+    ):
+        documented = re.search(rf"`(?:await )?{name}\(([^`]*)\)`", rows[name])
+        assert documented is not None, name
+        assert documented[1] == _signature_text(protocol.__call__), name

@@ -358,3 +358,40 @@ def test_xdist(pytester: pytest.Pytester, tmp_path: Path) -> None:
     assert sorted(addresses) == ["gw0", "gw1"]
     assert all(len(a) == 1 for a in addresses.values())  # one box per worker session
     assert addresses["gw0"] != addresses["gw1"]
+
+
+def _noproc_args(box: ThreadBox) -> tuple[str, ...]:
+    a = box.addresses
+    return (
+        "--nsqbox-mode=noproc",
+        f"--nsqbox-nsqd-tcp-address={a.nsqd_tcp[0]}",
+        f"--nsqbox-nsqd-http-address={a.nsqd_http[0]}",
+        f"--nsqbox-lookupd-tcp-address={a.lookupd_tcp[0]}",
+        f"--nsqbox-lookupd-http-address={a.lookupd_http[0]}",
+    )
+
+
+def test_nsqbox_session_follows_noproc_mode(
+    pytester: pytest.Pytester, thread_box: ThreadBox, docs_path: Path
+) -> None:
+    """The docs' module-fixture example, in noproc mode: the app and the handle share servers."""
+    pytester.makepyfile(test_session_app=examples(docs_path)["test_session_app.py"])
+    pytester.makepyfile(
+        test_same_box=f"""
+        from nsqbox.testing import Mode
+
+        def test_the_handle_uses_the_session_box(nsqbox, nsqbox_session):
+            assert nsqbox.box is nsqbox_session
+            assert nsqbox.mode is Mode.NOPROC
+            assert nsqbox_session.nsqd_tcp_address == "{thread_box.addresses.nsqd_tcp[0]}"
+        """
+    )
+    run_generated(pytester, *_noproc_args(thread_box)).assert_outcomes(passed=2)
+    assert thread_box.stats().topics == {}  # the app published there, and cleanup saw it
+
+
+def test_nsqbox_proc_warns_in_noproc_mode(pytester: pytest.Pytester, thread_box: ThreadBox) -> None:
+    pytester.makepyfile("def test_it(nsqbox_proc): pass")
+    result = run_generated(pytester, *_noproc_args(thread_box))
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*NSQBoxWarning: nsqbox_proc starts servers of its own*"])
