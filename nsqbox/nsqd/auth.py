@@ -33,14 +33,14 @@ from __future__ import annotations
 import json
 import logging
 import random
-import re
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
+import re2
 import trio
 
 from ..wire.errors import NSQError, go_quote
@@ -99,10 +99,14 @@ class _TLSRequired(msgspec.Struct, frozen=True):
 _tls_required_decoder = msgspec.json.Decoder(_TLSRequired)
 
 
+class _Pattern(Protocol):
+    def search(self, text: str) -> object: ...
+
+
 @dataclass(frozen=True)
 class _Rule:
-    topic: re.Pattern[str]
-    channels: tuple[re.Pattern[str], ...]
+    topic: _Pattern
+    channels: tuple[_Pattern, ...]
     subscribe: bool
     publish: bool
 
@@ -138,11 +142,24 @@ class AuthState:
         return any(rule.allows(topic, channel) for rule in self._rules)
 
 
-def _compile(pattern: str, what: str) -> re.Pattern[str]:
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is the auth server's error: we log it once
+    return options
+
+
+# Go's regexp is RE2: the same syntax, and matching in linear time, so no pattern an auth
+# server sends can make one permission check freeze the server (Python's re backtracks).
+_RE2_OPTIONS: Final = _re2_options()
+
+
+def _compile(pattern: str, what: str) -> _Pattern:
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise AuthError(f"unable to compile {what} {json.dumps(pattern)} {exc}") from None
+        compiled: _Pattern = re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args else str(exc)
+        raise AuthError(f"unable to compile {what} {json.dumps(pattern)} {reason}") from None
+    return compiled
 
 
 def parse_reply(body: bytes, now: float) -> AuthState:
