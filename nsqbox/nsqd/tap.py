@@ -12,9 +12,14 @@ knows it talks to nsqbox; real nsqd answers ``404``.
   base64, ``timestamp`` in ns, ``defer_ms`` the DPUB delay).
 - ``POST /nsqbox/tap/close?id=I``: stop recording; the same document from ``from``.
 
-A tap records at most :data:`MAX_MESSAGES` messages and is dropped after
-:data:`IDLE_TIMEOUT` seconds without a request, so a test process that died leaves
-nothing behind for long.
+Bounded, since any HTTP client may open one: at most :data:`MAX_TAPS` open taps,
+:data:`MAX_MESSAGES` messages each and :data:`MAX_BYTES` of bodies over all of them
+(then a tap stops recording and reports ``"overflow": true``; publishers never see an
+error). A tap nobody read for :data:`IDLE_TIMEOUT` seconds stops recording and lets go
+of what it holds at its next message, and is dropped at the next tap request.
+
+The routes exist only while nsqd has no ``--auth-http-address``: they would let a
+client without a secret read what authorized clients publish.
 """
 
 from __future__ import annotations
@@ -35,13 +40,22 @@ if TYPE_CHECKING:
     from .message import Message
     from .nsqd import NSQD
 
-__all__ = ["IDLE_TIMEOUT", "MAX_MESSAGES", "add_tap_routes"]
+__all__ = ["IDLE_TIMEOUT", "MAX_BYTES", "MAX_MESSAGES", "MAX_TAPS", "add_tap_routes"]
 
 #: Seconds a tap lives without being read.
 IDLE_TIMEOUT = 300.0
 #: The most messages one tap records (then the topic's publishers get no error;
 #: the tap reports ``"overflow": true``).
 MAX_MESSAGES = 1_000_000
+#: The most taps open at once on one nsqd (``open`` answers 503 ``TOO_MANY_TAPS``).
+MAX_TAPS = 64
+#: The most body bytes all of one nsqd's taps hold together (a record costs its body
+#: plus :data:`_RECORD_COST`).
+MAX_BYTES = 64 * 1024 * 1024
+_RECORD_COST = 100
+
+#: One recorded message: id (hex), timestamp (ns), DPUB delay (ms), body.
+_Record = tuple[str, int, int, bytes]
 
 _IDS = itertools.count(1)
 
@@ -49,27 +63,46 @@ _IDS = itertools.count(1)
 class _Tap(list["Message"]):
     """A ``Topic.taps`` entry: records each published batch as it is published."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, budget: _Budget) -> None:
         super().__init__()
         self.topic = topic
-        self.records: list[dict[str, object]] = []
+        self.budget = budget
+        self.records: list[_Record] = []
+        self.size = 0
         self.overflow = False
         self.touched = time.monotonic()
 
     def extend(self, msgs: Iterable[Message]) -> None:
         """Record ``msgs`` (the topic calls this with every batch, before fan-out)."""
+        if time.monotonic() - self.touched > IDLE_TIMEOUT:
+            self.release()  # abandoned: hold nothing until the next request drops it
+            self.overflow = True
+            return
+        budget = self.budget
         for m in msgs:
-            if len(self.records) >= MAX_MESSAGES:
+            cost = len(m.body) + _RECORD_COST
+            if len(self.records) >= MAX_MESSAGES or budget.used + cost > MAX_BYTES:
                 self.overflow = True
                 return
+            # the DPUB delay is in the deadline until fan-out
             self.records.append(
-                {
-                    "id": m.id.decode("ascii"),
-                    "timestamp": m.timestamp,
-                    "defer_ms": round(m.deadline * 1000),  # the delay, until fan-out
-                    "body": base64.b64encode(m.body).decode("ascii"),
-                }
+                (m.id.decode("ascii"), m.timestamp, round(m.deadline * 1000), m.body)
             )
+            self.size += cost
+            budget.used += cost
+
+    def release(self) -> None:
+        """Give back what the records hold."""
+        self.budget.used -= self.size
+        self.size = 0
+        self.records = []
+
+
+class _Budget:
+    """The bytes all of one nsqd's taps hold."""
+
+    def __init__(self) -> None:
+        self.used = 0
 
 
 class _Taps:
@@ -78,6 +111,7 @@ class _Taps:
     def __init__(self, nsqd: NSQD) -> None:
         self.nsqd = nsqd
         self.taps: dict[str, _Tap] = {}
+        self.budget = _Budget()
         nsqd.add_notify_callback(self._on_notify)
 
     def _on_notify(self, obj: Topic | Channel) -> None:
@@ -93,8 +127,10 @@ class _Taps:
                 self.close(tap_id)
 
     def open(self, topic: str) -> str:
+        if len(self.taps) >= MAX_TAPS:
+            raise HTTPError(503, "TOO_MANY_TAPS")
         tap_id = f"{next(_IDS)}"
-        tap = self.taps[tap_id] = _Tap(topic)
+        tap = self.taps[tap_id] = _Tap(topic, self.budget)
         existing = self.nsqd.topics.get(topic)
         if existing is not None and not existing.exiting:
             existing.taps.append(tap)
@@ -113,6 +149,8 @@ class _Taps:
         existing = self.nsqd.topics.get(tap.topic)
         if existing is not None:
             existing.taps[:] = [t for t in existing.taps if t is not tap]
+        self.budget.used -= tap.size  # the caller answers with the records, then drops them
+        tap.size = 0
         return tap
 
 
@@ -135,11 +173,25 @@ def _arg(request: Request, name: str, error: str) -> str:
 
 
 def _document(tap: _Tap, start: int) -> dict[str, object]:
-    return {"messages": tap.records[start:], "next": len(tap.records), "overflow": tap.overflow}
+    messages = [
+        {
+            "id": tap_id,
+            "timestamp": timestamp,
+            "defer_ms": defer_ms,
+            "body": base64.b64encode(body).decode("ascii"),
+        }
+        for tap_id, timestamp, defer_ms, body in tap.records[start:]
+    ]
+    return {"messages": messages, "next": len(tap.records), "overflow": tap.overflow}
 
 
 def add_tap_routes(router: Router, nsqd: NSQD) -> None:
-    """Add the ``/nsqbox/tap/...`` routes for ``nsqd`` to its HTTP router."""
+    """Add the ``/nsqbox/tap/...`` routes for ``nsqd`` to its HTTP router.
+
+    None with ``--auth-http-address``: reading what others publish needs no secret here.
+    """
+    if nsqd.options.auth_http_addresses:
+        return
 
     async def tap_open(request: Request) -> dict[str, object]:
         topic = _arg(request, "topic", "MISSING_ARG_TOPIC")
