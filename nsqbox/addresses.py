@@ -6,7 +6,9 @@ no trio here, so the command line can format an address without loading it.
 
 from __future__ import annotations
 
-__all__ = ["format_address", "parse_address"]
+import ipaddress
+
+__all__ = ["format_address", "is_loopback", "parse_address", "split_host_port"]
 
 
 def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
@@ -25,3 +27,26 @@ def format_address(address: str | tuple[str, int]) -> str:
     """The canonical ``host:port`` key for an address (IPv6 hosts in brackets)."""
     host, port = parse_address(address)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[v6]:port`` too) the way Go's net.SplitHostPort does."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"address {address}: missing port in address")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        return host, int(port)
+    except ValueError:
+        raise ValueError(f"address {address}: invalid port") from None
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

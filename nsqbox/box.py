@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nsqbox.addresses import format_address
+from nsqbox.addresses import format_address, split_host_port
 from nsqbox.admin.options import AdminOptions
 from nsqbox.cli import fatal, first_error, parse_nsqd_command, version_line
 from nsqbox.goflags import FlagSet
@@ -42,7 +42,7 @@ from nsqbox.nsqd.config import (
     load_config_file,
     nsqd_flag_set,
 )
-from nsqbox.nsqd.options import NSQDOptions, split_host_port
+from nsqbox.nsqd.options import NSQDOptions
 
 if TYPE_CHECKING:
     import trio

@@ -26,14 +26,8 @@ from nsqbox.http.protocol import (
     ServerConnection,
 )
 from nsqbox.http.router import App
-from nsqbox.http.sockets import (
-    ACCEPT_CAPACITY_ERRNOS,
-    ACCEPT_RETRY_DELAY,
-    RECEIVE_SIZE,
-    SocketIO,
-    accept_batches,
-    socket_peer_address,
-)
+from nsqbox.http.sockets import RECEIVE_SIZE, SocketIO, socket_peer_address
+from nsqbox.listeners import ACCEPT_CAPACITY_ERRNOS, ACCEPT_RETRY_DELAY, accept_batches
 
 log = logging.getLogger("nsqbox.http")
 

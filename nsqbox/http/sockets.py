@@ -1,15 +1,12 @@
-"""Plain TCP connections for the HTTP server: batched accept and a lean socket pump.
+"""Plain TCP connections for the HTTP server: a lean socket pump.
 
 Under load (hundreds of keep-alive clients on ``/pub``) the server is CPU-bound,
 and trio's high-level socket API costs a scheduler pass per operation: one per
-accepted connection (``SocketListener.accept``) and one per successful
-``receive_some`` and ``send_all``. This module does the same work with
-non-blocking calls on the stdlib socket and waits only when the kernel says
-"would block":
+successful ``receive_some`` and ``send_all`` (and one per accepted connection,
+which :func:`nsqbox.listeners.accept_batches` avoids). This module does the same
+work with non-blocking calls on the stdlib socket and waits only when the kernel
+says "would block":
 
-* :func:`accept_batches` takes every connection waiting in the backlog on each
-  wake-up, as Go's accept loop does, so a burst of clients is not accepted one
-  per pass of every busy connection;
 * :class:`SocketIO` reads and writes without a checkpoint when the kernel has
   data or room; the pump yields once per answered request instead
   (:meth:`SocketIO.next_turn`), which is what keeps connections fair: one with
@@ -19,11 +16,9 @@ non-blocking calls on the stdlib socket and waits only when the kernel says
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import socket
-from collections.abc import Awaitable, Callable
-from typing import Final, NoReturn
+from typing import Final
 
 import trio
 
@@ -31,57 +26,10 @@ from nsqbox.addresses import format_address
 
 log = logging.getLogger("nsqbox.http")
 
-#: Most connections taken from the kernel's backlog per wake-up of the accept loop.
-ACCEPT_BATCH: Final = 512
 RECEIVE_SIZE: Final = 64 * 1024
 #: Reads in a row that found data without waiting before the reader yields anyway
 #: (a client streaming a large body must not hold the scheduler for all of it).
 READS_PER_TURN: Final = 16
-# accept() errors that mean the process or the kernel is out of something: wait
-# and retry, as trio.serve_listeners does, rather than crash the server.
-ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-ACCEPT_RETRY_DELAY: Final = 0.1
-# accept() errors about one connection that died in the backlog: skip it.
-_ACCEPT_SKIP_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPERM, errno.EPROTO})
-
-
-async def accept_batches(
-    listener: trio.SocketListener,
-    nursery: trio.Nursery,
-    handler: Callable[[socket.socket], Awaitable[None]],
-) -> NoReturn:
-    """Start ``handler(sock)`` in ``nursery`` for each connection; close ``listener`` on exit.
-
-    trio's ``SocketListener.accept`` yields to the scheduler after each
-    connection, so under load a connection waited a full scheduler pass (every
-    busy connection's turn) per connection ahead of it in the backlog: with
-    1,000 clients connecting at once the last waited seconds. This drains the
-    backlog with non-blocking ``accept`` calls on a duplicate of the listening
-    socket. The handler owns the (non-blocking) socket it is given.
-    """
-    raw = socket.socket(fileno=listener.socket.dup().detach())
-    try:
-        async with listener:
-            raw.setblocking(False)
-            while True:
-                await trio.lowlevel.wait_readable(raw)
-                for _ in range(ACCEPT_BATCH):
-                    try:
-                        sock, _ = raw.accept()
-                    except BlockingIOError:
-                        break
-                    except OSError as exc:
-                        if exc.errno in _ACCEPT_SKIP_ERRNOS:
-                            continue
-                        if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
-                            raise
-                        log.error("accept failed: %s; retrying in %ss", exc, ACCEPT_RETRY_DELAY)
-                        await trio.sleep(ACCEPT_RETRY_DELAY)
-                        break
-                    sock.setblocking(False)
-                    nursery.start_soon(handler, sock)
-    finally:
-        raw.close()
 
 
 class SocketIO:
@@ -168,4 +116,4 @@ def socket_peer_address(sock: socket.socket | trio.socket.SocketType) -> str:
     return str(peer)
 
 
-__all__ = ["ACCEPT_BATCH", "RECEIVE_SIZE", "SocketIO", "accept_batches", "socket_peer_address"]
+__all__ = ["RECEIVE_SIZE", "SocketIO", "socket_peer_address"]

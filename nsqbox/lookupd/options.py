@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..addresses import is_loopback, split_host_port
 from ..goflags import FlagSet
 from ..logs import parse_level
 from ..nsqd.config import ConfigError, Kind, OptionFlag, coerce, flag_value, load_config_file
-from ..nsqd.options import is_loopback, split_host_port
 
 __all__ = [
     "LOOKUPD_OPTION_FLAGS",

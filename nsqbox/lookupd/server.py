@@ -17,7 +17,7 @@ from .. import program_version
 from ..addresses import format_address
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
-from ..listeners import bound_address, open_listeners
+from ..listeners import bound_address, open_listeners, serve_tcp
 from ..logs import configure_logging
 from ..service import fatal, run_until_signalled
 from .core import NSQLookupd
@@ -64,7 +64,7 @@ async def serve_lookupd(
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_http, build_router(lookupd), http_listeners)
-            await nursery.start(trio.serve_listeners, handle, tcp_listeners)
+            await nursery.start(serve_tcp, tcp_listeners, handle)
             # nsqlookupd's lines, in its order: harnesses wait for them
             log.info("HTTP: listening on %s", format_address(http))
             log.info("TCP: listening on %s", format_address(tcp))

@@ -27,6 +27,7 @@ import msgspec
 import trio
 
 from .. import NSQ_VERSION
+from ..addresses import split_host_port
 from ..wire.errors import ProtocolViolation
 from ..wire.lookupd import (
     MAGIC_V1,
@@ -41,7 +42,6 @@ from ..wire.names import is_ephemeral, is_valid_channel_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .channel import Channel
 from .nsqd import NSQD
-from .options import split_host_port
 from .topic import Topic
 
 if TYPE_CHECKING:

@@ -8,10 +8,11 @@ nsqd's flag names with ``-`` turned into ``_`` (the same key a TOML config uses)
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import socket
 import zlib
 from dataclasses import dataclass, field
+
+from ..addresses import is_loopback, split_host_port
 
 # --tls-required values, as nsqd's TLSNotRequired / TLSRequiredExceptHTTP / TLSRequired.
 TLS_NOT_REQUIRED = 0
@@ -23,29 +24,6 @@ def default_node_id(hostname: str | None = None) -> int:
     """nsqd's default --node-id: crc32(md5(hostname)) % 1024."""
     name = socket.gethostname() if hostname is None else hostname
     return zlib.crc32(hashlib.md5(name.encode()).digest()) % 1024
-
-
-def split_host_port(address: str) -> tuple[str, int]:
-    """Split ``host:port`` (``[v6]:port`` too) the way Go's net.SplitHostPort does."""
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        raise ValueError(f"address {address}: missing port in address")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        return host, int(port)
-    except ValueError:
-        raise ValueError(f"address {address}: invalid port") from None
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(slots=True)

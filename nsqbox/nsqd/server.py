@@ -21,7 +21,7 @@ import trio
 from .. import program_version
 from ..addresses import format_address
 from ..http import serve_http
-from ..listeners import bound_address, open_listeners
+from ..listeners import bound_address, open_listeners, serve_tcp
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
 from .auth import AuthClient, open_auth_client
 from .dirlock import DirLock
@@ -165,7 +165,7 @@ async def serve_nsqd(
             async def handler(stream: trio.SocketStream) -> None:
                 await handle_tcp(nsqd, stream, tls_context=tls_context, auth=auth)
 
-            nursery.start_soon(trio.serve_listeners, handler, tcp_listeners)
+            nursery.start_soon(serve_tcp, tcp_listeners, handler)
 
             def options_changed() -> None:  # nsqd's triggerOptsNotification
                 set_lookupd_addresses(nsqd, nsqd.options.lookupd_tcp_addresses)

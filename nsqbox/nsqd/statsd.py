@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import trio
 
+from ..addresses import split_host_port
 from ..wire.names import is_ephemeral
-from .options import split_host_port
 from .quantile import QuantileResult
 from .stats import ChannelStats, MemStats, Stats, TopicStats, get_stats, memory_stats
 

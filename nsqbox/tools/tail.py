@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
 from .. import __version__
+from ..addresses import split_host_port
 from ..goflags import FlagSet
 from ..logs import configure_logging, parse_level
-from ..nsqd.options import split_host_port
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .common import (
     DEFAULT_NSQD_TCP,
