@@ -2,10 +2,10 @@
 
 Responses are NSQ 1.x's plain JSON (no ``status_code``/``data`` envelope) with
 NSQ's header and ``{"message": CODE}`` errors, which the HTTP layer adds. The
-mutating routes answer POST, as v1.3.0 does, and also GET, which pre-1.0
-nsqlookupd and older tools (and the seed docs' ``curl`` examples) use. The
-deprecated ``/tombstone_topic_producer`` is kept as an alias of
-``/topic/tombstone``.
+mutating routes answer POST only, as v1.3.0 does (``405`` to GET, so that a link
+or an ``<img>`` cannot change lookupd's state; pre-1.0 nsqlookupd and the seed
+docs' ``curl`` examples used GET), and the pre-1.0 ``/tombstone_topic_producer``
+is gone, as in v1.3.0.
 """
 
 from __future__ import annotations
@@ -110,9 +110,8 @@ def build_router(lookupd: NSQLookupd) -> Router:
         "/channel/create": create_channel,
         "/channel/delete": delete_channel,
         "/topic/tombstone": tombstone_topic_producer,
-        "/tombstone_topic_producer": tombstone_topic_producer,
     }
     for path, handler in mutating.items():
+        # POST only, as nsqlookupd v1.3.0 (405 to GET): a link or an <img> cannot change state
         router.add("POST", path, handler)
-        router.add("GET", path, handler)
     return router

@@ -339,7 +339,7 @@ class ClientV2(Connection):
         if len(params) > 1:
             parsed = _base10(params[1])
             if parsed is None:
-                raise invalid(f"RDY could not parse count {params[1].decode('latin-1')}")
+                raise invalid(f"RDY could not parse count {_raw_text(params[1])}")
             count = _int64(parsed)
         max_rdy = self.nsqd.options.max_rdy_count
         if count < 0 or count > max_rdy:
@@ -367,7 +367,7 @@ class ClientV2(Connection):
             channel.finish_message(self.id, msg_id)
         except ChannelError as err:
             raise NSQError(
-                "E_FIN_FAILED", f"FIN {msg_id.decode('latin-1')} failed {err}", fatal=False
+                "E_FIN_FAILED", f"FIN {_raw_text(msg_id)} failed {err}", fatal=False
             ) from None
         self.finish_count += 1
         self.in_flight_count -= 1
@@ -381,7 +381,7 @@ class ClientV2(Connection):
         msg_id = _message_id(params[1])
         parsed = _base10(params[2])
         if parsed is None:
-            raise invalid(f"REQ could not parse timeout {params[2].decode('latin-1')}")
+            raise invalid(f"REQ could not parse timeout {_raw_text(params[2])}")
         timeout_ns = _int64(parsed * 1_000_000)
         max_ns = round(self.nsqd.options.max_req_timeout * 1e9)
         timeout_ns = min(max(timeout_ns, 0), max_ns)
@@ -389,7 +389,7 @@ class ClientV2(Connection):
             channel.requeue_message(self.id, msg_id, timeout_ns / 1e9, self._now)
         except ChannelError as err:
             raise NSQError(
-                "E_REQ_FAILED", f"REQ {msg_id.decode('latin-1')} failed {err}", fatal=False
+                "E_REQ_FAILED", f"REQ {_raw_text(msg_id)} failed {err}", fatal=False
             ) from None
         self.requeue_count += 1
         self.in_flight_count -= 1
@@ -405,7 +405,7 @@ class ClientV2(Connection):
             channel.touch_message(self.id, msg_id, self.msg_timeout, self._now)
         except ChannelError as err:
             raise NSQError(
-                "E_TOUCH_FAILED", f"TOUCH {msg_id.decode('latin-1')} failed {err}", fatal=False
+                "E_TOUCH_FAILED", f"TOUCH {_raw_text(msg_id)} failed {err}", fatal=False
             ) from None
         return None
 
@@ -444,7 +444,7 @@ class ClientV2(Connection):
         topic_name = self._topic_name("DPUB", params)
         parsed = _base10(params[2])
         if parsed is None:
-            raise invalid(f"DPUB could not parse timeout {params[2].decode('latin-1')}")
+            raise invalid(f"DPUB could not parse timeout {_raw_text(params[2])}")
         timeout_ns = _int64(parsed * 1_000_000)
         max_req = self.nsqd.options.max_req_timeout
         if timeout_ns < 0 or timeout_ns > round(max_req * 1e9):
@@ -499,5 +499,5 @@ async def _answer_after(announced: Callable[[], Awaitable[None]]) -> bytes:
 
 
 def _raw_text(name: bytes) -> str:
-    """A command name as text that encodes back to the same bytes (nsqd echoes them raw)."""
+    """A peer's bytes as text that encodes back to the same bytes (nsqd echoes them raw)."""
     return name.decode("utf-8", "surrogateescape")

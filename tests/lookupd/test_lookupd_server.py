@@ -162,7 +162,7 @@ async def test_http_errors_and_methods() -> None:
             ("POST", "/channel/delete", {"topic": "*"}, 400, "INVALID_ARG_TOPIC"),
             ("POST", "/channel/delete", {"topic": "t", "channel": "c"}, 404, "CHANNEL_NOT_FOUND"),
             ("POST", "/topic/tombstone", {"topic": "t"}, 400, "MISSING_ARG_NODE"),
-            ("POST", "/tombstone_topic_producer", {}, 400, "MISSING_ARG_TOPIC"),
+            ("POST", "/tombstone_topic_producer", {}, 404, "NOT_FOUND"),
             ("DELETE", "/topics", {}, 405, "METHOD_NOT_ALLOWED"),
             ("GET", "/nope", {}, 404, "NOT_FOUND"),
         ]
@@ -175,20 +175,23 @@ async def test_http_errors_and_methods() -> None:
         assert (ping.status_code, ping.text) == (200, "OK")
         assert await lookupd.get("/info") == {"version": "1.3.0"}
 
-        # mutating routes answer POST and GET alike, with an empty 200
-        for method in ("POST", "GET"):
-            created = await http.request(
-                method, "/channel/create", params={"topic": method, "channel": "c"}
-            )
+        # mutating routes answer POST with an empty 200, and GET with 405, as nsqlookupd v1.3.0
+        for topic in ("a", "b"):
+            created = await http.post("/channel/create", params={"topic": topic, "channel": "c"})
             assert (created.status_code, created.content) == (200, b"")
-        assert await lookupd.get("/topics") == {"topics": ["POST", "GET"]}
+        for path in ("/topic/create", "/topic/delete", "/channel/create", "/channel/delete"):
+            refused = await http.get(path, params={"topic": "a", "channel": "c"})
+            assert (refused.status_code, refused.json()) == (405, {"message": "METHOD_NOT_ALLOWED"})
+        assert await lookupd.get("/topics") == {"topics": ["a", "b"]}
         assert (
-            await http.get("/channel/delete", params={"topic": "GET", "channel": "c"})
+            await http.post("/channel/delete", params={"topic": "a", "channel": "c"})
         ).status_code == 200
-        assert await lookupd.get("/channels", topic="GET") == {"channels": []}
-        assert (await http.post("/topic/delete", params={"topic": "POST"})).status_code == 200
-        assert await lookupd.get("/topics") == {"topics": ["GET"]}
-        assert await lookupd.get("/lookup", topic="GET") == {"channels": [], "producers": []}
+        assert await lookupd.get("/channels", topic="a") == {"channels": []}
+        assert (await http.post("/topic/delete", params={"topic": "b"})).status_code == 200
+        assert await lookupd.get("/topics") == {"topics": ["a"]}
+        assert await lookupd.get("/lookup", topic="a") == {"channels": [], "producers": []}
+        gone = await http.post("/tombstone_topic_producer", params={"topic": "a", "node": "x:1"})
+        assert gone.status_code == 404  # the pre-1.0 name, gone in v1.3.0
         assert await lookupd.get("/debug") == {}
 
 
@@ -232,9 +235,9 @@ async def test_tombstones(autojump_clock: trio.testing.MockClock) -> None:
         assert await lookup_ports("t") == [4151, 4152]
         assert (await node_tombstones())[4151] == {"t": False, "u": False}
 
-        # tombstone again through the deprecated alias, then UNREGISTER: gone for good
-        response = await lookupd.http.get(
-            "/tombstone_topic_producer", params={"topic": "t", "node": "10.0.0.1:4152"}
+        # tombstone the other one, then UNREGISTER: gone for good
+        response = await lookupd.http.post(
+            "/topic/tombstone", params={"topic": "t", "node": "10.0.0.1:4152"}
         )
         assert response.status_code == 200
         assert await lookup_ports("t") == [4151]

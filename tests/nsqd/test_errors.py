@@ -42,6 +42,7 @@ CASES = [
     ("empty-line", "", b"\n", b"E_INVALID invalid command ", True),
     # nsqd echoes the name's raw bytes, whatever they are
     ("not-utf8", "", b"F\xffO\n", b"E_INVALID invalid command F\xffO", True),
+    ("rdy-not-utf8", "sub", b"RDY \xff\n", b"E_INVALID RDY could not parse count \xff", True),
     (
         "identify-json",
         "",

@@ -83,7 +83,6 @@ _LOOKUPD_MUTATING: Final[dict[str, frozenset[Answer]]] = {
     "/channel/create": _CHANNEL_ARGS - {_TOPIC_404},
     "/channel/delete": (_CHANNEL_ARGS - {_TOPIC_404}) | {(404, "CHANNEL_NOT_FOUND")},
     "/topic/tombstone": frozenset({_OK, _BAD_QUERY, _NO_TOPIC, (400, "MISSING_ARG_NODE")}),
-    "/tombstone_topic_producer": frozenset({_OK, _BAD_QUERY, _NO_TOPIC, (400, "MISSING_ARG_NODE")}),
 }
 
 LOOKUPD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
@@ -94,12 +93,8 @@ LOOKUPD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("GET", "/nodes"): frozenset({_OK}),
     ("GET", "/lookup"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC, _TOPIC_404}),
     ("GET", "/channels"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC}),
-    # v1.3.0 takes POST; nsqbox also answers GET, as nsqlookupd before 1.0 did
-    **{
-        (method, path): answers
-        for path, answers in _LOOKUPD_MUTATING.items()
-        for method in ("POST", "GET")
-    },
+    # POST only, as v1.3.0
+    **{("POST", path): answers for path, answers in _LOOKUPD_MUTATING.items()},
 }
 
 

@@ -10,14 +10,24 @@ judges it: nesting up to 10,000 levels is valid JSON.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import resource
 import socket
 import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import httpx
 import pytest
 import trio
 
 from nsqbox.http import Request, Response, Router, serve_http
+from nsqbox.nsqd import tap
+from nsqbox.nsqd.connection import COMMANDS_PER_TURN
 from nsqbox.wire import commands
 from nsqbox.wire.lookupd import MAGIC_V1, encode_register, encode_response
 from tests.conftest import StartNSQD
@@ -29,6 +39,21 @@ GRANT_ALL = (
     b'{"ttl":60,"authorizations":'
     b'[{"topic":".*","channels":[".*"],"permissions":["subscribe","publish"]}]}'
 )
+
+
+async def auth_server(nursery: trio.Nursery, reply: bytes, queries: list[str] | None = None) -> str:
+    """An auth server that answers every query with ``reply``; its address."""
+
+    async def auth(request: Request) -> Response:
+        if queries is not None:
+            queries.append(request.raw_query)
+        return Response(200, reply, (("Content-Type", "application/json"),))
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    router = Router()
+    router.add("GET", "/auth", auth)
+    await nursery.start(serve_http, router, listeners)
+    return f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
 
 
 def deep(levels: int, inner: bytes = b"") -> bytes:
@@ -43,17 +68,7 @@ async def test_auth_secret_that_is_not_utf8_is_percent_encoded_byte_for_byte(
     start_nsqd: StartNSQD, nursery: trio.Nursery
 ) -> None:
     queries: list[str] = []
-
-    async def auth(request: Request) -> Response:
-        queries.append(request.raw_query)
-        return Response(200, GRANT_ALL, (("Content-Type", "application/json"),))
-
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    router = Router()
-    router.add("GET", "/auth", auth)
-    await nursery.start(serve_http, router, listeners)
-    authd = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-    nsqd = await start_nsqd(auth_http_addresses=[authd])
+    nsqd = await start_nsqd(auth_http_addresses=[await auth_server(nursery, GRANT_ALL, queries)])
 
     watcher = await authed(nsqd.tcp, b"fine")
     await watcher.sub("bystander", "ch", rdy=5)
@@ -219,3 +234,157 @@ async def test_lookupd_forgets_a_producer_that_resets_its_connection() -> None:
                 if not (await lookupd.get("/lookup", topic="reset"))["producers"]:
                     break
                 await trio.sleep(0.01)
+
+
+# -- auth patterns: RE2, as nsqd's Go regexp -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "topic", "reply"),
+    [
+        # nested quantifiers: Python's re backtracks 2^40 steps here; RE2 is linear
+        pytest.param("^(a+)+$", "a" * 40 + "_", b"E_UNAUTHORIZED", id="backtracking-bomb"),
+        pytest.param("^(a+)+$", "a" * 40, b"OK", id="matches"),
+        # a lookahead is not RE2 (nor Go): the reply is refused, as nsqd refuses it
+        pytest.param("^(?=a)a$", "a", b"E_AUTH_FAILED", id="not-re2-syntax"),
+    ],
+)
+async def test_auth_patterns_are_re2(
+    start_nsqd: StartNSQD, nursery: trio.Nursery, pattern: str, topic: str, reply: bytes
+) -> None:
+    grant = (
+        '{"ttl":60,"authorizations":[{"topic":'
+        + json.dumps(pattern)
+        + ',"channels":[".*"],"permissions":["publish"]}]}'
+    ).encode()
+
+    nsqd = await start_nsqd(auth_http_addresses=[await auth_server(nursery, grant)])
+    conn = await RawConn.open(nsqd.tcp)
+    await conn.identify()
+    await conn.send(commands.auth(b"s"))
+    _, data = await conn.read_frame()
+    if reply == b"E_AUTH_FAILED":
+        assert data == b"E_AUTH_FAILED AUTH failed"
+        await conn.aclose()
+        return
+    assert b'"permission_count":1' in data
+    with trio.fail_after(TIMEOUT):  # a guard: a backtracking engine would hold the loop for hours
+        await conn.send(commands.pub(topic, b"x"))
+        _, data = await conn.read_frame()
+    assert data.split(b" ")[0] == reply
+    await conn.aclose()
+
+
+# -- nsqbox's own tap routes -----------------------------------------------------------------------
+
+
+async def test_no_tap_routes_with_auth(start_nsqd: StartNSQD, nursery: trio.Nursery) -> None:
+    # a tap would let a client without a secret read what authorized clients publish
+    nsqd = await start_nsqd(auth_http_addresses=[await auth_server(nursery, GRANT_ALL)])
+    assert nsqd.http is not None
+    async with httpx.AsyncClient(base_url="http://{}:{}".format(*nsqd.http)) as http:
+        opened = await http.post("/nsqbox/tap/open", params={"topic": "secret"})
+        assert opened.status_code == 404
+
+
+async def test_taps_are_bounded(start_nsqd: StartNSQD, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tap, "MAX_BYTES", 10_000)
+    nsqd = await start_nsqd()
+    assert nsqd.http is not None
+    async with httpx.AsyncClient(base_url="http://{}:{}".format(*nsqd.http)) as http:
+        ids = []
+        for _ in range(tap.MAX_TAPS):
+            opened = await http.post("/nsqbox/tap/open", params={"topic": "t"})
+            ids.append(opened.json()["id"])
+        refused = await http.post("/nsqbox/tap/open", params={"topic": "t"})
+        assert (refused.status_code, refused.json()) == (503, {"message": "TOO_MANY_TAPS"})
+        # 64 taps share 10,000 bytes: the 1,000-byte publishes fill it, then taps overflow
+        for _ in range(3):
+            assert (
+                await http.post("/pub", params={"topic": "t"}, content=b"x" * 1000)
+            ).text == "OK"
+        docs = [(await http.get("/nsqbox/tap/read", params={"id": i})).json() for i in ids]
+        recorded = sum(len(doc["messages"]) for doc in docs)
+        assert recorded == 10_000 // (1000 + tap._RECORD_COST)
+        assert all(doc["overflow"] for doc in docs[recorded:])
+        # the publishes themselves were never refused
+        stats = (await http.get("/stats", params={"format": "json", "topic": "t"})).json()
+        assert stats["topics"][0]["message_count"] == 3
+        for tap_id in ids:
+            await http.post("/nsqbox/tap/close", params={"id": tap_id})
+        reopened = await http.post("/nsqbox/tap/open", params={"topic": "t"})
+        assert reopened.status_code == 200
+
+
+# -- one client's flood of tiny commands -----------------------------------------------------------
+
+
+async def test_a_flood_of_tiny_commands_yields_to_others(start_nsqd: StartNSQD) -> None:
+    # 200,000 NOPs arrive in a few large chunks; each is executed synchronously, so
+    # without a turn limit the server ran none of its other tasks for a whole chunk
+    nsqd = await start_nsqd()
+    ticks = 0
+    done = trio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await trio.lowlevel.checkpoint()
+
+    flood = 200_000
+    async with trio.open_nursery() as nursery:
+        conn = await RawConn.open(nsqd.tcp)
+        nursery.start_soon(ticker)
+        await conn.send(b"NOP\n" * flood + commands.pub("after.flood", b"x"))
+        assert await conn.response() == b"OK"
+        done.set()
+    await conn.aclose()
+    assert ticks >= flood // COMMANDS_PER_TURN // 2, ticks
+
+
+# -- out of file descriptors ---------------------------------------------------------------------
+
+
+def test_out_of_file_descriptors_logs_one_line_per_retry_and_recovers(tmp_path: Path) -> None:
+    # trio's serve_listeners logged a traceback every 0.1 s while accept() failed
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (80, 80))
+
+    log_path = tmp_path / "nsqd.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nsqbox", "nsqd", "--tcp-address=127.0.0.1:0",
+             "--http-address=127.0.0.1:0", f"--data-path={tmp_path}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+            preexec_fn=few_files,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT * 3
+        while "TCP: listening on" not in log_path.read_text():
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.01)
+        tcp = re.findall(r"TCP: listening on 127\.0\.0\.1:(\d+)", log_path.read_text())[0]
+        held = [socket.create_connection(("127.0.0.1", int(tcp)), timeout=5) for _ in range(120)]
+        deadline = time.monotonic() + TIMEOUT
+        while "accept failed" not in log_path.read_text():
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.01)
+        for sock in held:
+            sock.close()
+        with socket.create_connection(("127.0.0.1", int(tcp)), timeout=TIMEOUT) as sock:
+            sock.sendall(b"  V2" + commands.pub("after.emfile", b"x"))
+            sock.settimeout(TIMEOUT)
+            reply = b""
+            while len(reply) < 10:
+                reply += sock.recv(64)
+        assert reply == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    finally:
+        proc.terminate()
+        proc.wait(TIMEOUT)
+    log = log_path.read_text()
+    assert "Traceback" not in log, log
+    accept_lines = [line for line in log.splitlines() if "accept failed" in line]
+    assert accept_lines, log  # one line per retry, each naming the errno
+    assert all("Too many open files" in line for line in accept_lines), accept_lines
