@@ -300,9 +300,11 @@ class ServerConnection:
             return self._closing
         reason = _REASONS.get(status, b"Bad Request").decode()
         text = f"{status} {reason}: {detail}" if detail else f"{status} {reason}"
+        # Go's words for a Transfer-Encoding it does not know (h11's only 501)
+        content = "Unsupported transfer encoding" if status == 501 else text
         return SendBytes(
             f"HTTP/1.1 {text}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Connection: close\r\n\r\n{text}".encode("latin-1")
+            f"Connection: close\r\n\r\n{content}".encode("latin-1")
         )
 
     def _encode(self, response: Response, *, close: bool) -> bytes:

@@ -148,6 +148,10 @@ _NSQD_HTTP: list[Case] = [
         ("ping-http10", (b"GET /ping HTTP/1.0\r\n\r\n",)),
         ("ping-no-host", (b"GET /ping HTTP/1.1\r\n" + _CLOSE,)),
         ("garbage", (b"GARBAGE\r\n\r\n",)),
+        (
+            "transfer-encoding-gzip",
+            (request("POST", "/pub?topic=t", head=b"Transfer-Encoding: gzip\r\n"),),
+        ),
         ("stats-upper-query", _get("/Stats?x=<a>&y")),
         ("stats-trailing-slash", _get("/stats/")),
         ("stats-post", _post("/stats")),
@@ -223,6 +227,9 @@ _LOOKUPD_HTTP: list[Case] = [
         ("topic-tombstone-no-node", _post("/topic/tombstone?topic=t")),
         ("topic-delete-missing", _post("/topic/delete?topic=diff_nope")),
         ("not-found", _get("/nope")),
+        # an invalid name, so nsqbox's answer changes no state the other cases see
+        ("topic-create-get", _get("/topic/create?topic=a*b")),
+        ("tombstone-alias", _post("/tombstone_topic_producer?topic=t")),
     ]
 ]
 
@@ -240,6 +247,14 @@ ALLOWED: Final[dict[str, tuple[str, str]]] = {
         "HTTP/1.1 200 OK",
     ),
     "http-debug-pprof": ("no Go profiler: nsqbox has no /debug/pprof", "HTTP/1.1 404 Not Found"),
+    "lookupd-topic-create-get": (
+        "nsqlookupd's changing routes answer GET too, as before nsqd 1.0, for old tools",
+        "HTTP/1.1 400 Bad Request",
+    ),
+    "lookupd-tombstone-alias": (
+        "the pre-1.0 /tombstone_topic_producer is kept as an alias of /topic/tombstone",
+        "HTTP/1.1 400 Bad Request",
+    ),
     "http-ping-http10": (
         "an HTTP/1.0 request is answered as HTTP/1.1 with Connection: close (h11), not as"
         " HTTP/1.0; both mean the same to a client",

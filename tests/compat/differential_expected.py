@@ -467,6 +467,12 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "content-type: text/plain; charset=utf-8",
         "body '400 Bad Request'",
     ),
+    "http-transfer-encoding-gzip": (
+        "HTTP/1.1 501 Not Implemented",
+        "connection: close",
+        "content-type: text/plain; charset=utf-8",
+        "body 'Unsupported transfer encoding'",
+    ),
     "http-stats-upper-query": (
         "HTTP/1.1 301 Moved Permanently",
         "connection: close",
@@ -918,6 +924,21 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "body ''",
     ),
     "lookupd-not-found": (
+        "HTTP/1.1 404 Not Found",
+        "connection: close",
+        "content-type: application/json; charset=utf-8",
+        "x-nsq-content-type: nsq; version=1.0",
+        'body \'{"message":"NOT_FOUND"}\'',
+    ),
+    "lookupd-topic-create-get": (
+        "HTTP/1.1 405 Method Not Allowed",
+        "allow: OPTIONS, POST",
+        "connection: close",
+        "content-type: application/json; charset=utf-8",
+        "x-nsq-content-type: nsq; version=1.0",
+        'body \'{"message":"METHOD_NOT_ALLOWED"}\'',
+    ),
+    "lookupd-tombstone-alias": (
         "HTTP/1.1 404 Not Found",
         "connection: close",
         "content-type: application/json; charset=utf-8",
