@@ -3,8 +3,10 @@
 NSQ's HTTP APIs (nsqd, nsqlookupd, nsqadmin) share a few rules, taken from
 internal/http_api/api_response.go in NSQ v1.3.0:
 
-* every response carries ``X-NSQ-Content-Type: nsq; version=1.0`` (go-nsq and
-  friends parse a bare JSON body only when it is present);
+* responses of NSQ's ``V1`` handlers (JSON and most text answers, and the
+  404, 405 and 500 errors) carry ``X-NSQ-Content-Type: nsq; version=1.0``
+  (go-nsq and friends parse a bare JSON body only when it is present);
+  ``PlainText`` handlers (``/ping``), ``OPTIONS`` answers and redirects do not;
 * a handler's result becomes the body: a ``str`` or ``bytes`` as is, ``None`` as
   an empty body, anything else as JSON with ``Content-Type: application/json;
   charset=utf-8``;
@@ -55,11 +57,13 @@ class HTTPError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """A complete HTTP response. The server adds framing and NSQ's header."""
+    """A complete HTTP response. The server adds framing, and NSQ's header if ``nsq_header``."""
 
     status: int = 200
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
+    #: Whether ``X-NSQ-Content-Type`` goes out (see the module doc).
+    nsq_header: bool = True
 
     @classmethod
     def text(cls, body: str | bytes, status: int = 200) -> Response:

@@ -145,7 +145,7 @@ class ServerConnection:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as exc:
-                return self._fail(exc.error_status_hint)
+                return self._fail(exc.error_status_hint, _go_error_detail(str(exc)))
             if event is h11.NEED_DATA:
                 return NEED_DATA
             if isinstance(event, h11.Request):
@@ -179,7 +179,7 @@ class ServerConnection:
                 _REASONS.get(response.status, b""),
                 response.headers,
                 response.body,
-                _NSQ_HEADER_LINE,
+                _NSQ_HEADER_LINE if response.nsq_header else b"",
             )
             if data is not None:
                 return data
@@ -252,6 +252,9 @@ class ServerConnection:
         self._body = []
         self._body_size = 0
         self._path, self._query = _split_target(head.target.decode("latin-1"))
+        if not head.http_version.startswith(b"1."):
+            # Go's net/http serves HTTP/1.x only; h11 would take "HTTP/2.0" as 1.1.
+            return self._fail(505, "unsupported protocol version")
         self._endpoint = endpoint = self.app.resolve(head.method.decode("ascii"), self._path)
         declared = _content_length(head)
         if declared is not None and declared > endpoint.max_body_size:
@@ -285,22 +288,29 @@ class ServerConnection:
         self._closing = CloseConnection(drain=True)
         return SendBytes(self._encode(response, close=True))
 
-    def _fail(self, status: int) -> ConnectionEvent:
+    def _fail(self, status: int, detail: str = "") -> ConnectionEvent:
+        """Answer a request that cannot be served as Go's net/http does, and close.
+
+        Go writes these few bytes itself, outside its response machinery: a
+        status line and a body of ``"<status> <reason>[: <detail>]"``, with
+        no Content-Length, Date or NSQ header, then closes.
+        """
         self._closing = CloseConnection(drain=True)
         if self._h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return self._closing
-        if self._h11.our_state is h11.IDLE:
-            # No head was parsed for this request: the last one's must not
-            # frame this answer (after a HEAD, h11 refused the body and the
-            # connection died without an answer).
-            self._head = None
-        # What Go's net/http answers to a request it cannot parse.
-        text = f"{status} {_REASONS.get(status, b'Bad Request').decode()}"
-        return SendBytes(self._encode(Response.text(text, status), close=True))
+        reason = _REASONS.get(status, b"Bad Request").decode()
+        text = f"{status} {reason}: {detail}" if detail else f"{status} {reason}"
+        # Go's words for a Transfer-Encoding it does not know (h11's only 501)
+        content = "Unsupported transfer encoding" if status == 501 else text
+        return SendBytes(
+            f"HTTP/1.1 {text}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Connection: close\r\n\r\n{content}".encode("latin-1")
+        )
 
     def _encode(self, response: Response, *, close: bool) -> bytes:
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
-        headers.append(_NSQ_HEADER)
+        if response.nsq_header:
+            headers.append(_NSQ_HEADER)
         headers.append((b"Content-Length", str(len(response.body)).encode()))
         if close:
             headers.append((b"Connection", b"close"))
@@ -322,6 +332,14 @@ def _split_target(target: str) -> tuple[str, str]:
         return unquote(parts.path or "/"), parts.query
     path, _, query = target.partition("?")
     return unquote(path), query
+
+
+def _go_error_detail(h11_message: str) -> str:
+    """Go's detail for a request h11 refused, where Go gives one (else "")."""
+    # h11 says "Missing mandatory Host: header"; Go names only this case.
+    if "Missing mandatory Host" in h11_message:
+        return "missing required Host header"
+    return ""
 
 
 def _content_length(head: h11.Request) -> int | None:

@@ -8,8 +8,13 @@ settings):
 * an unknown path answers ``404 {"message":"NOT_FOUND"}``;
 * a known path with another method answers ``405 {"message":"METHOD_NOT_ALLOWED"}``
   with an ``Allow`` header, and ``OPTIONS`` answers ``200`` with ``Allow``;
-* a path that matches only with or without a trailing slash is redirected
-  (301 for GET, 307 otherwise).
+* a path that matches a route of its method only with or without a trailing
+  slash, or only once cleaned (``//``, ``.``, ``..``) and compared without
+  regard to case, is redirected to the route's path (301 for GET, 307
+  otherwise), with Go's ``http.Redirect`` body.
+
+Answers carry NSQ's ``X-NSQ-Content-Type`` header as nsqd's do: not from
+plain-text routes, ``OPTIONS`` or redirects (see :mod:`nsqbox.http.messages`).
 
 A handler is ``async def handler(request) -> result``; the result becomes the
 response as NSQ's ``RespondV1`` does (see :meth:`Response.v1`), and an
@@ -34,11 +39,14 @@ Example (what the nsqlookupd service does)::
 
 from __future__ import annotations
 
+import html
 import logging
+import posixpath
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
+from urllib.parse import quote
 
 from nsqbox.http.messages import HTTPError, Request, Response
 
@@ -99,6 +107,8 @@ class _Route:
             if self.plain_text and not isinstance(result, str | bytes | Response):
                 raise TypeError(f"plain-text route {self.pattern} returned {type(result)}")
             response = Response.v1(result)
+            if self.plain_text:  # nsqd's PlainText decorator sends no NSQ header
+                response = replace(response, nsq_header=False)
         except HTTPError as exc:
             response = _error_response(exc, self.plain_text)
         except Exception:
@@ -138,6 +148,9 @@ class Router:
         self.too_large = too_large or HTTPError(413, "BODY_TOO_BIG")
         # Static paths are looked up directly; patterns with parameters in order.
         self._static: dict[str, dict[str, _Route]] = {}
+        # Static paths by their lower-case form, for redirecting a path that
+        # differs only in case (httprouter's RedirectFixedPath).
+        self._static_folded: dict[str, str] = {}
         self._dynamic: list[tuple[tuple[str, ...], dict[str, _Route]]] = []
 
     def add(
@@ -180,6 +193,7 @@ class Router:
                 self._dynamic.append((segments, methods))
         else:
             methods = self._static.setdefault(pattern, {})
+            self._static_folded.setdefault(pattern.lower(), pattern)
         if route.method in methods:
             raise ValueError(f"duplicate route {route.method} {pattern}")
         methods[route.method] = route
@@ -213,6 +227,7 @@ class Router:
     def resolve(self, method: str, path: str) -> Endpoint:
         """The endpoint for a request head; unknown paths and methods get error endpoints."""
         found = self._lookup(path)
+        methods: dict[str, _Route] = {}
         if found is not None:
             methods, params = found
             route = methods.get(method)
@@ -223,17 +238,58 @@ class Router:
                     max_body_size=route.max_body_size,
                     too_large=route.too_large,
                 )
+        if method != "CONNECT" and path != "/":
+            fixed = self._fixed_path(method, path)
+            if fixed is not None and fixed != path:
+                return _redirect(fixed, 301 if method == "GET" else 307)
+        if found is not None:
             allow = ", ".join(sorted({*methods, "OPTIONS"}))
             if method == "OPTIONS":
-                return _fixed(Response(200, b"", (("Allow", allow),)))
+                return _fixed(Response(200, b"", (("Allow", allow),), nsq_header=False))
             error = Response.error(HTTPError(405, "METHOD_NOT_ALLOWED"))
             return _fixed(_with_header(error, "Allow", allow), self.logger)
-        if path != "/":
-            other = path[:-1] if path.endswith("/") else path + "/"
-            found = self._lookup(other)
-            if found is not None and method in found[0]:
-                return _redirect(other, 301 if method == "GET" else 307)
         return _fixed(Response.error(HTTPError(404, "NOT_FOUND")), self.logger)
+
+    def _fixed_path(self, method: str, path: str) -> str | None:
+        """The path of ``method``'s route that ``path`` means, as httprouter finds it.
+
+        First the path with its trailing slash added or removed; then the
+        cleaned path, case-insensitively, as it is or with that slash fixed.
+        """
+        other = path[:-1] if path.endswith("/") else path + "/"
+        found = self._lookup(other)
+        if found is not None and method in found[0]:
+            return other
+        cleaned = clean_path(path)
+        for candidate in (cleaned, cleaned[:-1] if cleaned.endswith("/") else cleaned + "/"):
+            fixed = self._lookup_folded(method, candidate)
+            if fixed is not None:
+                return fixed
+        return None
+
+    def _lookup_folded(self, method: str, path: str) -> str | None:
+        """The path of ``method``'s route matching ``path`` regardless of case, or None.
+
+        Parameter values keep their case; the route's own segments take the
+        route's.
+        """
+        static = self._static_folded.get(path.lower())
+        if static is not None and method in self._static[static]:
+            return static
+        parts = path.split("/")[1:]
+        for segments, methods in self._dynamic:
+            if method not in methods:
+                continue
+            params = _match(segments, parts, fold=True)
+            if params is not None:
+                out = []
+                for i, segment in enumerate(segments):
+                    if segment.startswith("*"):
+                        out.append("/".join(parts[i:]))
+                        break
+                    out.append(parts[i] if segment.startswith(":") else segment)
+                return "/" + "/".join(out)
+        return None
 
     def _lookup(self, path: str) -> tuple[dict[str, _Route], dict[str, str]] | None:
         methods = self._static.get(path)
@@ -247,7 +303,9 @@ class Router:
         return None
 
 
-def _match(segments: tuple[str, ...], parts: list[str]) -> dict[str, str] | None:
+def _match(
+    segments: tuple[str, ...], parts: list[str], *, fold: bool = False
+) -> dict[str, str] | None:
     params: dict[str, str] = {}
     for i, segment in enumerate(segments):
         if segment.startswith("*"):
@@ -260,14 +318,14 @@ def _match(segments: tuple[str, ...], parts: list[str]) -> dict[str, str] | None
             if not parts[i]:
                 return None
             params[segment[1:]] = parts[i]
-        elif segment != parts[i]:
+        elif segment != parts[i] and not (fold and segment.lower() == parts[i].lower()):
             return None
     return params if len(parts) == len(segments) else None
 
 
 def _error_response(error: HTTPError, plain_text: bool) -> Response:
     if plain_text and error.body is None:
-        return Response.text(error.message, error.status)
+        return replace(Response.text(error.message, error.status), nsq_header=False)
     return Response.error(error)
 
 
@@ -297,9 +355,49 @@ def _fixed(response: Response, logger: logging.Logger | None = None) -> Endpoint
     return Endpoint(respond=respond, too_large=response)
 
 
-def _redirect(location: str, status: int) -> Endpoint:
+def clean_path(path: str) -> str:
+    """httprouter's CleanPath: Go's ``path.Clean`` that keeps a trailing slash.
+
+    ``//``, ``.`` and ``..`` segments go, the result starts with ``/``.
+    """
+    if not path:
+        return "/"
+    cleaned = posixpath.normpath("/" + path.lstrip("/"))
+    # normpath keeps a leading "//" (POSIX allows it a meaning); Go does not.
+    cleaned = "/" + cleaned.lstrip("/")
+    if path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    return cleaned
+
+
+#: Go's url.PathEscape-like escaping of a path (url.URL.EscapedPath): these stay as they are.
+_PATH_SAFE = "$&+,/:;=@"
+
+
+def _redirect(path: str, status: int) -> Endpoint:
+    """Go's ``http.Redirect`` to ``path`` (and the request's query), as httprouter calls it."""
+    # http.Redirect cleans the path it is given, keeping a trailing slash.
+    escaped = clean_path(quote(path, safe=_PATH_SAFE))
+
     async def respond(request: Request) -> Response:
-        target = location + ("?" + request.raw_query if request.raw_query else "")
-        return Response(status, b"", (("Location", target),))
+        # url.URL.String(): "?" and the raw query when the target had a "?".
+        has_query = bool(request.raw_query) or request.target.endswith("?")
+        location = escaped + ("?" + request.raw_query if has_query else "")
+        headers: tuple[tuple[str, str], ...] = (("Location", location),)
+        body = b""
+        if request.method in ("GET", "HEAD"):
+            headers = (("Content-Type", "text/html; charset=utf-8"), *headers)
+        if request.method == "GET":
+            text = _STATUS_TEXT[status]
+            body = f'<a href="{_html_escape(location)}">{text}</a>.\n\n'.encode()
+        return Response(status, body, headers, nsq_header=False)
 
     return Endpoint(respond=respond)
+
+
+_STATUS_TEXT = {301: "Moved Permanently", 307: "Temporary Redirect"}
+
+
+def _html_escape(text: str) -> str:
+    # Go's htmlEscape: the five characters, with numeric references for quotes.
+    return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")

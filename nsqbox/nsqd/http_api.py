@@ -36,13 +36,13 @@ from .stats import (
     memory_stats,
     stats_document,
 )
+from .statsd import statsd_prefix
 from .tap import add_tap_routes
 from .topic import TopicError
 
 if TYPE_CHECKING:
     from .channel import Channel
     from .nsqd import NSQD
-    from .options import NSQDOptions
     from .stats import ClientStats
     from .topic import Topic
 
@@ -319,7 +319,7 @@ class _NSQDHTTP:
 
     # -- /config -----------------------------------------------------------
     async def get_config(self, request: Request) -> object:
-        return config_value(self.nsqd.options, request.params["opt"])
+        return config_value(self.nsqd, request.params["opt"])
 
     async def put_config(self, request: Request) -> object:
         opt, opts, body = request.params["opt"], self.nsqd.options, request.body
@@ -331,6 +331,8 @@ class _NSQDHTTP:
             except PeerJSONError:
                 raise HTTPError(400, "INVALID_VALUE") from None
             opts.lookupd_tcp_addresses = addresses or []
+            # nsqd stores Go's nil slice for ``null``, and GET shows it as null.
+            opts.lookupd_tcp_addresses_null = addresses is None
         elif opt == "log_level":
             try:
                 opts.log_level = parse_level(body.decode("utf-8", "replace"))
@@ -341,7 +343,7 @@ class _NSQDHTTP:
             raise HTTPError(400, "INVALID_OPTION")
         if self.on_options_changed is not None:
             self.on_options_changed()
-        return config_value(opts, opt)
+        return config_value(self.nsqd, opt)
 
     # -- /debug ------------------------------------------------------------
     async def debug(self, request: Request) -> dict[str, object]:
@@ -393,14 +395,27 @@ def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> lis
     return bodies
 
 
-def config_value(opts: NSQDOptions, cfg_name: str) -> object:
+def config_value(nsqd: NSQD, cfg_name: str) -> object:
     """nsqd's getOptByCfgName: a flag option by config name, with Go's JSON types.
 
     Durations are Go ns integers, the log level and TLS version Go's numbers.
+    The statsd prefix is the one nsqd computes at start (host filled in, a
+    trailing dot), and lookupd addresses set to ``null`` read back as null.
     """
+    opts = nsqd.options
     flag = _CONFIG_OPTIONS.get(cfg_name)
     if flag is None:
         raise HTTPError(400, "INVALID_OPTION")
+    if cfg_name == "statsd_prefix":
+        return statsd_prefix(
+            opts.statsd_prefix,
+            opts.effective_broadcast_address(),
+            opts.broadcast_http_port or nsqd.http_port,
+        )
+    if cfg_name == "nsqlookupd_tcp_addresses" and opts.lookupd_tcp_addresses_null:
+        # A nil slice in a non-nil interface: Go's RespondV1 encodes it as null
+        # (where a bare None would be an empty body).
+        return Response.json(None)
     value = getattr(opts, flag.attr)
     match flag.kind:
         case Kind.DURATION:

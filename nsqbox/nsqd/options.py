@@ -45,6 +45,9 @@ class NSQDOptions:
     broadcast_tcp_port: int = 0
     broadcast_http_port: int = 0
     lookupd_tcp_addresses: list[str] = field(default_factory=list)
+    # Set by PUT /config/nsqlookupd_tcp_addresses with ``null``: nsqd then holds
+    # a nil slice, which GET shows as ``null`` (the list above stays empty).
+    lookupd_tcp_addresses_null: bool = False
     auth_http_addresses: list[str] = field(default_factory=list)
     auth_http_request_method: str = "get"
     http_client_connect_timeout: float = 2.0

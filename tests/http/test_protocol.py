@@ -43,6 +43,8 @@ def _parse_response(data: bytes) -> tuple[h11.Response, bytes]:
         event = client.next_event()
         if isinstance(event, h11.Data):
             body += event.data
+        elif event is h11.NEED_DATA:
+            client.receive_data(b"")  # a body that ends where the server closes
         else:
             assert isinstance(event, h11.EndOfMessage)
             return head, body
@@ -158,6 +160,34 @@ def test_malformed_requests_get_an_error_and_close(data: bytes, status: int) -> 
     head, body = _parse_response(event.data)
     assert head.status_code == status
     assert body.startswith(str(status).encode())
+    assert conn.next_event() == CloseConnection(drain=True)
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        pytest.param(b"GARBAGE\r\n\r\n", b"400 Bad Request", id="no-version"),
+        pytest.param(
+            b"GET / HTTP/1.1\r\n\r\n",
+            b"400 Bad Request: missing required Host header",
+            id="no-host",
+        ),
+        pytest.param(
+            b"GET /ping HTTP/2.0\r\nHost: h\r\n\r\n",
+            b"505 HTTP Version Not Supported: unsupported protocol version",
+            id="http2",
+        ),
+    ],
+)
+def test_refusals_are_go_net_http_bytes(data: bytes, text: bytes) -> None:
+    # Go writes these itself: no Content-Length, Date or NSQ header.
+    conn = ServerConnection(_router())
+    conn.receive_data(data)
+    event = conn.next_event()
+    assert event == SendBytes(
+        b"HTTP/1.1 " + text + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        b"Connection: close\r\n\r\n" + text
+    )
     assert conn.next_event() == CloseConnection(drain=True)
 
 

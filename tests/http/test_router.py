@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from nsqbox.http import HTTPError, Request, Response, Router, parse_query
+from nsqbox.http.router import clean_path
 
 
 def _request(method: str, path: str, query: str = "", body: bytes = b"") -> Request:
@@ -163,12 +164,55 @@ async def test_trailing_slash_redirects() -> None:
     router.add("POST", "/topic/create", handler)
     router.add("GET", "/dir/", handler)
     get = await _call(router, "GET", "/stats/", "format=json")
-    assert (get.status, get.headers) == (301, (("Location", "/stats?format=json"),))
+    assert (get.status, dict(get.headers)) == (
+        301,
+        {"Location": "/stats?format=json", "Content-Type": "text/html; charset=utf-8"},
+    )
+    # Go's http.Redirect body, for GET only, without NSQ's header.
+    assert get.body == b'<a href="/stats?format=json">Moved Permanently</a>.\n\n'
+    assert not get.nsq_header
     post = await _call(router, "POST", "/topic/create/")
-    assert (post.status, post.headers) == (307, (("Location", "/topic/create"),))
-    assert (await _call(router, "GET", "/dir")).headers == (("Location", "/dir/"),)
+    assert (post.status, post.headers, post.body) == (307, (("Location", "/topic/create"),), b"")
+    assert dict((await _call(router, "GET", "/dir")).headers)["Location"] == "/dir/"
     # Only to a route that has the method.
     assert (await _call(router, "POST", "/stats/")).status == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "location"),
+    [
+        ("/PING", "", "/ping"),
+        ("//ping", "", "/ping"),
+        ("/./ping", "", "/ping"),
+        ("/a/../ping", "", "/ping"),
+        ("/PING/", "", "/ping"),
+        ("/Stats", "x=<a>&y", "/stats?x=<a>&y"),
+        ("/CONFIG/Foo", "", "/config/Foo"),  # a parameter keeps its case
+        ("/dir", "", "/dir/"),
+    ],
+)
+async def test_fixed_paths_redirect_as_httprouter(path: str, query: str, location: str) -> None:
+    router = Router()
+
+    async def handler(request: Request) -> str:
+        return "OK"
+
+    for pattern in ("/ping", "/stats", "/config/:opt", "/dir/"):
+        router.add("GET", pattern, handler)
+    response = await _call(router, "GET", path, query)
+    assert (response.status, dict(response.headers)["Location"]) == (301, location)
+    escaped = location.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert response.body == f'<a href="{escaped}">Moved Permanently</a>.\n\n'.encode()
+    # not for another method, nor to a route of another method
+    assert (await _call(router, "POST", path, query)).status in (404, 405)
+
+
+def test_clean_path() -> None:
+    assert clean_path("") == "/"
+    assert clean_path("//a//b/") == "/a/b/"
+    assert clean_path("/../a/./b/..") == "/a"
+    assert clean_path("a") == "/a"
+    assert clean_path("/") == "/"
 
 
 def test_route_errors_and_body_limits() -> None:

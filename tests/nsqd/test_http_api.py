@@ -54,7 +54,7 @@ def binary_mpub(bodies: list[bytes], count: int | None = None) -> bytes:
 async def test_ping(server: NSQDWithHTTP, client: httpx.AsyncClient) -> None:
     ok = await client.get("/ping")
     assert (ok.status_code, ok.text) == (200, "OK")
-    assert ok.headers[NSQ_HEADER[0]] == NSQ_HEADER[1]
+    assert NSQ_HEADER[0] not in ok.headers  # nsqd's PlainText decorator
     server.nsqd.set_health("disk full")
     sick = await client.get("/ping")
     assert (sick.status_code, sick.text) == (500, "NOK - disk full")
@@ -325,13 +325,32 @@ async def test_config(server: NSQDWithHTTP, client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/config/queue_scan_interval"), 400, "INVALID_OPTION")
 
 
+async def test_config_statsd_prefix_has_the_host_filled_in(
+    server: NSQDWithHTTP, client: httpx.AsyncClient
+) -> None:
+    # as nsqd.New() rewrites it; RespondV1 sends a string as it is, not as JSON
+    response = await client.get("/config/statsd_prefix")
+    port = server.nsqd.http_port
+    assert (response.status_code, response.text) == (200, f"nsq.127_0_0_1_{port}.")
+
+
+async def test_config_lookupd_addresses_null_reads_back_null(client: httpx.AsyncClient) -> None:
+    # nsqd stores Go's nil slice; invalid UTF-8 is replaced as Go's decoder does
+    put = await client.put("/config/nsqlookupd_tcp_addresses", content=b"null")
+    assert (put.status_code, put.content) == (200, b"null")
+    assert (await client.get("/config/nsqlookupd_tcp_addresses")).content == b"null"
+    put = await client.put("/config/nsqlookupd_tcp_addresses", content=b'["a\xffb:1"]')
+    assert (put.status_code, put.json()) == (200, ["a\ufffdb:1"])
+    put = await client.put("/config/nsqlookupd_tcp_addresses", content=b"[]")
+    assert (put.status_code, put.content) == (200, b"[]")
+
+
 @pytest.mark.parametrize(
     ("name", "body"),
     [
         ("msg_timeout", b"60000000000"),
         ("max_msg_size", b"100"),
         ("id", b"1"),
-        ("statsd_prefix", b"nsq.%s"),  # RespondV1 sends a string as it is, not as JSON
         ("snappy", b"true"),
         ("e2e_processing_latency_percentiles", b"[]"),
         ("tls_min_version", b"769"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from nsqbox.http.router import clean_path
+
 Answer = tuple[int, str | None]
 
 _OK: Final[Answer] = (200, None)
@@ -130,20 +132,34 @@ def allowed(
     over 256 KiB.
     """
     methods = methods_for(routes, path)
+    if method in methods:
+        pattern = next(p for (m, p) in routes if m == method and _match(p, path))
+        limit, too_large = limits.get((method, pattern), (default_limit, _BODY_TOO_BIG))
+        if body_size > limit:
+            return frozenset({too_large})
+        return routes[method, pattern]
+    if path != "/" and _redirects(routes, method, path):
+        return frozenset({(301 if method == "GET" else 307, None)})
     if methods:
-        if method in methods:
-            pattern = next(p for (m, p) in routes if m == method and _match(p, path))
-            limit, too_large = limits.get((method, pattern), (default_limit, _BODY_TOO_BIG))
-            if body_size > limit:
-                return frozenset({too_large})
-            return routes[method, pattern]
         if method == "OPTIONS":
             return frozenset({_OK})
         return _refused(405, "METHOD_NOT_ALLOWED", body_size)
-    other = path[:-1] if path.endswith("/") else path + "/"
-    if path != "/" and method in methods_for(routes, other):
-        return frozenset({(301 if method == "GET" else 307, None)})
     return _refused(404, "NOT_FOUND", body_size)
+
+
+def _redirects(routes: dict[tuple[str, str], frozenset[Answer]], method: str, path: str) -> bool:
+    """httprouter's redirects: a trailing slash off or on, or the path cleaned and case-folded."""
+    other = path[:-1] if path.endswith("/") else path + "/"
+    if method in methods_for(routes, other):
+        return True
+    cleaned = clean_path(path)
+    toggled = cleaned[:-1] if cleaned.endswith("/") else cleaned + "/"
+    for candidate in (cleaned, toggled):
+        folded = candidate.lower()
+        for m, pattern in routes:
+            if m == method and _match(pattern.lower(), folded) and candidate != path:
+                return True
+    return False
 
 
 def _refused(status: int, message: str, body_size: int) -> frozenset[Answer]:

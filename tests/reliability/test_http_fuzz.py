@@ -163,7 +163,13 @@ def check_response(
         answer = _answer(response)
     seen[str(answer[0])] += 1
     assert answer in expected, (response.request.method, response.request.url, answer, expected)
-    assert response.headers["X-NSQ-Content-Type"] == "nsq; version=1.0"
+    # nsqd's header is on V1 answers, not on redirects, OPTIONS or /ping (PlainText)
+    plain = answer[0] in (301, 307) or (response.request.method, answer[0]) == ("OPTIONS", 200)
+    plain = plain or (response.request.method, response.request.url.path) == ("GET", "/ping")
+    if plain:
+        assert "X-NSQ-Content-Type" not in response.headers
+    else:
+        assert response.headers["X-NSQ-Content-Type"] == "nsq; version=1.0"
     if answer == (200, None) and response.headers.get("Content-Type", "").startswith(
         "application/json"
     ):
