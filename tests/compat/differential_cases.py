@@ -247,14 +247,6 @@ ALLOWED: Final[dict[str, tuple[str, str]]] = {
         "HTTP/1.1 200 OK",
     ),
     "http-debug-pprof": ("no Go profiler: nsqbox has no /debug/pprof", "HTTP/1.1 404 Not Found"),
-    "lookupd-topic-create-get": (
-        "nsqlookupd's changing routes answer GET too, as before nsqd 1.0, for old tools",
-        "HTTP/1.1 400 Bad Request",
-    ),
-    "lookupd-tombstone-alias": (
-        "the pre-1.0 /tombstone_topic_producer is kept as an alias of /topic/tombstone",
-        "HTTP/1.1 400 Bad Request",
-    ),
     "http-ping-http10": (
         "an HTTP/1.0 request is answered as HTTP/1.1 with Connection: close (h11), not as"
         " HTTP/1.0; both mean the same to a client",

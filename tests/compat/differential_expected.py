@@ -8,6 +8,11 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "tcp-unknown": ("ERROR b'E_INVALID invalid command FOO'", "CLOSED"),
     "tcp-empty-line": ("ERROR b'E_INVALID invalid command '", "CLOSED"),
     "tcp-not-utf8": ("ERROR b'E_INVALID invalid command F\\xffO'", "CLOSED"),
+    "tcp-rdy-not-utf8": (
+        "RESPONSE b'OK'",
+        "ERROR b'E_INVALID RDY could not parse count \\xff'",
+        "CLOSED",
+    ),
     "tcp-identify-json": ("ERROR b'E_BAD_BODY IDENTIFY failed to decode JSON body'", "CLOSED"),
     "tcp-identify-type": ("ERROR b'E_BAD_BODY IDENTIFY failed to decode JSON body'", "CLOSED"),
     "tcp-identify-too-big": ("ERROR b'E_BAD_BODY IDENTIFY body too big 4097 > 4096'", "CLOSED"),
