@@ -9,8 +9,8 @@ base ports plus ``100 * i`` (a port of 0 stays 0) and the data directory ``<data
 on port 0; :class:`BoxAddresses` reports the ports bound.
 
 This module is the service only: the ``nsqbox up`` command (flags, config file, signals, the
-banner) is :mod:`nsqbox.up`. It imports neither trio nor the servers at the top, so reading
-:class:`BoxOptions` stays light.
+banner) is :mod:`nsqbox.up`, and ``nsqbox up --tui`` is :mod:`nsqbox.up_tui`. It imports
+neither trio nor the servers at the top, so reading :class:`BoxOptions` stays light.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ port 0; the banner and ``--ready-json`` show the ports bound.
 
 ``nsqbox up`` takes nsqd's flags (applied to every node) and its own; ``--config`` names a TOML
 file holding either, keyed by flag name with ``-`` turned into ``_``. ``--tui`` runs the terminal
-admin UI with the box inside it (:mod:`nsqbox.admin.tui.guest`); only then is Textual imported.
+admin UI with the box inside it (:mod:`nsqbox.up_tui`); only then is Textual imported.
 SIGINT or SIGTERM shuts everything down; each nsqd persists its messages and metadata as it stops.
 """
 
@@ -135,7 +135,7 @@ def main(argv: list[str]) -> int:
         return fatal(f"failed to start nsqbox - {exc}")
     if flags["tui"].value.value:
         # Textual loads only here: the TUI hosts the box as a trio guest run.
-        from nsqbox.admin.tui.guest import run_box_tui
+        from nsqbox.up_tui import run_box_tui
 
         return run_box_tui(options)
     return run(options, ready_json=ready_json)

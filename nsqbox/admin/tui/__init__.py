@@ -7,10 +7,11 @@ against any NSQ cluster. See docs/tui.md.
 
 Modules: :mod:`.app` (the app), :mod:`.backend` (what it reads the cluster through), one module
 per view (:mod:`.topics`, :mod:`.topic`, :mod:`.channel`, :mod:`.nodes`, :mod:`.tail`), the
-modals (:mod:`.modals`, :mod:`.help`), :mod:`.cli` (``nsqbox tui``), :mod:`.guest`
-(``nsqbox up --tui``: the box's trio services as a guest of Textual's asyncio loop), and
+modals (:mod:`.modals`, :mod:`.help`), :mod:`.cli` (``nsqbox tui``), :mod:`.guest` (trio as a
+guest of Textual's asyncio loop) and :mod:`.logs` (a log kept in memory, and its view), and
 :mod:`.demo` / :mod:`.tour` (a fixed cluster and a walk through the views, for screenshots and
-snapshot tests).
+snapshot tests). The TUI knows nothing of the box: ``nsqbox up --tui`` is :mod:`nsqbox.up_tui`,
+above both.
 """
 
 from __future__ import annotations
