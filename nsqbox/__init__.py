@@ -1,7 +1,8 @@
 """nsqbox: NSQ in a box.
 
-A wire-compatible nsqd (and, as it grows, nsqlookupd and an nsqadmin
-equivalent) in one Python process, under trio's structured concurrency.
+A wire-compatible nsqd, nsqlookupd and nsqadmin equivalent (its ``/api`` and a terminal
+UI) in one Python process, under trio's structured concurrency. docs/architecture.md lists
+every package with its layer, and the module for each NSQ concept.
 
 PYTEST_DONT_REWRITE: nsqbox ships a pytest plugin (``nsqbox.testing.plugin``) but no
 assertions of its own to rewrite; this marker keeps pytest from warning that the

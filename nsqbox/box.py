@@ -1,47 +1,31 @@
-"""``nsqbox up``: nsqlookupd, N nsqds and the admin service in one process, one trio run.
+"""The box: nsqlookupd, N nsqds and the admin service as one trio service (:func:`serve_box`).
 
-One root nursery holds every service. With no flags the box listens on 127.0.0.1 at NSQ's standard
+One nursery holds every service. By default the box listens on 127.0.0.1 at NSQ's standard
 ports — nsqd 4150 (TCP) and 4151 (HTTP), nsqlookupd 4160 and 4161, the admin service (nsqadmin's
 ``/api``) 4171 — keeps its data in ``./nsqbox-data`` and registers every nsqd with the box's
-lookupd. ``--nsqd-count N`` runs N nsqds: node ``i`` gets node id ``i`` (plus ``--node-id`` if
-given), the base ports plus ``100 * i`` (a port of 0 stays 0) and the data directory
-``<data-path>/node<i>`` (node 0 uses ``<data-path>`` itself). ``--ephemeral-ports`` puts every
-listener whose address is not given explicitly on port 0, and so does an nsqd ``--tcp-address``
-with port 0; the banner and ``--ready-json`` show the ports bound.
+lookupd. With ``nsqd_count`` N, node ``i`` gets node id ``i`` (plus the template's node id), the
+base ports plus ``100 * i`` (a port of 0 stays 0) and the data directory ``<data-path>/node<i>``
+(node 0 uses ``<data-path>`` itself). :meth:`BoxOptions.use_ephemeral_ports` puts every listener
+on port 0; :class:`BoxAddresses` reports the ports bound.
 
-``nsqbox up`` takes nsqd's flags (applied to every node) and its own; ``--config`` names a TOML
-file holding either, keyed by flag name with ``-`` turned into ``_``. ``--tui`` runs the terminal
-admin UI (:mod:`nsqbox.admin.tui`) with the box inside it; only then is Textual imported.
-SIGINT or SIGTERM shuts everything down; each nsqd persists its messages and metadata as it stops.
+This module is the service only: the ``nsqbox up`` command (flags, config file, signals, the
+banner) is :mod:`nsqbox.up`, and ``nsqbox up --tui`` is :mod:`nsqbox.up_tui`. It imports
+neither trio nor the servers at the top, so reading :class:`BoxOptions` stays light.
 """
 
 from __future__ import annotations
 
 import contextvars
 import copy
-import json
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nsqbox.addresses import format_address, split_host_port
 from nsqbox.admin.options import AdminOptions
-from nsqbox.cli import fatal, first_error, parse_nsqd_command, version_line
-from nsqbox.goflags import FlagSet
-from nsqbox.logs import configure_logging
 from nsqbox.lookupd.options import LookupdOptions
-from nsqbox.nsqd.config import (
-    ConfigError,
-    Kind,
-    OptionFlag,
-    coerce,
-    flag_value,
-    load_config_file,
-    nsqd_flag_set,
-)
 from nsqbox.nsqd.options import NSQDOptions
 
 if TYPE_CHECKING:
@@ -51,9 +35,15 @@ if TYPE_CHECKING:
     from nsqbox.lookupd.server import LookupdAddresses
     from nsqbox.nsqd.server import NSQDAddresses
 
-__all__ = ["BoxAddresses", "BoxOptions", "main", "serve_box"]
-
-logger = logging.getLogger("nsqbox.box")
+__all__ = [
+    "LOG_PREFIXES",
+    "UP_DATA_PATH",
+    "BoxAddresses",
+    "BoxOptions",
+    "NodeTag",
+    "serve_box",
+    "with_port",
+]
 
 #: Where ``nsqbox up`` keeps its data unless --data-path says otherwise.
 UP_DATA_PATH = "./nsqbox-data"
@@ -80,13 +70,13 @@ class BoxOptions:
 
     def use_ephemeral_ports(self) -> None:
         """Put every listener on port 0 (the OS picks free ports)."""
-        self.nsqd.tcp_address = _with_port(self.nsqd.tcp_address, 0)
+        self.nsqd.tcp_address = with_port(self.nsqd.tcp_address, 0)
         if self.nsqd.http_address:
-            self.nsqd.http_address = _with_port(self.nsqd.http_address, 0)
-        self.nsqd.https_address = _with_port(self.nsqd.https_address, 0)
-        self.lookupd_tcp_address = _with_port(self.lookupd_tcp_address, 0)
-        self.lookupd_http_address = _with_port(self.lookupd_http_address, 0)
-        self.admin_http_address = _with_port(self.admin_http_address, 0)
+            self.nsqd.http_address = with_port(self.nsqd.http_address, 0)
+        self.nsqd.https_address = with_port(self.nsqd.https_address, 0)
+        self.lookupd_tcp_address = with_port(self.lookupd_tcp_address, 0)
+        self.lookupd_http_address = with_port(self.lookupd_http_address, 0)
+        self.admin_http_address = with_port(self.admin_http_address, 0)
 
     def validate(self) -> None:
         """Raise ValueError for a box that cannot start (bad count, ids or clashing ports)."""
@@ -156,7 +146,8 @@ class BoxOptions:
         )
 
 
-def _with_port(address: str, port: int) -> str:
+def with_port(address: str, port: int) -> str:
+    """``address`` with its port replaced by ``port``."""
     host, _ = split_host_port(address)
     return format_address((host, port))
 
@@ -217,15 +208,15 @@ class BoxAddresses:
         return "".join(f"{label}: {line}\n" for line in lines)
 
 
-# Which node the current task serves, for log lines (trio tasks inherit it from their parent).
-_node: contextvars.ContextVar[int] = contextvars.ContextVar("nsqbox_node")
+#: Which node the current task serves, for log lines (trio tasks inherit it from their parent).
+node_index: contextvars.ContextVar[int] = contextvars.ContextVar("nsqbox_node")
 
 
-class _NodeTag(logging.Filter):
+class NodeTag(logging.Filter):
     """Tags nsqd log lines with the node they come from when a box runs several."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        index = _node.get(None)
+        index = node_index.get(None)
         if index is not None and record.name.startswith("nsqbox.nsqd"):
             record.msg = f"node {index}: {record.msg}"
         return True
@@ -239,7 +230,7 @@ async def _serve_node(
 ) -> None:
     from nsqbox.nsqd.server import serve_nsqd
 
-    _node.set(index)
+    node_index.set(index)
     await serve_nsqd(options, task_status=task_status)
 
 
@@ -248,7 +239,7 @@ async def serve_box(
     *,
     task_status: trio.TaskStatus[BoxAddresses],
 ) -> None:
-    """Run lookupd, the nsqds and the admin service until cancelled.
+    """Run lookupd, the nsqds and the admin service until cancelled (``nursery.start`` it).
 
     Creates the data directories, then reports every bound address through ``task_status``
     once all of them listen. Raises ValueError for options that cannot work (see
@@ -273,157 +264,3 @@ async def serve_box(
         admin_options = options.admin_options(_reachable(lookupd.http))
         admin: AdminAddresses = await nursery.start(serve_admin, admin_options)
         task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths))
-
-
-# --- the command line -----------------------------------------------------------------------------
-
-#: ``nsqbox up``'s own options (nsqd's come from nsqd's flag set).
-UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
-    OptionFlag("nsqd-count", Kind.INT, "number of nsqd nodes, [1,64]"),
-    OptionFlag(
-        "nsqlookupd-tcp-address",
-        Kind.STRING,
-        "<addr>:<port> of the box's nsqlookupd for TCP (nsqd registration)",
-        field="lookupd_tcp_address",
-    ),
-    OptionFlag(
-        "nsqlookupd-http-address",
-        Kind.STRING,
-        "<addr>:<port> of the box's nsqlookupd for HTTP clients",
-        field="lookupd_http_address",
-    ),
-    OptionFlag(
-        "nsqadmin-http-address",
-        Kind.STRING,
-        "<addr>:<port> of the admin service (nsqadmin's /api)",
-        field="admin_http_address",
-    ),
-)
-
-
-def up_flag_set(defaults: BoxOptions) -> FlagSet:
-    """nsqd's flags, then ``nsqbox up``'s own."""
-    flags = nsqd_flag_set("nsqbox up", defaults.nsqd)
-    for opt in UP_OPTION_FLAGS:
-        flags.var(opt.flag, flag_value(opt.kind, getattr(defaults, opt.attr)), opt.usage)
-    flags.add_bool("ephemeral-ports", False, "listen on ports the OS picks (port 0) everywhere")
-    flags.add_bool(
-        "ready-json", False, "once listening, print the addresses as one JSON line on stdout"
-    )
-    flags.add_bool("tui", False, "run the terminal admin UI with the box inside it")
-    return flags
-
-
-def resolve_up_options(flags: FlagSet, nsqd: NSQDOptions) -> tuple[BoxOptions, bool]:
-    """BoxOptions from the flags and the config file; also whether to print the ready line."""
-    path = flags["config"].value.value
-    cfg = load_config_file(path) if path else {}
-    options = BoxOptions(nsqd=nsqd)
-    if not flags.is_set("node-id") and "id" not in cfg:
-        nsqd.node_id = 0  # nodes are numbered from 0, not from the hostname's hash
-    values: dict[str, Any] = {}
-    for opt in (*UP_OPTION_FLAGS, OptionFlag("ephemeral-ports", Kind.BOOL, "")):
-        if flags.is_set(opt.flag):
-            values[opt.attr] = flags[opt.flag].value.value
-        elif opt.config_key in cfg:
-            try:
-                values[opt.attr] = coerce(opt.kind, cfg[opt.config_key])
-            except ValueError as exc:
-                raise ConfigError(
-                    f"failed to coerce config value {opt.config_key} = "
-                    f"{cfg[opt.config_key]} - {exc}"
-                ) from None
-    for name, value in values.items():
-        if name != "ephemeral_ports":
-            setattr(options, name, value)
-    # --ephemeral-ports, or an nsqd on port 0 (a test harness, usually): every address not
-    # given explicitly takes port 0, so such a box never grabs a fixed port.
-    if values.get("ephemeral_ports") or split_host_port(nsqd.tcp_address)[1] == 0:
-        addresses: list[tuple[str, str, Any, str]] = [
-            ("tcp-address", "tcp_address", nsqd, "tcp_address"),
-            ("http-address", "http_address", nsqd, "http_address"),
-            ("https-address", "https_address", nsqd, "https_address"),
-        ]
-        addresses += [(o.flag, o.config_key, options, o.attr) for o in UP_OPTION_FLAGS[1:]]
-        for flag, key, owner, attr in addresses:
-            current = getattr(owner, attr)
-            if current and not flags.is_set(flag) and key not in cfg:
-                setattr(owner, attr, _with_port(current, 0))
-    return options, bool(flags["ready-json"].value.value)
-
-
-def main(argv: list[str]) -> int:
-    """``nsqbox up [flags]``: the whole box in one process."""
-    defaults = BoxOptions()
-    flags = up_flag_set(defaults)
-    command = parse_nsqd_command(argv, flags, defaults.nsqd)
-    if isinstance(command, int):
-        return command
-    if command.show_version:
-        print(version_line())
-        return 0
-    try:
-        options, ready_json = resolve_up_options(flags, command.options)
-        options.validate()
-    except (ConfigError, ValueError) as exc:
-        return fatal(f"failed to start nsqbox - {exc}")
-    if flags["tui"].value.value:
-        # Textual loads only here: the TUI hosts the box as a trio guest run.
-        from nsqbox.admin.tui.guest import run_box_tui
-
-        return run_box_tui(options)
-    return run(options, ready_json=ready_json)
-
-
-@dataclass(slots=True)
-class _RunState:
-    started: bool = False
-
-
-def run(options: BoxOptions, *, ready_json: bool = False, label: str = "nsqbox up") -> int:
-    """Run the box until SIGINT or SIGTERM; the exit status."""
-    import trio  # here, not at the top: ``nsqbox up -h`` should not pay for it
-
-    from nsqbox.nsqd.metadata import MetadataError
-    from nsqbox.nsqd.nsqd import ShutdownError
-
-    handler = configure_logging(
-        options.nsqd.log_level, options.nsqd.log_prefix, prefixes=LOG_PREFIXES
-    )
-    if options.nsqd_count > 1:
-        handler.addFilter(_NodeTag())
-    state = _RunState()
-    message: str | None = None
-    interrupted = False
-    try:
-        trio.run(_run_until_signal, options, ready_json, label, state)
-    except* KeyboardInterrupt:
-        interrupted = True
-    except* ShutdownError as group:  # each failure was logged already: a summary line
-        message = str(first_error(group))
-    except* MetadataError as group:
-        message = f"failed to start nsqbox - failed to load metadata - {first_error(group)}"
-    except* (OSError, ValueError) as group:
-        if state.started:
-            raise
-        message = f"failed to start nsqbox - {first_error(group)}"
-    if message is not None:
-        return fatal(message)
-    return 130 if interrupted else 0
-
-
-async def _run_until_signal(
-    options: BoxOptions, ready_json: bool, label: str, state: _RunState
-) -> None:
-
-    from nsqbox.service import serve_until_signalled
-
-    async def start(nursery: trio.Nursery) -> None:
-        addresses: BoxAddresses = await nursery.start(serve_box, options)
-        state.started = True
-        sys.stderr.write(addresses.banner(label))
-        sys.stderr.flush()
-        if ready_json:
-            print(json.dumps(addresses.ready()), flush=True)
-
-    await serve_until_signalled(start, logger)

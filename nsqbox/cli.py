@@ -26,7 +26,7 @@ logger = logging.getLogger("nsqbox.cli")
 
 #: Commands that exist: name -> "module:function" taking ``argv`` and returning the exit status.
 SUBCOMMANDS: dict[str, str] = {
-    "up": "nsqbox.box:main",
+    "up": "nsqbox.up:main",
     "nsqd": "nsqbox.cli:nsqd_main",
     "lookupd": "nsqbox.lookupd.server:main",
     "admin": "nsqbox.admin.server:main",

@@ -22,16 +22,9 @@ import pytest
 import trio
 
 from nsqbox import cli
-from nsqbox.box import (
-    BoxAddresses,
-    BoxOptions,
-    _node,
-    _NodeTag,
-    resolve_up_options,
-    serve_box,
-    up_flag_set,
-)
+from nsqbox.box import BoxAddresses, BoxOptions, NodeTag, node_index, serve_box
 from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.up import resolve_up_options, up_flag_set
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, nsqbox
 
 # --- options ------------------------------------------------------------------------------------
@@ -140,11 +133,11 @@ def test_up_help_lists_the_box_flags(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_node_tag_marks_nsqd_lines() -> None:
     record = logging.LogRecord("nsqbox.nsqd.topic", logging.INFO, "", 0, "TOPIC(%s)", ("t",), None)
-    token = _node.set(2)
+    token = node_index.set(2)
     try:
-        assert _NodeTag().filter(record)
+        assert NodeTag().filter(record)
     finally:
-        _node.reset(token)
+        node_index.reset(token)
     assert record.getMessage() == "node 2: TOPIC(t)"
 
 

@@ -15,11 +15,13 @@ import httpx
 import trio
 from textual.pilot import Pilot
 
-from nsqbox.admin.tui.guest import BoxApp, LogBuffer, TrioGuest, dialable
+from nsqbox.admin.tui.guest import TrioGuest
+from nsqbox.admin.tui.logs import LogBuffer
 from nsqbox.admin.tui.nodes import NodesScreen
 from nsqbox.admin.tui.widgets import StatsTable
 from nsqbox.box import BoxOptions
 from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.up_tui import BoxApp, dialable
 
 from .conftest import TIMEOUT, run_app, wait_until
 

@@ -3,10 +3,11 @@
 :class:`AdminApp` opens a :class:`~.backend.Backend` (a :data:`~.backend.BackendFactory`), refreshes
 it every ``interval`` seconds in an exclusive worker and publishes each snapshot in its
 ``snapshot`` reactive, which every view watches. Two modes hold the view stacks: *topics* (Topics,
-Topic, Channel) and *nodes* (Nodes, Node, Topic); ``t`` and ``n`` switch between them. An
-action runs in its own worker; its outcome is a notification (and an :class:`ActionResult` in
-:attr:`AdminApp.results`), and a refresh follows at once. Nothing a host does — refuse,
-time out, vanish — raises out of the app.
+Topic, Channel) and *nodes* (Nodes, Node, Topic); ``t`` and ``n`` switch between them. A view
+asks for another with a message (:mod:`.navigation`) and the app pushes it, so only the app
+imports every view. An action runs in its own worker; its outcome is a notification (and an
+:class:`ActionResult` in :attr:`AdminApp.results`), and a refresh follows at once. Nothing a
+host does — refuse, time out, vanish — raises out of the app.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import tzinfo
 from functools import partial
 from typing import Any
 
-from textual import work
+from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
@@ -28,8 +29,11 @@ from textual.worker import WorkerCancelled, WorkerFailed
 
 from ..model import ClusterSnapshot
 from .backend import Backend, BackendFactory, Outcome
+from .channel import ChannelScreen
 from .help import HelpScreen
-from .nodes import NodesScreen
+from .navigation import OpenChannel, OpenNode, OpenTopic
+from .nodes import NodeScreen, NodesScreen
+from .topic import TopicScreen
 from .topics import TopicsScreen
 
 __all__ = ["ActionResult", "AdminApp"]
@@ -189,6 +193,18 @@ class AdminApp(App[int]):
                 self.pop_screen()
         else:
             self.switch_mode(mode)
+
+    @on(OpenTopic)
+    def _open_topic(self, message: OpenTopic) -> None:
+        self.push_screen(TopicScreen(message.topic))
+
+    @on(OpenChannel)
+    def _open_channel(self, message: OpenChannel) -> None:
+        self.push_screen(ChannelScreen(message.topic, message.channel))
+
+    @on(OpenNode)
+    def _open_node(self, message: OpenNode) -> None:
+        self.push_screen(NodeScreen(message.node))
 
     def action_help(self) -> None:
         """Show the keys of the current view, then the app's (not the widgets' own)."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.widgets import Static
 
 from . import format as fmt
-from .operations import ACTION_BINDINGS, OperableScreen, Target
-from .topic import channel_cells
+from .cells import channel_cells, features
+from .detail import DetailScreen
+from .operations import ACTION_BINDINGS, Target
 from .widgets import Column, RatePlot, Row, StatsTable
 
 if TYPE_CHECKING:
@@ -46,35 +46,14 @@ CLIENT_COLUMNS = (
 )
 
 
-def features(client: ClientStats) -> str:
-    """What the connection negotiated: ``TLS1.3 snappy``, ``deflate``, or nothing."""
-    parts = []
-    if client.tls:
-        parts.append(client.tls_version or "TLS")
-    if client.snappy:
-        parts.append("snappy")
-    if client.deflate:
-        parts.append("deflate")
-    return " ".join(parts)
-
-
 def client_key(client: ClientStats) -> str:
     """A client row's key: its node and its address there."""
     return f"{client.node}/{client.remote_address}/{client.client_id}"
 
 
-class ChannelScreen(OperableScreen):
+class ChannelScreen(DetailScreen):
     """A channel: summary, rate plot, per-node rows and clients."""
 
-    DEFAULT_CSS = """
-    ChannelScreen #nodes {
-        height: auto;
-        max-height: 8;
-    }
-    ChannelScreen #summary {
-        padding: 0 1;
-    }
-    """
     BINDINGS = [
         ACTION_BINDINGS["pause"],
         ACTION_BINDINGS["empty"],
@@ -82,6 +61,8 @@ class ChannelScreen(OperableScreen):
         ACTION_BINDINGS["publish"],
         ACTION_BINDINGS["tail"],
     ]
+    rows_id = "clients"
+    rows_title = "Clients"
 
     def __init__(self, topic: str, channel: str) -> None:
         super().__init__()
@@ -89,43 +70,21 @@ class ChannelScreen(OperableScreen):
         self.channel = channel
         self.crumbs = f"topics / {topic} / {channel}"
 
-    def compose_body(self) -> ComposeResult:
-        """Summary, plot, nodes, clients."""
-        yield Static(id="summary")
-        yield RatePlot(id="rate")
-        yield Static("Nodes", classes="section")
-        yield StatsTable(id="nodes")
-        yield Static("Clients", classes="section")
-        yield StatsTable(id="clients")
-
-    def on_mount(self) -> None:
-        """The clients table has the focus."""
-        self.query_one("#clients", StatsTable).focus()
-
-    @property
-    def main_table(self) -> StatsTable:
-        """The clients table."""
-        return self.query_one("#clients", StatsTable)
-
     def show(self, snapshot: ClusterSnapshot) -> None:
         """Fill everything from the channel's cluster-wide row."""
         channel = snapshot.channel(self.topic, self.channel)
-        summary = self.query_one("#summary", Static)
         if channel is None:
-            summary.update(
-                Text(f"channel {self.channel} of {self.topic}: not found (deleted?)", "bold red")
-            )
-            self.query_one("#nodes", StatsTable).show(NODE_COLUMNS, [])
-            self.query_one("#clients", StatsTable).show(CLIENT_COLUMNS, [])
+            message = f"channel {self.channel} of {self.topic}: not found (deleted?)"
+            self.show_missing(message, NODE_COLUMNS, CLIENT_COLUMNS)
             return
-        summary.update(self._summary(channel))
+        self.query_one("#summary", Static).update(self._summary(channel))
         self.query_one(RatePlot).plot(
             f"channel {self.channel}", self.rate_series(self.topic, self.channel)
         )
         self.query_one("#nodes", StatsTable).show(
             NODE_COLUMNS,
             [
-                Row(row.node, (row.node, *channel_cells(self, row, row.node)))
+                Row(row.node, (row.node, *channel_cells(row, self._rate(row))))
                 for row in channel.nodes
             ],
         )
@@ -150,6 +109,9 @@ class ChannelScreen(OperableScreen):
             rows.append(Row(client_key(client), cells))
         self.query_one("#clients", StatsTable).show(CLIENT_COLUMNS, rows)
 
+    def _rate(self, row: ChannelStats) -> str:
+        return self.rate_cell(row.topic_name, row.channel_name, row.node)
+
     def _summary(self, channel: ChannelStats) -> Text:
         text = Text()
         text.append(f"channel {self.channel}", "bold")
@@ -159,11 +121,7 @@ class ChannelScreen(OperableScreen):
             f" · {fmt.plural(channel.message_count, 'message')} · "
             f"{fmt.plural(channel.client_count, 'client')}"
         )
-        if fmt.has_latency(channel.e2e_processing_latency):
-            text.append(f" · e2e {fmt.latency(channel.e2e_processing_latency, (0.5, 0.99))}")
-        if channel.paused:
-            text.append(" · PAUSED", "bold yellow")
-        return text
+        return self.summary_tail(text, channel.e2e_processing_latency, channel.paused)
 
     def target(self) -> Target | None:
         """The channel."""

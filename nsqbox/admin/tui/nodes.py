@@ -10,6 +10,8 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from . import format as fmt
+from .cells import paused_cell, status_cell, tombstones
+from .navigation import OpenNode, OpenTopic
 from .operations import ACTION_BINDINGS, OperableScreen, Target
 from .widgets import Column, Row, StatsTable
 
@@ -40,20 +42,6 @@ TOPIC_COLUMNS = (
     Column("paused", "Paused"),
     Column("tombstoned", "Tombstoned"),
 )
-
-
-def status_cell(node: NodeSnapshot) -> Text:
-    """``ok``, ``out of date``, or the node's error in red."""
-    if node.error is not None:  # the whole error is on the status line
-        return Text("✗ not answering", style="bold red")
-    if node.producer.out_of_date:
-        return Text("out of date", style="yellow")
-    return Text("ok", style="green")
-
-
-def tombstones(node: NodeSnapshot) -> list[str]:
-    """The topics this node is tombstoned for in lookupd."""
-    return [t.topic for t in node.producer.topics if t.tombstoned]
 
 
 class NodesScreen(OperableScreen):
@@ -93,7 +81,7 @@ class NodesScreen(OperableScreen):
     @on(DataTable.RowSelected, "#nodes")
     def _open(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
-            self.app.push_screen(NodeScreen(str(event.row_key.value)))
+            self.post_message(OpenNode(str(event.row_key.value)))
 
 
 class NodeScreen(OperableScreen):
@@ -153,7 +141,7 @@ class NodeScreen(OperableScreen):
                     fmt.number(row.message_count),
                     Text(self.rate_cell(name, None, self.node), justify="right"),
                     self.joined(sorted(c.channel_name for c in row.channels)),
-                    Text("paused", style="bold yellow") if row.paused else "",
+                    paused_cell(row.paused),
                     tombstoned,
                 )
             rows.append(Row(name, cells))
@@ -179,10 +167,8 @@ class NodeScreen(OperableScreen):
 
     @on(DataTable.RowSelected, "#topics")
     def _open(self, event: DataTable.RowSelected) -> None:
-        from .topic import TopicScreen
-
         if event.row_key.value is not None:
-            self.app.push_screen(TopicScreen(str(event.row_key.value)))
+            self.post_message(OpenTopic(str(event.row_key.value)))
 
     @on(DataTable.RowHighlighted)
     def _moved(self) -> None:

@@ -11,16 +11,18 @@ from typing import TYPE_CHECKING
 from rich.console import RenderableType
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from . import format as fmt
-from .operations import ACTION_BINDINGS, OperableScreen, Target
+from .cells import channel_cells, paused_cell
+from .detail import DetailScreen
+from .navigation import OpenChannel
+from .operations import ACTION_BINDINGS, Target
 from .widgets import Column, RatePlot, Row, StatsTable
 
 if TYPE_CHECKING:
     from ..model import ClusterSnapshot
-    from ..stats import ChannelStats, TopicStats
+    from ..stats import TopicStats
 
 __all__ = ["TopicScreen"]
 
@@ -51,40 +53,9 @@ CHANNEL_COLUMNS = (
 LATENCY_COLUMN = Column("e2e", "E2E latency")
 
 
-def paused_cell(paused: bool) -> Text | str:
-    """``paused`` in bold yellow, or nothing."""
-    return Text("paused", style="bold yellow") if paused else ""
-
-
-def channel_cells(
-    screen: OperableScreen, channel: ChannelStats, node: str = "*"
-) -> list[RenderableType]:
-    """The counters every channel row shows, from depth to paused."""
-    return [
-        fmt.number(channel.depth),
-        fmt.number(channel.in_flight_count),
-        fmt.number(channel.deferred_count),
-        fmt.number(channel.requeue_count),
-        fmt.number(channel.timeout_count),
-        fmt.number(channel.message_count),
-        Text(screen.rate_cell(channel.topic_name, channel.channel_name, node), justify="right"),
-        fmt.number(channel.client_count),
-        paused_cell(channel.paused),
-    ]
-
-
-class TopicScreen(OperableScreen):
+class TopicScreen(DetailScreen):
     """A topic: summary, rate plot, per-node rows and channels."""
 
-    DEFAULT_CSS = """
-    TopicScreen #nodes {
-        height: auto;
-        max-height: 8;
-    }
-    TopicScreen #summary {
-        padding: 0 1;
-    }
-    """
     BINDINGS = [
         ACTION_BINDINGS["pause"],
         ACTION_BINDINGS["empty"],
@@ -95,40 +66,22 @@ class TopicScreen(OperableScreen):
         ACTION_BINDINGS["tail"],
     ]
     creates_channels = True
+    rows_id = "channels"
+    rows_title = "Channels"
 
     def __init__(self, topic: str) -> None:
         super().__init__()
         self.topic = topic
         self.crumbs = f"topics / {topic}"
 
-    def compose_body(self) -> ComposeResult:
-        """Summary, plot, nodes, channels."""
-        yield Static(id="summary")
-        yield RatePlot(id="rate")
-        yield Static("Nodes", classes="section")
-        yield StatsTable(id="nodes")
-        yield Static("Channels", classes="section")
-        yield StatsTable(id="channels")
-
-    def on_mount(self) -> None:
-        """The channels table has the focus (Enter opens a channel)."""
-        self.query_one("#channels", StatsTable).focus()
-
-    @property
-    def main_table(self) -> StatsTable:
-        """The channels table."""
-        return self.query_one("#channels", StatsTable)
-
     def show(self, snapshot: ClusterSnapshot) -> None:
         """Fill everything from the topic's cluster-wide row."""
         topic = snapshot.topic(self.topic)
-        summary = self.query_one("#summary", Static)
         if topic is None:
-            summary.update(Text(f"topic {self.topic}: not on any node (deleted?)", "bold red"))
-            self.query_one("#nodes", StatsTable).show(NODE_COLUMNS, [])
-            self.query_one("#channels", StatsTable).show(CHANNEL_COLUMNS, [])
+            message = f"topic {self.topic}: not on any node (deleted?)"
+            self.show_missing(message, NODE_COLUMNS, CHANNEL_COLUMNS)
             return
-        summary.update(self._summary(topic))
+        self.query_one("#summary", Static).update(self._summary(topic))
         self.query_one(RatePlot).plot(f"topic {self.topic}", self.rate_series(self.topic))
         node_rows = [
             Row(
@@ -155,7 +108,8 @@ class TopicScreen(OperableScreen):
         for channel in channels:
             if not self.matches(channel.channel_name):
                 continue
-            cells: list[RenderableType] = [channel.channel_name, *channel_cells(self, channel)]
+            rate = self.rate_cell(channel.topic_name, channel.channel_name)
+            cells: list[RenderableType] = [channel.channel_name, *channel_cells(channel, rate)]
             if latency:
                 cells.append(fmt.latency(channel.e2e_processing_latency))
             rows.append(Row(channel.channel_name, tuple(cells)))
@@ -170,11 +124,7 @@ class TopicScreen(OperableScreen):
             f" · {fmt.plural(len(topic.channels), 'channel')} · "
             f"{fmt.plural(len(topic.nodes), 'node')}"
         )
-        if fmt.has_latency(topic.e2e_processing_latency):
-            text.append(f" · e2e {fmt.latency(topic.e2e_processing_latency, (0.5, 0.99))}")
-        if topic.paused:
-            text.append(" · PAUSED", "bold yellow")
-        return text
+        return self.summary_tail(text, topic.e2e_processing_latency, topic.paused)
 
     def target(self) -> Target | None:
         """The selected channel, or the topic (on the selected node in the nodes table)."""
@@ -193,10 +143,8 @@ class TopicScreen(OperableScreen):
 
     @on(DataTable.RowSelected, "#channels")
     def _open(self, event: DataTable.RowSelected) -> None:
-        from .channel import ChannelScreen
-
         if event.row_key.value is not None:
-            self.app.push_screen(ChannelScreen(self.topic, str(event.row_key.value)))
+            self.post_message(OpenChannel(self.topic, str(event.row_key.value)))
 
     @on(DataTable.RowHighlighted)
     def _moved(self) -> None:

@@ -10,6 +10,8 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable
 
 from . import format as fmt
+from .cells import paused_cell
+from .navigation import OpenTopic
 from .operations import ACTION_BINDINGS, OperableScreen, Target
 from .widgets import Column, Row, StatsTable
 
@@ -74,7 +76,7 @@ class TopicsScreen(OperableScreen):
                     Text(fmt.spark(self.rate_series(name)), style="green"),
                     self.joined(sorted(channels)),
                     Text(str(len(topic.nodes)), justify="right"),
-                    Text("paused", style="bold yellow") if topic.paused else "",
+                    paused_cell(topic.paused),
                 )
             rows.append(Row(name, cells))
         self.query_one("#topics", StatsTable).show(COLUMNS, rows)
@@ -90,10 +92,8 @@ class TopicsScreen(OperableScreen):
 
     @on(DataTable.RowSelected, "#topics")
     def _open(self, event: DataTable.RowSelected) -> None:
-        from .topic import TopicScreen
-
         if event.row_key.value is not None:
-            self.app.push_screen(TopicScreen(str(event.row_key.value)))
+            self.post_message(OpenTopic(str(event.row_key.value)))
 
     @on(DataTable.RowHighlighted, "#topics")
     def _moved(self) -> None:

@@ -1,0 +1,129 @@
+"""``nsqbox up --tui``: the admin TUI with the whole box running inside it.
+
+:class:`BoxApp` is the admin TUI's app (:class:`~nsqbox.admin.tui.app.AdminApp`) that starts
+:func:`~nsqbox.box.serve_box` as a trio guest of Textual's asyncio loop
+(:class:`~nsqbox.admin.tui.guest.TrioGuest`) when it mounts, points the views at the box's
+lookupd once everything listens, and stops the guest run — waiting until trio has completely
+finished — before it finishes unmounting. The TUI itself knows nothing of the box: it reads the
+box through HTTP like any other cluster.
+
+While the app runs, the servers' log lines (at ``--log-level``) go to a buffer shown by the Logs
+view (``L``) instead of stderr, where they would tear the screen; the last ones are printed if
+the box fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from functools import partial
+from typing import Any, TextIO, cast
+
+import outcome
+import trio
+from textual.binding import Binding
+
+from nsqbox.admin.tui.app import AdminApp
+from nsqbox.admin.tui.backend import open_model_backend
+from nsqbox.admin.tui.guest import TrioGuest
+from nsqbox.admin.tui.logs import LogBuffer, LogScreen
+from nsqbox.box import LOG_PREFIXES, BoxAddresses, BoxOptions, serve_box
+from nsqbox.cli import fatal
+from nsqbox.logs import LEVELS, ROOT_LOGGER, NSQFormatter, parse_level
+
+__all__ = ["BoxApp", "dialable", "run_box_tui"]
+
+
+class BoxApp(AdminApp):
+    """The admin TUI with the whole box (lookupd, nsqds, admin) running inside it."""
+
+    BINDINGS = [Binding("L", "logs", "Logs")]
+
+    def __init__(
+        self, options: BoxOptions, *, logs: LogBuffer | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(None, **kwargs)
+        self.options = options
+        self.logs = logs or LogBuffer()
+        self._log_handler = logging.StreamHandler(cast(TextIO, self.logs))
+        self._log_level = logging.NOTSET
+        self.guest = TrioGuest()
+        self.guest.on_done = self._box_done
+        #: Where the box listens, once it does.
+        self.addresses: BoxAddresses | None = None
+        #: Why the box stopped on its own (it failed to start, or crashed), if it did.
+        self.failure: BaseException | None = None
+
+    def on_mount(self) -> None:
+        """Send the servers' log to the buffer, start the box; the views connect once it listens."""
+        nsqd = self.options.nsqd
+        self._log_handler.setFormatter(NSQFormatter(nsqd.log_prefix, LOG_PREFIXES))
+        logger = logging.getLogger(ROOT_LOGGER)
+        self._log_level = logger.level
+        logger.addHandler(self._log_handler)
+        logger.setLevel(LEVELS[parse_level(nsqd.log_level)])
+        self.guest.start(self._serve)
+
+    async def on_unmount(self) -> None:
+        """Stop the box and wait until trio has completely finished; restore logging."""
+        try:
+            await self.guest.stop()
+        finally:
+            logger = logging.getLogger(ROOT_LOGGER)
+            logger.removeHandler(self._log_handler)
+            logger.setLevel(self._log_level)
+
+    async def _serve(self) -> None:
+        async with trio.open_nursery() as nursery:
+            addresses: BoxAddresses = await nursery.start(serve_box, self.options)
+            self._box_started(addresses)
+
+    def _box_started(self, addresses: BoxAddresses) -> None:
+        self.addresses = addresses
+        lookupd = dialable(addresses.ready()["lookupd_http_address"])
+        nsqd = self.options.nsqd
+        self.connect(
+            partial(
+                open_model_backend,
+                lookupd_http_addresses=[lookupd],
+                connect_timeout=nsqd.http_client_connect_timeout,
+                request_timeout=nsqd.http_client_request_timeout,
+            )
+        )
+        lines = addresses.banner("").splitlines()
+        banner = "\n".join(line.lstrip(": ") for line in lines if "Ctrl-C" not in line)
+        self.notify(f"{banner}\nq quits (and stops the box)", title="nsqbox up", timeout=8)
+
+    def _box_done(self, result: outcome.Outcome[Any]) -> None:
+        if isinstance(result, outcome.Error) and not isinstance(result.error, trio.Cancelled):
+            error: BaseException = result.error
+            while isinstance(error, BaseExceptionGroup):
+                error = error.exceptions[0]
+            self.failure = error
+            self.exit(return_code=1)
+
+    def action_logs(self) -> None:
+        """Show the box's log."""
+        self.push_screen(LogScreen(self.logs))
+
+
+def dialable(address: str) -> str:
+    """``host:port`` a local client can dial: a wildcard host becomes loopback."""
+    host, _, port = address.rpartition(":")
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host in ("[::]", "::"):
+        host = "[::1]"
+    return f"{host}:{port}"
+
+
+def run_box_tui(options: BoxOptions, *, read_only: bool = False, interval: float = 2.0) -> int:
+    """``nsqbox up --tui``: run the box inside the TUI until the TUI quits; the exit status."""
+    app = BoxApp(options, read_only=read_only, interval=interval)
+    app.run()
+    if app.failure is not None:
+        sys.stderr.writelines(line + "\n" for line in list(app.logs.lines)[-20:])
+        if app.addresses is None:
+            return fatal(f"failed to start nsqbox - {app.failure}")
+        return fatal(f"nsqbox stopped - {app.failure}")
+    return app.return_code or 0
