@@ -166,6 +166,15 @@ class Fetcher:
     def _consumers(self) -> list[tuple[str, BlockingConsumer]]:
         return [(a, c) for a, pool in self._pools.items() for c in pool]
 
+    def msg_timeout(self, default: float) -> float:
+        """The shortest in-flight timeout nsqd granted the connections (IDENTIFY's reply)."""
+        granted = [
+            timeout
+            for _, consumer in self._consumers()
+            if (timeout := consumer._conn.negotiated.msg_timeout) is not None
+        ]
+        return min(granted, default=default)
+
     def _per_node(self, nodes: int) -> int:
         if self._connections is not None:
             return self._connections

@@ -143,8 +143,9 @@ class ReadOptions:
     connection: ConnectionOptions = field(default_factory=ConnectionOptions)
     #: Streaming: the most messages one micro-batch holds.
     max_messages_per_batch: int = 1000
-    #: nsqd's in-flight timeout for this consumer; held messages are TOUCHed well within it.
-    msg_timeout: float = 60.0
+    #: nsqd's in-flight timeout for this consumer (None: nsqd's ``--msg-timeout``, which
+    #: it tells in IDENTIFY); held messages are TOUCHed well within it.
+    msg_timeout: float | None = None
     #: Streaming: how long a micro-batch waits for its first message.
     poll_timeout: float = 1.0
     #: Batch: the most messages one read drains, over all partitions.
@@ -300,7 +301,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         channel=channel,
         connection=connection,
         max_messages_per_batch=_int(opts, "maxmessagesperbatch", 1000),
-        msg_timeout=_positive(opts, "msgtimeout", 60.0),
+        msg_timeout=_positive(opts, "msgtimeout", 0.0) if "msgtimeout" in opts else None,
         poll_timeout=_duration(opts, "polltimeout", 1.0) or 0.0,
         max_messages=_int(opts, "maxmessages", 10_000),
         idle_timeout=_duration(opts, "idletimeout", 1.0) or 0.0,

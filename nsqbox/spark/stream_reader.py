@@ -101,7 +101,8 @@ class _Session:
             reconnect_interval=options.lookupd_poll_interval if connection.lookupd else 5.0,
         )
         self.pending: PendingBatches[Message] = PendingBatches()
-        self.interval = min(options.msg_timeout / 3, MAX_KEEPALIVE_INTERVAL)
+        # until nsqd told its msg_timeout (unset: its --msg-timeout), TOUCH at the cap
+        self.interval = min((options.msg_timeout or 30.0) / 3, MAX_KEEPALIVE_INTERVAL)
         #: Keep-alive rounds completed (for tests and debugging).
         self.keepalive_rounds = 0
         self._stopping = threading.Event()
@@ -111,7 +112,13 @@ class _Session:
 
     def open(self) -> None:
         self.fetcher.connect(force=True)
+        self._update_interval()
         self._thread.start()
+
+    def _update_interval(self) -> None:
+        # what nsqd granted (its --msg-timeout when the option is unset), a third of it
+        granted = self.fetcher.msg_timeout(default=self.options.msg_timeout or 30.0)
+        self.interval = min(granted / 3, MAX_KEEPALIVE_INTERVAL)
 
     # -- keeping messages alive --------------------------------------------------------
     def touch_held(self) -> None:
@@ -124,6 +131,7 @@ class _Session:
         """
         with self.fetcher.lock:
             self.fetcher.drain()
+            self._update_interval()  # nodes come and go, each with its own msg_timeout
             self.fetcher.give_back_stale(margin=3 * self.interval)
             self.fetcher.touch([*self.pending, *self.fetcher.buffered])
 

@@ -167,3 +167,22 @@ def test_a_node_that_joins_gets_its_share_within_the_bound(
     assert {row["nsqd_address"] for row in rows} == set(two_nodes.nsqd_tcp_addresses)
     wait_for(lambda: finished(two_nodes, topic) == 600, "every FIN")
     assert [c["timeout_count"] for c in channels(two_nodes, topic)] == [0, 0]
+
+
+def test_without_msg_timeout_the_reader_takes_nsqds(nsqbox_factory: NSQBoxFactory) -> None:
+    # A default of 60 s failed IDENTIFY on an nsqd whose --max-msg-timeout is shorter; unset,
+    # the reader asks for nothing, takes nsqd's --msg-timeout and TOUCHes within a third of it
+    box = nsqbox_factory(nsqd=1, msg_timeout=3.0, max_msg_timeout=30.0)
+    box.publish("short", [b"a", b"b"])
+    stream = NSQStreamReader(
+        parse_read_options({"nsqd": box.nsqd_tcp_address, "topic": "short", "channel": CHANNEL})
+    )
+    try:
+        batch, end = stream.read(stream.initialOffset())
+        assert sorted(row["body"] for b in batch for row in b.to_pylist()) == [b"a", b"b"]
+        stream.commit(end)
+        session = stream._session
+        assert session is not None
+        assert session.interval == 1.0  # a third of nsqd's 3 s
+    finally:
+        stream.stop()

@@ -19,8 +19,9 @@ READ = {"topic": "events", "channel": "spark", "nsqd": "127.0.0.1:4150"}
 
 def test_read_defaults() -> None:
     opts = parse_read_options(READ)
+    # msg_timeout unset: nsqd's own --msg-timeout, whatever its --max-msg-timeout
     assert opts == ReadOptions(
-        topic="events", channel="spark", connection=opts.connection, msg_timeout=60.0
+        topic="events", channel="spark", connection=opts.connection, msg_timeout=None
     )
     assert opts.connection.nsqd == ("127.0.0.1:4150",)
     assert opts.max_messages_per_batch == 1000
