@@ -16,7 +16,10 @@ and PUB pay nothing for this. A stream swap holds the writer first
 (:meth:`Connection.hold_writer`): it flushes what was queued on the old stream
 and writes nothing until the new one is in place.
 
-What the commands mean is :class:`~nsqbox.nsqd.protocol_v2.ClientV2`'s business.
+What the commands mean is a :class:`Session`'s business (nsqd's is
+:class:`~nsqbox.nsqd.protocol_v2.ClientV2`): the connection calls it and it
+calls the connection's public methods back (``write``, ``write_messages``,
+``out_room``, ``close``...); neither reaches into the other.
 """
 
 from __future__ import annotations
@@ -24,25 +27,24 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
 from ..wire.errors import NSQError, ProtocolViolation
 from ..wire.frames import HEARTBEAT, FrameType, encode_frame
-from ..wire.parser import NEED_DATA, Command, CommandParser
+from ..wire.message import MESSAGE_FRAME_HEADER
+from ..wire.parser import NEED_DATA, Body, Command, CommandParser, MPUBBody
 
 if TYPE_CHECKING:
-    from .nsqd import NSQD
+    from .message import Message
 
-__all__ = ["Connection", "Suspend"]
+__all__ = ["Connection", "Session", "Suspend"]
 
 logger = logging.getLogger("nsqbox.nsqd")
 
 RECEIVE_SIZE: Final = 256 * 1024
 
-#: A body's handler, set by the command that expects the body.
-Continuation = Callable[[Any], "bytes | None"]
 #: What a suspended command awaits: its response (None for none), or an NSQError.
 Work = Callable[[], Awaitable["bytes | None"]]
 
@@ -71,6 +73,39 @@ class Suspend(Exception):
         self.work = work
 
 
+class Session(Protocol):
+    """What a connection calls: the commands' side of it (see the module doc).
+
+    Every call is synchronous. ``on_command`` and ``on_body`` return the response
+    to frame (None for none) or raise :class:`Suspend`, or an NSQError (a fatal
+    one closes the connection).
+    """
+
+    def on_command(self, cmd: Command) -> bytes | None:
+        """Execute one command line."""
+        ...
+
+    def on_body(self, body: Body | MPUBBody) -> bytes | None:
+        """Take the body the last command asked the parser for."""
+        ...
+
+    def after_turn(self) -> None:
+        """A run of buffered commands was executed (once per received chunk, not per command)."""
+        ...
+
+    def drained(self) -> None:
+        """The writer sent enough that the output buffer is below its limit again."""
+        ...
+
+    def reader_ended(self) -> None:
+        """The reader stopped (EOF, fatal error, close), before the writer's last flush."""
+        ...
+
+    def disconnected(self) -> None:
+        """Both tasks ended; the stream is about to be closed."""
+        ...
+
+
 class _WriterHold:
     """The reader asks the writer to flush and pause (``idle``) until ``release``."""
 
@@ -82,44 +117,103 @@ class _WriterHold:
 class Connection:
     """The I/O half of a protocol V2 connection (see the module doc).
 
-    Subclasses implement :meth:`_exec` (one command line) and may set
-    ``_pending`` (the handler of the body that follows), ``_refill`` (call
-    :meth:`_ready_for_more` once the chunk is done) and ``_closing``.
+    ``session`` executes the commands; ``clock`` is the server's monotonic clock,
+    read once per turn into :attr:`now`. ``client_timeout`` gives the default
+    heartbeat interval (half of it); ``max_output_buffer_size`` may raise the
+    output high-water mark.
     """
 
-    def __init__(self, nsqd: NSQD, stream: trio.abc.Stream) -> None:
-        self.nsqd = nsqd
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        session: Session,
+        *,
+        clock: Callable[[], float],
+        client_timeout: float,
+        max_output_buffer_size: int,
+    ) -> None:
         #: The connection as commands see it: the socket, or TLS/compression layers over it.
         self.stream = stream
+        #: The TLS layer (a trio.SSLStream: cipher(), version(), getpeercert()...) once upgraded.
+        self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
+        self.snappy = False
+        self.deflate = False
         self.parser = CommandParser()
-        self.heartbeat_interval = nsqd.options.client_timeout / 2
+        self.heartbeat_interval = client_timeout / 2
+        #: The clock at the start of the current turn (commands that awaited refresh it).
+        self.now = 0.0
+        self._clock = clock
+        self._session = session  # for its name in log lines
+        # the session's hooks, bound once: the command loop calls them per command
+        self._on_command = session.on_command
+        self._on_body = session.on_body
+        self._after_turn = session.after_turn
+        self._drained_hook = session.drained
+        self._reader_ended = session.reader_ended
+        self._disconnected = session.disconnected
         self._out = bytearray()
         self._wake = trio.Event()
-        self._pending: Continuation | None = None
         self._suspended: Work | None = None
         self._hold: _WriterHold | None = None
-        self._refill = False
         #: The last _process stopped at COMMANDS_PER_TURN with commands still buffered.
         self._more = False
         self._closing = False
         self._cancel = trio.CancelScope()
-        self._now = 0.0
         self._next_heartbeat = 0.0
         #: Output bytes at which deliveries pause and the reader waits for the writer:
         #: nsqd blocks on a slow client's socket; we stop feeding it instead.
-        self.out_limit = max(OUTPUT_HIGH_WATER, nsqd.options.max_output_buffer_size)
+        self.out_limit = max(OUTPUT_HIGH_WATER, max_output_buffer_size)
         #: Bytes handed to send_all and not yet taken by the kernel (they count too).
         self._sending = 0
         self._drained = trio.Event()
+
+    def __repr__(self) -> str:
+        return repr(self._session)
 
     def close(self) -> None:
         """Disconnect: both tasks end and the stream is closed."""
         self._closing = True
         self._cancel.cancel()
 
+    # -- what the session calls ----------------------------------------------------
+    def write(self, frame_type: FrameType, data: bytes) -> None:
+        """Buffer one frame for the writer."""
+        out = self._out
+        if not out:
+            self._wake.set()
+        out += encode_frame(frame_type, data)
+
+    def write_message(self, msg: Message) -> None:
+        """Buffer one message frame for the writer."""
+        out = self._out
+        if not out:
+            self._wake.set()
+        data = msg.data
+        out += MESSAGE_FRAME_HEADER.pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+        out += data
+
+    def write_messages(self, msgs: list[Message]) -> None:
+        """Buffer message frames for the writer: one wake-up for the lot."""
+        out = self._out
+        if not out and msgs:
+            self._wake.set()
+        pack = MESSAGE_FRAME_HEADER.pack
+        for msg in msgs:
+            data = msg.data
+            out += pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+            out += data
+
+    def out_room(self) -> int:
+        """Bytes the output buffer may still take before it counts as full."""
+        return self.out_limit - len(self._out) - self._sending
+
+    def refresh_now(self) -> None:
+        """Read the clock again (a command that awaited goes on at a later time)."""
+        self.now = self._clock()
+
     def restart_heartbeat(self) -> None:
         """Count the next heartbeat from now (nsqd restarts its ticker on IDENTIFY)."""
-        self._next_heartbeat = self._now + self.heartbeat_interval
+        self._next_heartbeat = self.now + self.heartbeat_interval
         self._wake.set()
 
     async def serve(self, initial: bytes) -> None:
@@ -127,7 +221,7 @@ class Connection:
 
         ``initial`` is what the server read behind the protocol magic.
         """
-        self._next_heartbeat = self.nsqd.now() + self.heartbeat_interval
+        self._next_heartbeat = self._clock() + self.heartbeat_interval
         try:
             with self._cancel:
                 async with trio.open_nursery() as nursery:
@@ -136,26 +230,12 @@ class Connection:
                         await self._reader(initial)
                     finally:
                         self._closing = True
-                        self._stop_deliveries()
+                        self._reader_ended()
                         self._wake.set()
         finally:
             self._disconnected()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
-
-    # -- what subclasses provide -------------------------------------------------
-    def _exec(self, cmd: Command) -> bytes | None:
-        """Execute one command line; its response, or None."""
-        raise NotImplementedError
-
-    def _ready_for_more(self) -> None:
-        """Called after a chunk of commands that set ``_refill``."""
-
-    def _stop_deliveries(self) -> None:
-        """Called as soon as the reader ends, before the writer's last flush."""
-
-    def _disconnected(self) -> None:
-        """Called when both tasks ended, before the stream is closed."""
 
     # -- reading and executing -----------------------------------------------------
     async def _reader(self, initial: bytes) -> None:
@@ -203,7 +283,7 @@ class Connection:
         """Execute the buffered commands; False when the connection must close."""
         out = self._out
         was_empty = not out
-        self._now = self.nsqd.now()
+        self.now = self._clock()
         try:
             self._process()
         except Suspend as suspend:
@@ -219,9 +299,7 @@ class Connection:
         except Exception:  # a bug must cost one connection, never the server
             logger.exception("[%s] - unexpected error, closing", self)
             return False
-        if self._refill:
-            self._refill = False
-            self._ready_for_more()
+        self._after_turn()
         if was_empty and out:
             self._wake.set()
         return True
@@ -229,6 +307,8 @@ class Connection:
     def _process(self) -> None:
         parser = self.parser
         out = self._out
+        on_command = self._on_command
+        on_body = self._on_body
         budget = COMMANDS_PER_TURN
         self._more = False
         while not self._closing:
@@ -240,13 +320,10 @@ class Connection:
             if event is NEED_DATA:
                 return
             try:
-                if type(event) is Command:
-                    response = self._exec(event)
-                else:
-                    pending = self._pending
-                    self._pending = None
-                    assert pending is not None, "a body without a command"
-                    response = pending(event)
+                # not a command: a body (NEED_DATA returned above; mypy cannot narrow on `is`)
+                response = (
+                    on_command(event) if type(event) is Command else on_body(event)  # type: ignore[arg-type]
+                )
             except NSQError as err:
                 if err.fatal:
                     raise
@@ -282,7 +359,7 @@ class Connection:
 
     # -- writing --------------------------------------------------------------------
     async def _writer(self) -> None:
-        nsqd = self.nsqd
+        clock = self._clock
         while True:
             if not self._out:
                 if self._closing:
@@ -298,7 +375,7 @@ class Connection:
                     await self._wake.wait()
                 self._wake = trio.Event()
                 hb = self.heartbeat_interval  # IDENTIFY may have changed it meanwhile
-                if hb > 0 and nsqd.now() >= self._next_heartbeat and self._hold is None:
+                if hb > 0 and clock() >= self._next_heartbeat and self._hold is None:
                     self._out += encode_frame(FrameType.RESPONSE, HEARTBEAT)
                     self._next_heartbeat += hb
                 if not self._out:
@@ -322,8 +399,8 @@ class Connection:
                 self._drained.set()
                 self._drained = trio.Event()
                 if not self._closing:
-                    self._now = nsqd.now()
-                    self._ready_for_more()  # deliveries paused on a full buffer resume
+                    self.now = clock()
+                    self._drained_hook()  # deliveries paused on a full buffer resume
 
     async def hold_writer(self) -> None:
         """Wait until the writer has sent everything queued, and keep it paused."""

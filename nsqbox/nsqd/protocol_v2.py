@@ -1,56 +1,54 @@
 """Protocol V2's commands: one ClientV2 per TCP connection (nsqd/protocol_v2.go).
 
-:class:`ClientV2` holds a client's state and counters and executes its
-commands with nsqd's rules and error texts. How bytes move (the reader and
-writer tasks, heartbeats, commands that must await) is
-:class:`~nsqbox.nsqd.connection.Connection`'s; IDENTIFY's negotiation and the
-TLS/compression upgrades live in :mod:`~nsqbox.nsqd.negotiate`; AUTH's
-bookkeeping in :mod:`~nsqbox.nsqd.auth`.
+:class:`ClientV2` executes a client's commands with nsqd's rules and error
+texts; which command each state accepts is one table (:data:`STATE_COMMANDS`).
+Its state, settings and counters, and what channels call to deliver, are
+:class:`~nsqbox.nsqd.client_state.ClientState`'s. How bytes move (the reader
+and writer tasks, heartbeats, commands that must await) is the
+:class:`~nsqbox.nsqd.connection.Connection` it holds; IDENTIFY's negotiation
+and the TLS/compression upgrades live in :mod:`~nsqbox.nsqd.negotiate`; AUTH's
+bookkeeping in :mod:`~nsqbox.nsqd.auth`. Each layer calls only the ones below it.
 """
 
 from __future__ import annotations
 
 import logging
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
 from ..wire.errors import NSQError, go_quote, invalid
-from ..wire.frames import CLOSE_WAIT, OK, FrameType, encode_frame
-from ..wire.message import MESSAGE_FRAME_HEADER, MSG_ID_LENGTH
+from ..wire.frames import CLOSE_WAIT, OK, FrameType
+from ..wire.message import MSG_ID_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
-from ..wire.parser import Body, Command
+from ..wire.parser import Body, Command, MPUBBody
 from . import negotiate
 from .auth import ConnectionAuth
 from .channel import ChannelError
+from .client_state import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientState
 from .connection import Connection, Suspend
 from .options import TLS_NOT_REQUIRED
 from .tls import peer_common_name
 from .topic import TopicError
 
 if TYPE_CHECKING:
-    from .auth import AuthClient, AuthState
+    from .auth import AuthClient
     from .channel import Channel
-    from .message import Message
     from .nsqd import NSQD
 
 logger = logging.getLogger("nsqbox.nsqd")
 
-# Client states as nsqd numbers them (they show in /stats).
-STATE_INIT = 0
-STATE_SUBSCRIBED = 3
-STATE_CLOSING = 4
+__all__ = ["STATE_COMMANDS", "ClientV2"]
 
-__all__ = ["ClientV2"]
-
-DEFAULT_OUTPUT_BUFFER_SIZE = 16 * 1024
 _MAX_UINT64 = (1 << 64) - 1
 
-Handler = Callable[[list[bytes]], "bytes | None"]
+#: A command line's handler.
+Handler = Callable[["ClientV2", list[bytes]], "bytes | None"]
+#: The handler of the body a command asked for.
+Continuation = Callable[[Any], "bytes | None"]
 Publisher = Callable[[str, str, list[bytes], float], "bytes | None"]
 
 
@@ -80,8 +78,8 @@ def _message_id(raw: bytes) -> bytes:
     return raw
 
 
-class ClientV2(Connection):
-    """One protocol V2 connection: its state, its counters, and its command handlers."""
+class ClientV2(ClientState):
+    """One protocol V2 connection's commands (the :class:`~nsqbox.nsqd.connection.Session`)."""
 
     def __init__(
         self,
@@ -92,175 +90,108 @@ class ClientV2(Connection):
         tls_context: ssl.SSLContext | None = None,
         auth: AuthClient | None = None,
     ) -> None:
-        super().__init__(nsqd, stream)
+        super().__init__(nsqd, remote)
         opts = nsqd.options
+        self.conn = Connection(
+            stream,
+            self,
+            clock=nsqd.now,
+            client_timeout=opts.client_timeout,
+            max_output_buffer_size=opts.max_output_buffer_size,
+        )
+        self.parser = self.conn.parser
         #: Offered to clients that ask for ``tls_v1`` (None: TLS not configured).
         self.tls_context = tls_context
-        self.id = nsqd.next_client_id()
-        host = remote[0]
-        self.remote_address = f"[{host}]:{remote[1]}" if ":" in host else f"{host}:{remote[1]}"
-        self.client_id = host
-        self.hostname = host
-        self.user_agent = ""
-        self.state = STATE_INIT
-        self.ready_count = 0
-        self.in_flight_count = 0
-        self.message_count = 0
-        self.finish_count = 0
-        self.requeue_count = 0
-        self.connect_time = time.time()
-        self.sample_rate = 0
-        self.tls = False
-        self.snappy = False
-        self.deflate = False
-        #: The TLS layer (a trio.SSLStream: cipher(), version(), getpeercert()...) once upgraded.
-        self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
         # nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands
-        self._authz = (
-            ConnectionAuth(auth, remote_ip=host, peer=self) if opts.auth_http_addresses else None
-        )
-        self.pub_counts: dict[str, int] = {}
-        self.channel: Channel | None = None
-        self.in_ring = False
-        self.msg_timeout = opts.msg_timeout
-        self.output_buffer_size = DEFAULT_OUTPUT_BUFFER_SIZE
-        self.output_buffer_timeout = opts.output_buffer_timeout
+        if opts.auth_http_addresses:
+            self._authz = ConnectionAuth(auth, remote_ip=remote[0], peer=self)
         # PUB and DPUB publish through this; with auth it checks permissions first
         self._publish: Publisher = (
             self._publish_unchecked if self._authz is None else self._publish_checked
         )
-        self._tls_gate = opts.tls_required != TLS_NOT_REQUIRED
-        self._handlers: dict[bytes, Handler] = {
-            b"FIN": self._fin,
-            b"RDY": self._rdy,
-            b"REQ": self._req,
-            b"PUB": self._pub,
-            b"MPUB": self._mpub,
-            b"DPUB": self._dpub,
-            b"NOP": self._nop,
-            b"TOUCH": self._touch,
-            b"SUB": self._sub,
-            b"CLS": self._cls,
-            b"AUTH": self._auth,
-        }
+        self._pending: Continuation | None = None
+        #: A FIN was executed this turn: pull from the channel once the turn ends.
+        self._refill = False
+        self._table: CommandTable = STATE_COMMANDS[STATE_INIT]
+        if opts.tls_required != TLS_NOT_REQUIRED:
+            self._table = TLS_REQUIRED_COMMANDS
 
-    def __repr__(self) -> str:
-        return f"ClientV2({self.remote_address})"
-
-    @property
-    def auth_state(self) -> AuthState | None:
-        """The auth server's answer for this client (``identity``, ``authorizations``...)."""
-        return self._authz.state if self._authz is not None else None
-
-    # -- what a channel calls ------------------------------------------------
-    def can_take(self) -> bool:
-        """Ready for another message: in flight below RDY (CLS and close set RDY to 0),
-        and the output buffer not full (a consumer that does not read gets no more)."""
-        return (
-            self.in_flight_count < self.ready_count
-            and len(self._out) + self._sending < self.out_limit
-        )
-
-    def out_room(self) -> int:
-        """Bytes the output buffer may still take before deliveries pause."""
-        return self.out_limit - len(self._out) - self._sending
-
-    def send_message(self, msg: Message) -> None:
-        """Buffer a message frame for the writer (the channel did the in-flight bookkeeping)."""
-        out = self._out
-        if not out:
-            self._wake.set()
-        data = msg.data
-        out += MESSAGE_FRAME_HEADER.pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
-        out += data
-        self.in_flight_count += 1
-        self.message_count += 1
-
-    def send_messages(self, msgs: list[Message]) -> None:
-        """Buffer several message frames at once."""
-        out = self._out
-        if not out and msgs:
-            self._wake.set()
-        pack = MESSAGE_FRAME_HEADER.pack
-        for msg in msgs:
-            data = msg.data
-            out += pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
-            out += data
-        self.in_flight_count += len(msgs)
-        self.message_count += len(msgs)
-
-    def timed_out_message(self) -> None:
-        """One of this client's messages timed out."""
-        self.in_flight_count -= 1
-
-    def empty(self) -> None:
-        """The channel was emptied: nothing of ours is in flight any more."""
-        self.in_flight_count = 0
-
-    def close(self) -> None:
-        """Disconnect (the channel or topic is being deleted, or the server stops)."""
-        self.ready_count = 0
-        super().close()
+    def _enter(self, state: int) -> None:
+        self.state = state
+        self._table = STATE_COMMANDS[state]
 
     # -- the connection ---------------------------------------------------------
     async def run(self, initial: bytes) -> None:
         """Serve the connection until it ends; ``initial`` is what followed the magic."""
         self.nsqd.clients[self.id] = self
-        await self.serve(initial)
+        await self.conn.serve(initial)
 
-    def _stop_deliveries(self) -> None:
-        # the reader ended (EOF, fatal error): nothing more for us, before the writer flushes
+    def on_command(self, cmd: Command) -> bytes | None:
+        """Execute one command line, as this state's table says."""
+        handler = self._table.handlers.get(cmd.name)
+        if handler is None:
+            raise invalid(self._table.unknown.format(_raw_text(cmd.name)))
+        return handler(self, cmd.params)
+
+    def on_body(self, body: Body | MPUBBody) -> bytes | None:
+        """Hand a body to the command that asked for it."""
+        pending = self._pending
+        self._pending = None
+        assert pending is not None, "a body without a command"
+        return pending(body)
+
+    def after_turn(self) -> None:
+        """One pull per received chunk of FINs, not one per FIN."""
+        if self._refill:
+            self._refill = False
+            if self.channel is not None:
+                self.channel.client_ready(self, self.conn.now)
+
+    def drained(self) -> None:
+        """Deliveries paused on a full output buffer may resume."""
+        if self.channel is not None:
+            self.channel.client_ready(self, self.conn.now)
+
+    def reader_ended(self) -> None:
+        """Nothing more for us (EOF, fatal error), before the writer flushes."""
         self.ready_count = 0
 
-    def _disconnected(self) -> None:
+    def disconnected(self) -> None:
+        """Leave the server's client list and the channel."""
         self.nsqd.clients.pop(self.id, None)
         if self.channel is not None:
             self.channel.remove_client(self)
 
-    def _ready_for_more(self) -> None:
-        # one pull per received chunk of FINs, not one per FIN
-        if self.channel is not None:
-            self.channel.client_ready(self, self._now)
-
-    def _exec(self, cmd: Command) -> bytes | None:
-        name = cmd.name
-        if name == b"IDENTIFY":
-            return self._identify(cmd.params)
-        handler = self._handlers.get(name)
-        if self._tls_gate and not self.tls:
-            raise invalid(f"cannot {_raw_text(name)} in current state (TLS required)")
-        if handler is None:
-            raise invalid(f"invalid command {_raw_text(name)}")
-        return handler(cmd.params)
-
     # -- commands --------------------------------------------------------------
     def _identify(self, params: list[bytes]) -> bytes | None:
-        if self.state != STATE_INIT:
-            raise invalid("cannot IDENTIFY in current state")
         self.parser.expect_body("IDENTIFY", self.nsqd.options.max_body_size, message=False)
         self._pending = self._identify_body
         return None
 
     def _identify_body(self, body: Body) -> bytes | None:
-        response, upgrades = negotiate.identify(self, body.data)
+        settings, response, upgrades = negotiate.identify(
+            body.data, self.nsqd.options, self.settings(), self.tls_context
+        )
+        self.apply(settings)
         if not upgrades:
             return response
         # the reply goes out in the clear, then the upgrades happen with the writer held
-        self._out += encode_frame(FrameType.RESPONSE, response)
+        self.conn.write(FrameType.RESPONSE, response)
         raise Suspend(partial(self._upgrade, upgrades))
 
     async def _upgrade(self, upgrades: negotiate.Upgrades) -> None:
         # what the client sent behind IDENTIFY belongs to the first new layer
         initial = self.parser.take_buffered()
-        await self.hold_writer()
+        conn = self.conn
+        await conn.hold_writer()
         try:
-            await negotiate.upgrade_transport(self, upgrades, initial)
+            await negotiate.upgrade_transport(conn, upgrades, initial)
         finally:
-            self.release_writer()
+            if self.tls:
+                self._table = STATE_COMMANDS[self.state]  # TLS required: now satisfied
+            conn.release_writer()
 
     def _auth(self, params: list[bytes]) -> bytes | None:
-        if self.state != STATE_INIT:
-            raise invalid("cannot AUTH in current state")
         if len(params) != 1:
             raise invalid("AUTH invalid number of parameters")
         self.parser.expect_body("AUTH", self.nsqd.options.max_body_size, message=False)
@@ -287,7 +218,7 @@ class ClientV2(Connection):
     ) -> bytes | None:
         """nsqd's CheckAuth, then ``then()``; suspends to ask again when the answer expired."""
         assert self._authz is not None
-        if self._authz.check(cmd, topic, channel, self._now):
+        if self._authz.check(cmd, topic, channel, self.conn.now):
             return then()
         raise Suspend(partial(self._recheck_auth, cmd, topic, channel, then))
 
@@ -298,13 +229,11 @@ class ClientV2(Connection):
         await self._authz.refresh(
             cmd, topic, channel, tls=self.tls, common_name=self._common_name()
         )
-        self._now = self.nsqd.now()
+        self.conn.refresh_now()
         return then()
 
     def _sub(self, params: list[bytes]) -> bytes | None:
-        if self.state != STATE_INIT:
-            raise invalid("cannot SUB in current state")
-        if self.heartbeat_interval <= 0:
+        if self.conn.heartbeat_interval <= 0:
             raise invalid("cannot SUB with heartbeats disabled")
         if len(params) < 3:
             raise invalid("SUB insufficient number of parameters")
@@ -326,15 +255,11 @@ class ClientV2(Connection):
             channel.add_client(self)
         except ChannelError as err:
             raise NSQError("E_SUB_FAILED", f"SUB failed {err}") from None
-        self.state = STATE_SUBSCRIBED
         self.channel = channel
+        self._enter(STATE_SUBSCRIBED)
         return OK
 
     def _rdy(self, params: list[bytes]) -> bytes | None:
-        if self.state == STATE_CLOSING:
-            return None  # nsqd ignores RDY after CLS
-        if self.state != STATE_SUBSCRIBED:
-            raise invalid("cannot RDY in current state")
         count = 1
         if len(params) > 1:
             parsed = _base10(params[1])
@@ -346,18 +271,17 @@ class ClientV2(Connection):
             raise invalid(f"RDY count {count} out of range 0-{max_rdy}")
         self.ready_count = count
         assert self.channel is not None
-        self.channel.client_ready(self, self._now)
+        self.channel.client_ready(self, self.conn.now)
         return None
 
-    def _subscribed_channel(self, cmd: str) -> Channel:
-        if self.state not in (STATE_SUBSCRIBED, STATE_CLOSING) or self.channel is None:
-            raise invalid(f"cannot {cmd} in current state")
+    def _subscribed_channel(self) -> Channel:
+        # the table lets channel commands through only once subscribed
+        assert self.channel is not None
         return self.channel
 
     def _fin(self, params: list[bytes]) -> bytes | None:
         channel = self.channel
-        if self.state < STATE_SUBSCRIBED or channel is None:
-            raise invalid("cannot FIN in current state")
+        assert channel is not None  # the table lets FIN through only once subscribed
         if len(params) < 2:
             raise invalid("FIN insufficient number of params")
         msg_id = params[1]
@@ -375,7 +299,7 @@ class ClientV2(Connection):
         return None
 
     def _req(self, params: list[bytes]) -> bytes | None:
-        channel = self._subscribed_channel("REQ")
+        channel = self._subscribed_channel()
         if len(params) < 3:
             raise invalid("REQ insufficient number of params")
         msg_id = _message_id(params[1])
@@ -385,24 +309,25 @@ class ClientV2(Connection):
         timeout_ns = _int64(parsed * 1_000_000)
         max_ns = round(self.nsqd.options.max_req_timeout * 1e9)
         timeout_ns = min(max(timeout_ns, 0), max_ns)
+        now = self.conn.now
         try:
-            channel.requeue_message(self.id, msg_id, timeout_ns / 1e9, self._now)
+            channel.requeue_message(self.id, msg_id, timeout_ns / 1e9, now)
         except ChannelError as err:
             raise NSQError(
                 "E_REQ_FAILED", f"REQ {_raw_text(msg_id)} failed {err}", fatal=False
             ) from None
         self.requeue_count += 1
         self.in_flight_count -= 1
-        channel.client_ready(self, self._now)
+        channel.client_ready(self, now)
         return None
 
     def _touch(self, params: list[bytes]) -> bytes | None:
-        channel = self._subscribed_channel("TOUCH")
+        channel = self._subscribed_channel()
         if len(params) < 2:
             raise invalid("TOUCH insufficient number of params")
         msg_id = _message_id(params[1])
         try:
-            channel.touch_message(self.id, msg_id, self.msg_timeout, self._now)
+            channel.touch_message(self.id, msg_id, self.msg_timeout, self.conn.now)
         except ChannelError as err:
             raise NSQError(
                 "E_TOUCH_FAILED", f"TOUCH {_raw_text(msg_id)} failed {err}", fatal=False
@@ -410,10 +335,8 @@ class ClientV2(Connection):
         return None
 
     def _cls(self, params: list[bytes]) -> bytes | None:
-        if self.state != STATE_SUBSCRIBED:
-            raise invalid("cannot CLS in current state")
         self.ready_count = 0
-        self.state = STATE_CLOSING
+        self._enter(STATE_CLOSING)
         return CLOSE_WAIT
 
     def _nop(self, params: list[bytes]) -> bytes | None:
@@ -501,3 +424,69 @@ async def _answer_after(announced: Callable[[], Awaitable[None]]) -> bytes:
 def _raw_text(name: bytes) -> str:
     """A peer's bytes as text that encodes back to the same bytes (nsqd echoes them raw)."""
     return name.decode("utf-8", "surrogateescape")
+
+
+class CommandTable:
+    """What one state does with a command line: its handler, or the refusal for it."""
+
+    __slots__ = ("handlers", "unknown")
+
+    def __init__(self, handlers: dict[bytes, Handler], unknown: str) -> None:
+        #: Every command the state answers, refusals included.
+        self.handlers = handlers
+        #: The error text for any other command (``{}``: its name, raw).
+        self.unknown = unknown
+
+
+def _refuse(name: str, why: str = "") -> Handler:
+    def refuse(client: ClientV2, params: list[bytes]) -> bytes | None:
+        raise invalid(f"cannot {name} in current state{why}")
+
+    return refuse
+
+
+def _ignore(client: ClientV2, params: list[bytes]) -> bytes | None:
+    return None
+
+
+_RUN, _REFUSE, _IGNORE = "run", "refuse", "ignore"
+_STATES: Final = (STATE_INIT, STATE_SUBSCRIBED, STATE_CLOSING)
+#: nsqd's per-state checks, all in one place: what each command does in each state.
+#: The handlers check only their parameters.
+_RULES: Final[dict[bytes, tuple[Handler, tuple[str, str, str]]]] = {
+    #                       INIT     SUBSCRIBED CLOSING
+    b"IDENTIFY": (ClientV2._identify, (_RUN, _REFUSE, _REFUSE)),
+    b"AUTH": (ClientV2._auth, (_RUN, _REFUSE, _REFUSE)),
+    b"SUB": (ClientV2._sub, (_RUN, _REFUSE, _REFUSE)),
+    b"RDY": (ClientV2._rdy, (_REFUSE, _RUN, _IGNORE)),  # nsqd ignores RDY after CLS
+    b"FIN": (ClientV2._fin, (_REFUSE, _RUN, _RUN)),
+    b"REQ": (ClientV2._req, (_REFUSE, _RUN, _RUN)),
+    b"TOUCH": (ClientV2._touch, (_REFUSE, _RUN, _RUN)),
+    b"CLS": (ClientV2._cls, (_REFUSE, _RUN, _REFUSE)),
+    b"PUB": (ClientV2._pub, (_RUN, _RUN, _RUN)),
+    b"MPUB": (ClientV2._mpub, (_RUN, _RUN, _RUN)),
+    b"DPUB": (ClientV2._dpub, (_RUN, _RUN, _RUN)),
+    b"NOP": (ClientV2._nop, (_RUN, _RUN, _RUN)),
+}
+
+
+def _table(state: int) -> CommandTable:
+    column = _STATES.index(state)
+    handlers: dict[bytes, Handler] = {}
+    for name, (handler, rules) in _RULES.items():
+        rule = rules[column]
+        if rule == _RUN:
+            handlers[name] = handler
+        elif rule == _IGNORE:
+            handlers[name] = _ignore
+        else:
+            handlers[name] = _refuse(name.decode())
+    return CommandTable(handlers, "invalid command {}")
+
+
+#: Each state's commands, built from the rules once.
+STATE_COMMANDS: Final = {state: _table(state) for state in _STATES}
+#: Before TLS when the server requires it: IDENTIFY, and a refusal for anything else.
+TLS_REQUIRED_COMMANDS: Final = CommandTable(
+    {b"IDENTIFY": ClientV2._identify}, "cannot {} in current state (TLS required)"
+)

@@ -54,8 +54,8 @@ async def test_deflate_level(
     conn, reply = await connect(nsqd.tcp, deflate=True, deflate_level=asked)
     assert (reply["deflate_level"], reply["max_deflate_level"]) == (agreed, max_level)
     [client] = nsqd.nsqd.clients.values()
-    assert isinstance(client.stream, DeflateStream)
-    assert client.stream.level == agreed
+    assert isinstance(client.conn.stream, DeflateStream)
+    assert client.conn.stream.level == agreed
     await consume_one(conn, "levels", b"level " * 100)
     await conn.aclose()
 
