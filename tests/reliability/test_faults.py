@@ -148,7 +148,8 @@ async def server_side(nsqd: NSQD, conn: RawConn) -> trio.SocketStream:
         return bool(found)
 
     await wait_until(registered)
-    stream = getattr(found[0], "stream", None)
+    conn_ = getattr(found[0], "conn", None)  # the client holds its Connection
+    stream = getattr(conn_, "stream", None)
     assert isinstance(stream, trio.SocketStream)
     stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SERVER_SNDBUF)
     return stream
