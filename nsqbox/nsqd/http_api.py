@@ -25,7 +25,7 @@ from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
-from .config import NSQD_OPTION_FLAGS, Kind
+from .config import NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
 from .options import TLS_REQUIRED
 from .quantile import QuantileResult
 from .stats import (
@@ -422,8 +422,8 @@ def config_value(nsqd: NSQD, cfg_name: str) -> object:
             return _ns(value)
         case Kind.LOG_LEVEL:
             return GO_LOG_LEVELS.get(value, 0)
-        case Kind.TLS_MIN_VERSION:
-            return _TLS_VERSIONS.get(value.lower(), 0)
+    if flag.kind is TLS_MIN_VERSION_KIND:
+        return _TLS_VERSIONS.get(value.lower(), 0)
     return value
 
 

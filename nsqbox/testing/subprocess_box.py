@@ -49,7 +49,7 @@ def option_flags(options: Mapping[str, Any]) -> list[str]:
     """NSQDOptions field values as the nsqd flags that set them (``msg_timeout=1.5`` ->
     ``--msg-timeout=1.5s``)."""
     from ..goflags import format_duration
-    from ..nsqd.config import NSQD_OPTION_FLAGS, Kind
+    from ..nsqd.config import NSQD_OPTION_FLAGS, TLS_REQUIRED_KIND, Kind
 
     by_attr = {flag.attr: flag for flag in NSQD_OPTION_FLAGS}
     out: list[str] = []
@@ -63,7 +63,7 @@ def option_flags(options: Mapping[str, Any]) -> list[str]:
                 text = format_duration(float(item))
             elif flag.kind is Kind.BOOL:
                 text = "true" if item else "false"
-            elif flag.kind is Kind.TLS_REQUIRED:
+            elif flag.kind is TLS_REQUIRED_KIND:
                 text = {0: "false", 1: "tcp-https", 2: "true"}.get(item, str(item))
             else:
                 text = str(item)
