@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import gc
-import re
 import struct
 import sys
 import time
@@ -20,7 +19,7 @@ import msgspec
 import trio
 
 from .. import NSQ_VERSION, __version__, program_version
-from ..goflags import format_duration_ns
+from ..gosyntax import StrconvError, format_duration_ns, parse_int
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
@@ -54,7 +53,6 @@ GO_LOG_LEVELS: Final = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5
 _TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
 # nsqd's flag-tagged options by config name: what GET /config/:opt can read.
 _CONFIG_OPTIONS: Final = {flag.config_key: flag for flag in NSQD_OPTION_FLAGS}
-_INT64: Final = re.compile(r"[+-]?[0-9]+")
 _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 
@@ -351,20 +349,11 @@ class _NSQDHTTP:
 
 
 def _parse_int64(raw: str) -> int | None:
-    """Go's ``strconv.ParseInt(raw, 10, 64)``: None for anything it refuses.
-
-    The length is checked before ``int()``: CPython refuses to convert more than
-    4300 digits (and the division that followed overflowed long before).
-    """
-    if not _INT64.fullmatch(raw):
+    """Go's ``strconv.ParseInt(raw, 10, 64)``: None for anything it refuses."""
+    try:
+        return parse_int(raw, 10)
+    except StrconvError:
         return None
-    digits = raw.lstrip("+-").lstrip("0")
-    if len(digits) > 19:
-        return None
-    value = int(raw[0] + digits) if raw[0] in "+-" and digits else int(digits or "0")
-    if not -(2**63) <= value < 2**63:
-        return None
-    return value
 
 
 def _ns(seconds: float) -> int:
