@@ -96,6 +96,9 @@ class NSQDOptions:
     tls_root_ca_file: str = ""
     tls_required: int = TLS_NOT_REQUIRED
     tls_min_version: str = "tls1.0"
+    #: How long a client's TLS handshake may take (nsqd's fixed 5s ``SetDeadline`` in
+    #: UpgradeTLS). Not a flag, as in nsqd; tests shorten it.
+    tls_handshake_timeout: float = 5.0
 
     deflate: bool = True
     max_deflate_level: int = 6
