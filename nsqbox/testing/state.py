@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "CHANNEL_COUNTS",
     "TOPIC_COUNTS",
     "BoxStats",
+    "CaptureSource",
     "CapturedMessage",
     "ChannelState",
     "Expectation",
@@ -229,3 +230,18 @@ class Expectation:
             f"nsqbox: timed out after {timeout:g}s waiting for {self.describe()}; "
             f"last seen: {self.last_seen(stats)}"
         )
+
+
+class CaptureSource(Protocol):
+    """Where a capture's messages come from."""
+
+    #: ``"tap"`` (server-side, sees every publish) or ``"channel"`` (an ephemeral channel).
+    mode: str
+
+    def messages(self) -> list[CapturedMessage]:
+        """What was captured so far."""
+        ...
+
+    def close(self) -> list[CapturedMessage]:
+        """Stop capturing; everything captured."""
+        ...

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import nsqbox
 
@@ -31,10 +31,7 @@ from .config import (
     SpecError,
 )
 from .remote import RemoteOps, http_json
-from .state import BoxStats
-
-if TYPE_CHECKING:
-    from .boxes import CaptureSource
+from .state import BoxStats, CaptureSource
 
 __all__ = ["SubprocessBox", "option_flags"]
 
