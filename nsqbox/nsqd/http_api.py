@@ -22,6 +22,7 @@ from .. import NSQ_VERSION, __version__, program_version
 from ..gosyntax import StrconvError, format_duration_ns, parse_int
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
+from ..wire.documents import InfoDocument
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .config import NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
@@ -31,6 +32,7 @@ from .stats import (
     ChannelStats,
     MemStats,
     TopicStats,
+    client_line,
     get_stats,
     memory_stats,
     stats_document,
@@ -55,21 +57,6 @@ _TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "t
 _CONFIG_OPTIONS: Final = {flag.config_key: flag for flag in NSQD_OPTION_FLAGS}
 _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
-
-
-class InfoDoc(msgspec.Struct, frozen=True):
-    """The body of ``GET /info``."""
-
-    version: str
-    broadcast_address: str
-    hostname: str
-    http_port: int
-    tcp_port: int
-    start_time: int
-    max_heartbeat_interval: int
-    max_output_buffer_size: int
-    max_output_buffer_timeout: int
-    max_deflate_level: int
 
 
 def make_app(
@@ -160,9 +147,9 @@ class _NSQDHTTP:
             raise HTTPError(500, health)
         return health
 
-    async def info(self, request: Request) -> InfoDoc:
+    async def info(self, request: Request) -> InfoDocument:
         nsqd, opts = self.nsqd, self.nsqd.options
-        return InfoDoc(
+        return InfoDocument(
             version=NSQ_VERSION,
             broadcast_address=opts.effective_broadcast_address(),
             hostname=nsqd.hostname,
@@ -450,13 +437,13 @@ def render_stats_text(
         )
         for c in t.channels:
             lines.append(_channel_line(c))
-            lines += [f"        {client}" for client in c.clients or ()]
+            lines += [f"        {client_line(client)}" for client in c.clients or ()]
     lines.append("")
     if not producers:
         lines.append("Producers: None")
     else:
         lines.append("Producers:")
-        lines += [f"   {client}" for client in producers]
+        lines += [f"   {client_line(client)}" for client in producers]
     return "\n".join(lines) + "\n"
 
 
