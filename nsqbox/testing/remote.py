@@ -13,9 +13,11 @@ import struct
 import time
 import uuid
 from collections.abc import Collection
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
+import httpcore  # noqa: F401  (see below)
 import httpx
+import msgspec
 
 from .config import Address, BoxAddresses, Cleanup
 from .consumer import ChannelTapThread
@@ -25,6 +27,12 @@ __all__ = ["CaptureUnavailable", "ChannelCapture", "HTTPTapCapture", "NSQHTTPErr
 
 #: Either kind of capture source.
 TapCapture = Union["HTTPTapCapture", "ChannelCapture"]
+
+D = TypeVar("D")
+
+# httpx imports httpcore lazily and fills its table of httpcore's errors once. Importing httpcore
+# with httpx keeps one copy of it when pytester's in-process runs unload what they imported, so
+# a refused connection stays an httpx.ConnectError (else httpcore's own error escapes).
 
 _UINT32 = struct.Struct(">I")
 
@@ -63,6 +71,13 @@ def http_json(address: Address, path: str, params: dict[str, str] | None = None)
     return json.loads(http("GET", address, path, params))
 
 
+def http_document(
+    address: Address, path: str, kind: type[D], params: dict[str, str] | None = None
+) -> D:
+    """GET a JSON document of the shared schema (:mod:`nsqbox.wire.documents`)."""
+    return msgspec.json.decode(http("GET", address, path, params), type=kind)
+
+
 class RemoteOps:
     """The operations a handle needs, over the servers' public APIs."""
 
@@ -74,7 +89,9 @@ class RemoteOps:
     def node_stats(self, node: int) -> BoxStats:
         """One nsqd's ``/stats``."""
         params = {"format": "json", "include_clients": "false", "include_mem": "false"}
-        return BoxStats.from_stats_json(http_json(self.addresses.nsqd_http[node], "/stats", params))
+        return BoxStats.from_stats_body(
+            http("GET", self.addresses.nsqd_http[node], "/stats", params)
+        )
 
     def stats(self, node: int | None = None) -> BoxStats:
         """Every topic and channel (of one nsqd, or summed over all)."""

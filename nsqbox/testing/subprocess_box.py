@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import nsqbox
 
+from ..wire.documents import NodesDocument
 from .config import (
     Address,
     AddressView,
@@ -30,7 +31,7 @@ from .config import (
     Mode,
     SpecError,
 )
-from .remote import RemoteOps, http_json
+from .remote import RemoteOps, http_document
 from .state import BoxStats, CaptureSource
 
 __all__ = ["SubprocessBox", "option_flags"]
@@ -204,8 +205,8 @@ class SubprocessBox(AddressView):
         delay = 0.001
         for lookupd in self.addresses.lookupd_http:
             while True:
-                nodes = http_json(lookupd, "/nodes").get("producers") or []
-                if ports <= {n.get("tcp_port") for n in nodes}:
+                nodes = http_document(lookupd, "/nodes", NodesDocument).producers or []
+                if ports <= {n.tcp_port for n in nodes}:
                     break
                 if time.monotonic() > deadline:
                     raise BoxStartError(self._child.failure("did not register its nsqds"))
