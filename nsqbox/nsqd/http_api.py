@@ -23,7 +23,9 @@ from ..gosyntax import StrconvError, format_duration_ns, parse_int
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
 from ..wire.documents import InfoDocument
+from ..wire.errors import NSQError
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from ..wire.parser import CommandParser, MPUBBody
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .config import NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
 from .options import TLS_REQUIRED
@@ -350,25 +352,20 @@ def _ns(seconds: float) -> int:
 def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
     """nsqd's readMPUB over a whole body: ``[4B count]([4B size][data])*``.
 
-    Errors are nsqd's protocol codes without ``E_``, with status 413.
+    The protocol's own MPUB parser reads it (the body's length is its declared size); errors are
+    nsqd's protocol codes without ``E_``, with status 413.
     """
-    if len(body) < 4:
-        raise HTTPError(413, "BAD_BODY")
-    (count,) = _UINT32.unpack_from(body, 0)
-    if count <= 0 or count > (max_body_size - 4) // 5:
-        raise HTTPError(413, "BAD_BODY")
-    bodies = []
-    pos = 4
-    for _ in range(count):
-        if len(body) - pos < 4:
-            raise HTTPError(413, "BAD_MESSAGE")
-        (size,) = _UINT32.unpack_from(body, pos)
-        end = pos + 4 + size
-        if size <= 0 or size > max_msg_size or end > len(body):
-            raise HTTPError(413, "BAD_MESSAGE")
-        bodies.append(body[pos + 4 : end])
-        pos = end
-    return bodies
+    parser = CommandParser()
+    parser.expect_mpub(max_body_size, max_msg_size, bounded_input=True)
+    parser.receive_data(_UINT32.pack(len(body)) + body)
+    try:
+        event = parser.next_event()
+        if isinstance(event, MPUBBody):
+            return event.bodies
+        error = parser.eof_error()
+    except NSQError as exc:
+        error = exc
+    raise HTTPError(413, error.code.removeprefix("E_") if error else "BAD_BODY")
 
 
 def config_value(nsqd: NSQD, cfg_name: str) -> object:
