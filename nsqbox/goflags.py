@@ -6,7 +6,7 @@ and parsing that stops at the first argument that is not a flag. :class:`FlagSet
 that and refuses what Go refuses, with Go's messages, so ``nsqbox nsqd`` is a drop-in ``nsqd``.
 
 The scalar parsers (:func:`parse_int`, :func:`parse_bool`, :func:`parse_float`,
-:func:`parse_duration`) live in :mod:`nsqbox.gosyntax` and are re-exported here.
+:func:`parse_duration`) and :func:`go_quote` live in :mod:`nsqbox.gosyntax`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 from .gosyntax import (
     StrconvError,
     format_duration,
-    format_duration_ns,
     format_float,
     go_quote,
     parse_bool,
     parse_duration,
-    parse_duration_ns,
     parse_float,
     parse_int,
 )
@@ -41,18 +39,8 @@ __all__ = [
     "FuncValue",
     "HelpRequested",
     "IntValue",
-    "StrconvError",
     "StringArrayValue",
     "StringValue",
-    "format_duration",
-    "format_duration_ns",
-    "format_float",
-    "go_quote",
-    "parse_bool",
-    "parse_duration",
-    "parse_duration_ns",
-    "parse_float",
-    "parse_int",
 ]
 
 T = TypeVar("T")

@@ -34,12 +34,8 @@ from .goflags import (
     IntValue,
     StringArrayValue,
     StringValue,
-    format_float,
-    parse_bool,
-    parse_duration,
-    parse_float,
-    parse_int,
 )
+from .gosyntax import format_float, parse_bool, parse_duration, parse_float, parse_int
 from .logs import parse_level
 
 __all__ = [

@@ -6,12 +6,11 @@ names with ``-`` turned into ``_`` (the keys a TOML config file uses).
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..addresses import is_loopback, split_host_port
+from ..addresses import broadcast_address
 from ..goflags import FlagSet
 from ..gooptions import Command, ConfigError, Kind, OptionFlag, Program
 
@@ -49,12 +48,7 @@ class LookupdOptions:
         nsqd builds the lookupd HTTP address it asks for channels from this, so
         on a loopback-only box it must not be a hostname that resolves elsewhere.
         """
-        if self.broadcast_address:
-            return self.broadcast_address
-        host, _ = split_host_port(self.tcp_address)
-        if is_loopback(host):
-            return host
-        return socket.gethostname()
+        return broadcast_address(self.broadcast_address, self.tcp_address)
 
 
 # --- command line and --config (apps/nsqlookupd) ---------------------------------------

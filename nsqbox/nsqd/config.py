@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nsqbox.goflags import FlagSet, go_quote, parse_bool
+from nsqbox.goflags import FlagSet
 from nsqbox.gooptions import (
     DROP,
     Command,
@@ -29,6 +29,7 @@ from nsqbox.gooptions import (
     flag_value,
     load_config_file,
 )
+from nsqbox.gosyntax import go_quote, parse_bool
 from nsqbox.nsqd.options import (
     TLS_NOT_REQUIRED,
     TLS_REQUIRED,

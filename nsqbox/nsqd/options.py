@@ -12,7 +12,7 @@ import socket
 import zlib
 from dataclasses import dataclass, field
 
-from ..addresses import is_loopback, split_host_port
+from ..addresses import broadcast_address
 
 # --tls-required values, as nsqd's TLSNotRequired / TLSRequiredExceptHTTP / TLSRequired.
 TLS_NOT_REQUIRED = 0
@@ -109,12 +109,7 @@ class NSQDOptions:
 
         Discovery then never points a client off the box by accident.
         """
-        if self.broadcast_address:
-            return self.broadcast_address
-        host, _ = split_host_port(self.tcp_address)
-        if is_loopback(host):
-            return host
-        return socket.gethostname()
+        return broadcast_address(self.broadcast_address, self.tcp_address)
 
     def validate(self) -> None:
         """Raise ValueError with nsqd's message for options nsqd refuses at start."""

@@ -46,7 +46,7 @@ ONE_PROCESS = (
 def option_flags(options: Mapping[str, Any]) -> list[str]:
     """NSQDOptions field values as the nsqd flags that set them (``msg_timeout=1.5`` ->
     ``--msg-timeout=1.5s``)."""
-    from ..goflags import format_duration
+    from ..gosyntax import format_duration
     from ..nsqd.config import NSQD_OPTION_FLAGS, TLS_REQUIRED_KIND, Kind
 
     by_attr = {flag.attr: flag for flag in NSQD_OPTION_FLAGS}

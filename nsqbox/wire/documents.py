@@ -207,18 +207,12 @@ class LookupdProducer(msgspec.Struct, frozen=True):
     version: str = ""
 
 
-class LookupdNode(msgspec.Struct, frozen=True):
+class LookupdNode(LookupdProducer, frozen=True):
     """An nsqd as ``/nodes`` lists it: ``tombstones[i]`` is about ``topics[i]``.
 
     Decoding a ``/lookup`` producer into it leaves ``tombstones`` and ``topics`` None.
     """
 
-    remote_address: str = ""
-    hostname: str = ""
-    broadcast_address: str = ""
-    tcp_port: int = 0
-    http_port: int = 0
-    version: str = ""
     tombstones: list[bool] | None = None
     topics: list[str] | None = None
 
