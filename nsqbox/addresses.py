@@ -7,8 +7,15 @@ no trio here, so the command line can format an address without loading it.
 from __future__ import annotations
 
 import ipaddress
+import socket
 
-__all__ = ["format_address", "is_loopback", "parse_address", "split_host_port"]
+__all__ = [
+    "broadcast_address",
+    "format_address",
+    "is_loopback",
+    "parse_address",
+    "split_host_port",
+]
 
 
 def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
@@ -50,3 +57,18 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def broadcast_address(given: str, bind_address: str) -> str:
+    """The address a server announces: ``given`` if set, else a loopback bind host, else the
+    hostname.
+
+    nsqd and nsqlookupd default to the hostname; nsqbox keeps a loopback-only server's
+    announcement on loopback, so discovery never points a client off the box by accident.
+    """
+    if given:
+        return given
+    host, _ = split_host_port(bind_address)
+    if is_loopback(host):
+        return host
+    return socket.gethostname()

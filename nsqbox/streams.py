@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import operator
 import ssl
-from typing import Final, Protocol
+from typing import Final
 
 import trio
 
+from .wire.codec import Decoder, Encoder
 from .wire.deflate import DeflateDecoder, DeflateEncoder
 from .wire.snappy import SnappyDecoder, SnappyEncoder
 
@@ -43,34 +44,6 @@ __all__ = [
 
 #: What ``receive_some()`` asks for when the caller does not say.
 DEFAULT_RECEIVE_SIZE: Final = 64 * 1024
-
-
-class Encoder(Protocol):
-    """The sending half of a sans-IO codec."""
-
-    def encode(self, data: bytes | bytearray | memoryview) -> bytes:
-        """Bytes for the wire that carry ``data`` (decodable without later input)."""
-        ...
-
-
-class Decoder(Protocol):
-    """The receiving half of a sans-IO codec.
-
-    :meth:`read` raises :class:`ValueError` (a subclass) on corrupt input.
-    """
-
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Append bytes from the wire."""
-        ...
-
-    def read(self, max_bytes: int) -> bytes:
-        """Up to ``max_bytes`` decoded bytes; ``b""`` when more input is needed."""
-        ...
-
-    @property
-    def eof(self) -> bool:
-        """True when the peer ended the encoded stream itself."""
-        ...
 
 
 def _check_max_bytes(max_bytes: int | None) -> int:

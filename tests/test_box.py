@@ -73,7 +73,21 @@ def test_validate(options: BoxOptions, message: str) -> None:
 
 
 def test_default_ports_do_not_collide() -> None:
-    BoxOptions(nsqd_count=10).validate()
+    options = BoxOptions(nsqd_count=10)
+    options.validate()
+    ports = [
+        int(options.lookupd_tcp_address.rsplit(":", 1)[1]),
+        int(options.lookupd_http_address.rsplit(":", 1)[1]),
+        int(options.admin_http_address.rsplit(":", 1)[1]),
+    ]
+    for i in range(options.nsqd_count):
+        node = options.node_options(i, [])
+        ports += [int(node.tcp_address.rsplit(":", 1)[1]), int(node.http_address.rsplit(":", 1)[1])]
+    # NSQ's ports for the first nsqd, the lookupd and the admin; each further nsqd 100 higher.
+    expected = {4160, 4161, 4171} | {4150 + 100 * i for i in range(10)}
+    expected |= {4151 + 100 * i for i in range(10)}
+    assert len(ports) == len(set(ports)) == 23
+    assert set(ports) == expected
 
 
 def _resolve(argv: list[str]) -> tuple[BoxOptions, bool]:

@@ -11,6 +11,8 @@ from nsqbox.goflags import (
     FlagSet,
     FuncValue,
     HelpRequested,
+)
+from nsqbox.gosyntax import (
     StrconvError,
     format_duration,
     format_duration_ns,

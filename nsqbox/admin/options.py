@@ -8,16 +8,15 @@ notifications, base path) are not offered.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..goflags import FlagSet
-from ..logs import parse_level
-from ..nsqd.config import ConfigError, Kind, OptionFlag, coerce, flag_value, load_config_file
+from ..gooptions import Command, ConfigError, Kind, OptionFlag, Program
 
 __all__ = [
+    "ADMIN",
     "ADMIN_OPTION_FLAGS",
     "AdminCommand",
     "AdminOptions",
@@ -83,25 +82,33 @@ ADMIN_OPTION_FLAGS: tuple[OptionFlag, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AdminCommand:
-    """The outcome of parsing an ``nsqbox admin`` command line."""
+#: The outcome of parsing an ``nsqbox admin`` command line.
+AdminCommand = Command[AdminOptions]
 
-    options: AdminOptions
-    show_version: bool
-    flags: FlagSet
-    args: list[str]
+
+def _check(options: AdminOptions) -> None:
+    try:
+        options.validate()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+#: nsqadmin (the supported part) as the options machinery sees it.
+ADMIN: Program[AdminOptions] = Program(
+    "nsqbox admin",
+    ADMIN_OPTION_FLAGS,
+    head=(
+        ("config", "", "path to config file"),
+        ("version", False, "print version string"),
+    ),
+    defaults=AdminOptions,
+    check=_check,
+)
 
 
 def admin_flag_set(name: str = "nsqadmin", defaults: AdminOptions | None = None) -> FlagSet:
     """nsqadmin's flag set (the supported part); ``defaults`` supply the defaults."""
-    base = AdminOptions() if defaults is None else defaults
-    flags = FlagSet(name)
-    flags.add_string("config", "", "path to config file")
-    flags.add_bool("version", False, "print version string")
-    for opt in ADMIN_OPTION_FLAGS:
-        flags.var(opt.flag, flag_value(opt.kind, getattr(base, opt.attr)), opt.usage)
-    return flags
+    return ADMIN.flag_set(name, defaults)
 
 
 def resolve_admin_options(
@@ -111,28 +118,7 @@ def resolve_admin_options(
 
     Raises ConfigError for a value that cannot be coerced or options nsqadmin refuses.
     """
-    options = copy.deepcopy(AdminOptions() if defaults is None else defaults)
-    for opt in ADMIN_OPTION_FLAGS:
-        if flags.is_set(opt.flag):
-            value = copy.copy(flags[opt.flag].value.value)
-        elif opt.config_key in cfg:
-            raw = cfg[opt.config_key]
-            try:
-                value = (
-                    parse_level(str(raw)) if opt.kind is Kind.LOG_LEVEL else coerce(opt.kind, raw)
-                )
-            except ValueError as exc:
-                raise ConfigError(
-                    f"failed to coerce config value {opt.config_key} = {raw} - {exc}"
-                ) from None
-        else:
-            continue
-        setattr(options, opt.attr, value)
-    try:
-        options.validate()
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    return options
+    return ADMIN.resolve(flags, ADMIN.validate_config(cfg), defaults)
 
 
 def parse_admin_args(argv: Sequence[str], *, defaults: AdminOptions | None = None) -> AdminCommand:
@@ -140,11 +126,4 @@ def parse_admin_args(argv: Sequence[str], *, defaults: AdminOptions | None = Non
 
     Raises goflags' FlagError and HelpRequested, and ConfigError.
     """
-    base = AdminOptions() if defaults is None else defaults
-    flags = admin_flag_set("nsqbox admin", base)
-    rest = flags.parse(list(argv))
-    if flags["version"].value.value:
-        return AdminCommand(copy.deepcopy(base), True, flags, rest)
-    path = flags["config"].value.value
-    cfg = load_config_file(path) if path else {}
-    return AdminCommand(resolve_admin_options(flags, cfg, base), False, flags, rest)
+    return ADMIN.parse(argv, defaults=defaults)

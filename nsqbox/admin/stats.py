@@ -1,7 +1,8 @@
 """The cluster's nouns as nsqadmin sees them: nodes, topics, channels, clients, latency.
 
 Pure values and pure functions, no I/O: this module decodes what nsqlookupd's ``/nodes`` and
-``/lookup`` and nsqd's ``/info`` and ``/stats?format=json`` answer, tags each row with the node it
+``/lookup`` and nsqd's ``/info`` and ``/stats?format=json`` answer (with the servers' own schema,
+:mod:`nsqbox.wire.documents`), tags each row with the node it
 came from, and sums rows from several nodes into cluster-wide rows, the way nsqadmin does
 (NSQ v1.3.0 ``internal/clusterinfo/types.go``). The Structs encode to nsqadmin's JSON keys, so the
 ``/api`` serves them as they are.
@@ -28,6 +29,16 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from ..wire import documents
+from ..wire.documents import (
+    ChannelsDocument,
+    InfoDocument,
+    LookupdNode,
+    NodesDocument,
+    QuantileResult,
+    StatsDocument,
+    TopicsDocument,
+)
 from ..wire.peer_json import decode_peer_json
 
 __all__ = [
@@ -108,64 +119,35 @@ class Producer(msgspec.Struct, frozen=True, kw_only=True):
         return join_host_port(self.broadcast_address, self.tcp_port)
 
 
-class _LookupdProducer(msgspec.Struct):
-    remote_address: str = ""
-    hostname: str = ""
-    broadcast_address: str = ""
-    tcp_port: int = 0
-    http_port: int = 0
-    version: str = ""
-    topics: list[str] | None = None
-    tombstones: list[bool] | None = None
-
-    def producer(self) -> Producer:
-        tombstones = self.tombstones or []
-        topics = [
-            ProducerTopic(name, i < len(tombstones) and tombstones[i])
-            for i, name in enumerate(self.topics or [])
-        ]
-        return Producer(
-            remote_address=self.remote_address,
-            hostname=self.hostname,
-            broadcast_address=self.broadcast_address,
-            tcp_port=self.tcp_port,
-            http_port=self.http_port,
-            version=self.version,
-            topics=sorted(topics, key=lambda t: t.topic),
-        )
+def _producer(node: LookupdNode) -> Producer:
+    tombstones = node.tombstones or []
+    topics = [
+        ProducerTopic(name, i < len(tombstones) and tombstones[i])
+        for i, name in enumerate(node.topics or [])
+    ]
+    return Producer(
+        remote_address=node.remote_address,
+        hostname=node.hostname,
+        broadcast_address=node.broadcast_address,
+        tcp_port=node.tcp_port,
+        http_port=node.http_port,
+        version=node.version,
+        topics=sorted(topics, key=lambda t: t.topic),
+    )
 
 
-class _Producers(msgspec.Struct):
-    producers: list[_LookupdProducer] | None = None
+#: The parts of nsqd's ``GET /info`` nsqadmin reads (the schema's whole document).
+NodeInfo = InfoDocument
 
-
-class _Topics(msgspec.Struct):
-    topics: list[str] | None = None
-
-
-class _Channels(msgspec.Struct):
-    channels: list[str] | None = None
-
-
-class NodeInfo(msgspec.Struct, frozen=True):
-    """The parts of nsqd's ``GET /info`` nsqadmin reads."""
-
-    version: str = ""
-    broadcast_address: str = ""
-    hostname: str = ""
-    http_port: int = 0
-    tcp_port: int = 0
-
-
-_producers_decoder = msgspec.json.Decoder(_Producers)
-_topics_decoder = msgspec.json.Decoder(_Topics)
-_channels_decoder = msgspec.json.Decoder(_Channels)
-_info_decoder = msgspec.json.Decoder(NodeInfo)
+_nodes_decoder = msgspec.json.Decoder(NodesDocument)
+_topics_decoder = msgspec.json.Decoder(TopicsDocument)
+_channels_decoder = msgspec.json.Decoder(ChannelsDocument)
+_info_decoder = msgspec.json.Decoder(InfoDocument)
 
 
 def decode_nodes(body: bytes) -> list[Producer]:
     """lookupd's ``/nodes`` body (or ``/lookup``'s, whose producers have no topics)."""
-    return [p.producer() for p in decode_peer_json(body, _producers_decoder).producers or []]
+    return [_producer(p) for p in decode_peer_json(body, _nodes_decoder).producers or []]
 
 
 decode_lookup_producers = decode_nodes
@@ -214,27 +196,18 @@ class Latency(msgspec.Struct, frozen=True):
     host: str = ""
 
 
-class _RawPercentile(msgspec.Struct):
-    quantile: float = 0.0
-    value: float = 0.0
-
-
-class _RawLatency(msgspec.Struct):
-    count: int = 0
-    percentiles: list[_RawPercentile] | None = None
-
-    def latency(self, topic: str, channel: str, host: str) -> Latency:
-        count = float(self.count)
-        return Latency(
-            count=self.count,
-            percentiles=[
-                Percentile(p.quantile, p.value, p.value, p.value, p.value, count)
-                for p in self.percentiles or []
-            ],
-            topic=topic,
-            channel=channel,
-            host=host,
-        )
+def _latency(result: QuantileResult, topic: str, channel: str, host: str) -> Latency:
+    count = float(result.count)
+    return Latency(
+        count=result.count,
+        percentiles=[
+            Percentile(p.quantile, p.value, p.value, p.value, p.value, count)
+            for p in result.percentiles or []
+        ],
+        topic=topic,
+        channel=channel,
+        host=host,
+    )
 
 
 def _merge_latency(rows: Iterable[Latency], topic: str, channel: str) -> Latency:
@@ -337,71 +310,42 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
         return next((c for c in self.channels if c.channel_name == name), None)
 
 
-class _RawClient(msgspec.Struct):
-    client_id: str = ""
-    hostname: str = ""
-    version: str = ""
-    remote_address: str = ""
-    ready_count: int = 0
-    in_flight_count: int = 0
-    message_count: int = 0
-    finish_count: int = 0
-    requeue_count: int = 0
-    connect_ts: int = 0
-    sample_rate: int = 0
-    deflate: bool = False
-    snappy: bool = False
-    user_agent: str = ""
-    authed: bool = False
-    auth_identity: str = ""
-    auth_identity_url: str = ""
-    tls: bool = False
-    tls_cipher_suite: str = ""
-    tls_version: str = ""
-    tls_negotiated_protocol: str = ""
-    tls_negotiated_protocol_is_mutual: bool = False
+_stats_decoder = msgspec.json.Decoder(StatsDocument)
 
 
-class _RawChannel(msgspec.Struct):
-    channel_name: str = ""
-    depth: int = 0
-    backend_depth: int = 0
-    in_flight_count: int = 0
-    deferred_count: int = 0
-    message_count: int = 0
-    requeue_count: int = 0
-    timeout_count: int = 0
-    client_count: int = 0
-    clients: list[_RawClient] | None = None
-    paused: bool = False
-    e2e_processing_latency: _RawLatency | None = None
+def _client(raw: documents.ClientStats, node: str, now_s: int) -> ClientStats:
+    return ClientStats(
+        node=node,
+        remote_address=raw.remote_address,
+        version=raw.version,
+        client_id=raw.client_id,
+        hostname=raw.hostname,
+        user_agent=raw.user_agent,
+        connect_ts=raw.connect_ts,
+        connected=(now_s - raw.connect_ts) * 1_000_000_000,
+        in_flight_count=raw.in_flight_count,
+        ready_count=raw.ready_count,
+        finish_count=raw.finish_count,
+        requeue_count=raw.requeue_count,
+        message_count=raw.message_count,
+        sample_rate=raw.sample_rate,
+        deflate=raw.deflate,
+        snappy=raw.snappy,
+        authed=raw.authed is True,
+        auth_identity=raw.auth_identity or "",
+        auth_identity_url=raw.auth_identity_url or "",
+        tls=raw.tls,
+        tls_cipher_suite=raw.tls_cipher_suite,
+        tls_version=raw.tls_version,
+        tls_negotiated_protocol=raw.tls_negotiated_protocol,
+        tls_negotiated_protocol_is_mutual=raw.tls_negotiated_protocol_is_mutual,
+    )
 
 
-class _RawTopic(msgspec.Struct):
-    topic_name: str = ""
-    channels: list[_RawChannel] | None = None
-    depth: int = 0
-    backend_depth: int = 0
-    message_count: int = 0
-    paused: bool = False
-    e2e_processing_latency: _RawLatency | None = None
-
-
-class _RawStats(msgspec.Struct):
-    topics: list[_RawTopic] | None = None
-
-
-_stats_decoder = msgspec.json.Decoder(_RawStats)
-_NO_LATENCY = _RawLatency()
-
-
-def _client(raw: _RawClient, node: str, now_s: int) -> ClientStats:
-    fields = msgspec.structs.asdict(raw)
-    return ClientStats(node=node, connected=(now_s - raw.connect_ts) * 1_000_000_000, **fields)
-
-
-def _channel(raw: _RawChannel, topic: str, node: str, hostname: str, now_s: int) -> ChannelStats:
-    latency = raw.e2e_processing_latency or _NO_LATENCY
+def _channel(
+    raw: documents.ChannelStats, topic: str, node: str, hostname: str, now_s: int
+) -> ChannelStats:
+    latency = raw.e2e_processing_latency
     return ChannelStats(
         node=node,
         hostname=hostname,
@@ -418,7 +362,7 @@ def _channel(raw: _RawChannel, topic: str, node: str, hostname: str, now_s: int)
         client_count=raw.client_count,
         clients=[_client(c, node, now_s) for c in raw.clients or []],
         paused=raw.paused,
-        e2e_processing_latency=latency.latency(topic, raw.channel_name, node),
+        e2e_processing_latency=_latency(latency, topic, raw.channel_name, node),
     )
 
 
@@ -434,7 +378,7 @@ def decode_nsqd_stats(
     topics = []
     for raw in decode_peer_json(body, _stats_decoder).topics or []:
         name = raw.topic_name
-        latency = raw.e2e_processing_latency or _NO_LATENCY
+        latency = raw.e2e_processing_latency
         topics.append(
             TopicStats(
                 node=node,
@@ -444,9 +388,9 @@ def decode_nsqd_stats(
                 memory_depth=raw.depth - raw.backend_depth,
                 backend_depth=raw.backend_depth,
                 message_count=raw.message_count,
-                channels=[_channel(c, name, node, hostname, now_s) for c in raw.channels or []],
+                channels=[_channel(c, name, node, hostname, now_s) for c in raw.channels],
                 paused=raw.paused,
-                e2e_processing_latency=latency.latency(name, "", node),
+                e2e_processing_latency=_latency(latency, name, "", node),
             )
         )
     return topics

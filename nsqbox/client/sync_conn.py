@@ -14,9 +14,9 @@ import logging
 import socket
 import ssl
 import time
-from typing import Protocol
 
 from ..wire import commands
+from ..wire.codec import Decoder, Encoder
 from ..wire.deflate import DeflateDecoder, DeflateEncoder
 from ..wire.errors import NSQError
 from ..wire.frames import HEARTBEAT, FrameReader, FrameTooLarge, FrameType
@@ -45,16 +45,6 @@ RECEIVE_SIZE = 256 * 1024
 _NOP = commands.nop()
 
 
-class _Encoder(Protocol):
-    def encode(self, data: bytes | bytearray | memoryview) -> bytes: ...
-
-
-class _Decoder(Protocol):
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None: ...
-
-    def read(self, max_bytes: int) -> bytes: ...
-
-
 class SyncConnection:
     """A handshaken, blocking connection to one nsqd."""
 
@@ -69,8 +59,8 @@ class SyncConnection:
             (host, port), timeout=config.dial_timeout
         )
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._encoder: _Encoder | None = None
-        self._decoder: _Decoder | None = None
+        self._encoder: Encoder | None = None
+        self._decoder: Decoder | None = None
         self._reader = FrameReader()
         self._out = bytearray()
         self._closed = False
@@ -111,7 +101,7 @@ class SyncConnection:
             except ssl.SSLError as exc:
                 raise HandshakeError(f"TLS handshake failed: {exc}") from exc
             return
-        decoder: _Decoder
+        decoder: Decoder
         if feature == SNAPPY:
             self._encoder, decoder = SnappyEncoder(), SnappyDecoder()
         elif feature == DEFLATE:

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from .. import NSQ_VERSION
+from ..wire.documents import LookupdNode, LookupdProducer
 from ..wire.lookupd import Identify
 from ..wire.names import is_ephemeral, is_valid_topic_name
 from .options import LookupdOptions
@@ -38,28 +39,9 @@ log = logging.getLogger("nsqbox.lookupd")
 _CLIENT = Registration(Category.CLIENT)
 
 
-class ProducerInfo(msgspec.Struct, frozen=True):
-    """A producer as /lookup lists it (nsqlookupd's PeerInfo JSON)."""
-
-    remote_address: str
-    hostname: str
-    broadcast_address: str
-    tcp_port: int
-    http_port: int
-    version: str
-
-
-class NodeInfo(msgspec.Struct, frozen=True):
-    """An nsqd as /nodes lists it: ``tombstones[i]`` is about ``topics[i]``."""
-
-    remote_address: str
-    hostname: str
-    broadcast_address: str
-    tcp_port: int
-    http_port: int
-    version: str
-    tombstones: list[bool]
-    topics: list[str]
+#: A producer as /lookup lists it, and an nsqd as /nodes lists it (the shared schema).
+ProducerInfo = LookupdProducer
+NodeInfo = LookupdNode
 
 
 def _producer_info(peer: PeerInfo) -> ProducerInfo:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from .. import NSQ_VERSION
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
+from ..wire.documents import LookupDocument, NodesDocument
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .core import NSQLookupd
 
@@ -59,7 +60,7 @@ def build_router(lookupd: NSQLookupd) -> Router:
         if found is None:
             raise HTTPError(404, "TOPIC_NOT_FOUND")
         channels, producers = found
-        return {"channels": channels, "producers": producers}
+        return LookupDocument(channels, producers)
 
     async def topics(request: Request) -> object:
         return {"topics": lookupd.topics()}
@@ -69,7 +70,7 @@ def build_router(lookupd: NSQLookupd) -> Router:
         return {"channels": lookupd.channels(topic)}
 
     async def nodes(request: Request) -> object:
-        return {"producers": lookupd.nodes()}
+        return NodesDocument(lookupd.nodes())
 
     async def create_topic(request: Request) -> object:
         topic = _required(request, "topic", "MISSING_ARG_TOPIC")

@@ -6,18 +6,16 @@ names with ``-`` turned into ``_`` (the keys a TOML config file uses).
 
 from __future__ import annotations
 
-import copy
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..addresses import is_loopback, split_host_port
+from ..addresses import broadcast_address
 from ..goflags import FlagSet
-from ..logs import parse_level
-from ..nsqd.config import ConfigError, Kind, OptionFlag, coerce, flag_value, load_config_file
+from ..gooptions import Command, ConfigError, Kind, OptionFlag, Program
 
 __all__ = [
+    "LOOKUPD",
     "LOOKUPD_OPTION_FLAGS",
     "ConfigError",
     "LookupdCommand",
@@ -50,12 +48,7 @@ class LookupdOptions:
         nsqd builds the lookupd HTTP address it asks for channels from this, so
         on a loopback-only box it must not be a hostname that resolves elsewhere.
         """
-        if self.broadcast_address:
-            return self.broadcast_address
-        host, _ = split_host_port(self.tcp_address)
-        if is_loopback(host):
-            return host
-        return socket.gethostname()
+        return broadcast_address(self.broadcast_address, self.tcp_address)
 
 
 # --- command line and --config (apps/nsqlookupd) ---------------------------------------
@@ -84,28 +77,25 @@ LOOKUPD_OPTION_FLAGS: tuple[OptionFlag, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class LookupdCommand:
-    """The outcome of parsing an nsqlookupd command line."""
+#: The outcome of parsing an nsqlookupd command line.
+LookupdCommand = Command[LookupdOptions]
 
-    options: LookupdOptions
-    #: ``--version`` was given: print the version and exit (the config file is not read).
-    show_version: bool
-    flags: FlagSet
-    #: Arguments after the flags (nsqlookupd ignores them).
-    args: list[str]
+#: nsqlookupd as the options machinery sees it.
+LOOKUPD: Program[LookupdOptions] = Program(
+    "nsqlookupd",
+    LOOKUPD_OPTION_FLAGS,
+    head=(
+        ("config", "", "path to config file"),
+        ("version", False, "print version string"),
+        ("verbose", False, "[deprecated] has no effect, use --log-level"),
+    ),
+    defaults=LookupdOptions,
+)
 
 
 def lookupd_flag_set(name: str = "nsqlookupd", defaults: LookupdOptions | None = None) -> FlagSet:
     """nsqlookupd's flag set; ``defaults`` supply the defaults (nsqbox's if None)."""
-    base = LookupdOptions() if defaults is None else defaults
-    flags = FlagSet(name)
-    flags.add_string("config", "", "path to config file")
-    flags.add_bool("version", False, "print version string")
-    flags.add_bool("verbose", False, "[deprecated] has no effect, use --log-level")
-    for opt in LOOKUPD_OPTION_FLAGS:
-        flags.var(opt.flag, flag_value(opt.kind, getattr(base, opt.attr)), opt.usage)
-    return flags
+    return LOOKUPD.flag_set(name, defaults)
 
 
 def resolve_lookupd_options(
@@ -115,29 +105,7 @@ def resolve_lookupd_options(
 
     Unknown config keys are ignored, as nsqlookupd does. Raises ConfigError.
     """
-    options = copy.deepcopy(LookupdOptions() if defaults is None else defaults)
-    if "log_level" in cfg:  # nsqlookupd's config.Validate
-        try:
-            parse_level(str(cfg["log_level"]))
-        except ValueError:
-            raise ConfigError(f"failed parsing log_level {cfg['log_level']}") from None
-    for opt in LOOKUPD_OPTION_FLAGS:
-        if flags.is_set(opt.flag):
-            value = flags[opt.flag].value.value
-        elif opt.config_key in cfg:
-            raw = cfg[opt.config_key]
-            try:
-                value = (
-                    parse_level(str(raw)) if opt.kind is Kind.LOG_LEVEL else coerce(opt.kind, raw)
-                )
-            except ValueError as exc:
-                raise ConfigError(
-                    f"failed to coerce config value {opt.config_key} = {raw} - {exc}"
-                ) from None
-        else:
-            continue
-        setattr(options, opt.attr, value)
-    return options
+    return LOOKUPD.resolve(flags, LOOKUPD.validate_config(cfg), defaults)
 
 
 def parse_lookupd_args(
@@ -148,11 +116,4 @@ def parse_lookupd_args(
     Both ``-flag=value`` and ``--flag value`` forms are accepted. Raises goflags'
     FlagError and HelpRequested, and ConfigError.
     """
-    base = LookupdOptions() if defaults is None else defaults
-    flags = lookupd_flag_set(defaults=base)
-    rest = flags.parse(list(argv))
-    if flags["version"].value.value:
-        return LookupdCommand(copy.deepcopy(base), True, flags, rest)
-    path = flags["config"].value.value
-    cfg = load_config_file(path) if path else {}
-    return LookupdCommand(resolve_lookupd_options(flags, cfg, base), False, flags, rest)
+    return LOOKUPD.parse(argv, defaults=defaults)

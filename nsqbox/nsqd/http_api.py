@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import gc
-import re
 import struct
 import sys
 import time
@@ -20,18 +19,22 @@ import msgspec
 import trio
 
 from .. import NSQ_VERSION, __version__, program_version
-from ..goflags import format_duration_ns
+from ..gosyntax import StrconvError, format_duration_ns, parse_int
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
+from ..wire.documents import InfoDocument
+from ..wire.errors import NSQError
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from ..wire.parser import CommandParser, MPUBBody
 from ..wire.peer_json import PeerJSONError, decode_peer_json
-from .config import NSQD_OPTION_FLAGS, Kind
+from .config import NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
 from .options import TLS_REQUIRED
 from .quantile import QuantileResult
 from .stats import (
     ChannelStats,
     MemStats,
     TopicStats,
+    client_line,
     get_stats,
     memory_stats,
     stats_document,
@@ -54,24 +57,8 @@ GO_LOG_LEVELS: Final = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5
 _TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
 # nsqd's flag-tagged options by config name: what GET /config/:opt can read.
 _CONFIG_OPTIONS: Final = {flag.config_key: flag for flag in NSQD_OPTION_FLAGS}
-_INT64: Final = re.compile(r"[+-]?[0-9]+")
 _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
-
-
-class InfoDoc(msgspec.Struct, frozen=True):
-    """The body of ``GET /info``."""
-
-    version: str
-    broadcast_address: str
-    hostname: str
-    http_port: int
-    tcp_port: int
-    start_time: int
-    max_heartbeat_interval: int
-    max_output_buffer_size: int
-    max_output_buffer_timeout: int
-    max_deflate_level: int
 
 
 def make_app(
@@ -162,9 +149,9 @@ class _NSQDHTTP:
             raise HTTPError(500, health)
         return health
 
-    async def info(self, request: Request) -> InfoDoc:
+    async def info(self, request: Request) -> InfoDocument:
         nsqd, opts = self.nsqd, self.nsqd.options
-        return InfoDoc(
+        return InfoDocument(
             version=NSQ_VERSION,
             broadcast_address=opts.effective_broadcast_address(),
             hostname=nsqd.hostname,
@@ -351,20 +338,11 @@ class _NSQDHTTP:
 
 
 def _parse_int64(raw: str) -> int | None:
-    """Go's ``strconv.ParseInt(raw, 10, 64)``: None for anything it refuses.
-
-    The length is checked before ``int()``: CPython refuses to convert more than
-    4300 digits (and the division that followed overflowed long before).
-    """
-    if not _INT64.fullmatch(raw):
+    """Go's ``strconv.ParseInt(raw, 10, 64)``: None for anything it refuses."""
+    try:
+        return parse_int(raw, 10)
+    except StrconvError:
         return None
-    digits = raw.lstrip("+-").lstrip("0")
-    if len(digits) > 19:
-        return None
-    value = int(raw[0] + digits) if raw[0] in "+-" and digits else int(digits or "0")
-    if not -(2**63) <= value < 2**63:
-        return None
-    return value
 
 
 def _ns(seconds: float) -> int:
@@ -374,25 +352,20 @@ def _ns(seconds: float) -> int:
 def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
     """nsqd's readMPUB over a whole body: ``[4B count]([4B size][data])*``.
 
-    Errors are nsqd's protocol codes without ``E_``, with status 413.
+    The protocol's own MPUB parser reads it (the body's length is its declared size); errors are
+    nsqd's protocol codes without ``E_``, with status 413.
     """
-    if len(body) < 4:
-        raise HTTPError(413, "BAD_BODY")
-    (count,) = _UINT32.unpack_from(body, 0)
-    if count <= 0 or count > (max_body_size - 4) // 5:
-        raise HTTPError(413, "BAD_BODY")
-    bodies = []
-    pos = 4
-    for _ in range(count):
-        if len(body) - pos < 4:
-            raise HTTPError(413, "BAD_MESSAGE")
-        (size,) = _UINT32.unpack_from(body, pos)
-        end = pos + 4 + size
-        if size <= 0 or size > max_msg_size or end > len(body):
-            raise HTTPError(413, "BAD_MESSAGE")
-        bodies.append(body[pos + 4 : end])
-        pos = end
-    return bodies
+    parser = CommandParser()
+    parser.expect_mpub(max_body_size, max_msg_size, bounded_input=True)
+    parser.receive_data(_UINT32.pack(len(body)) + body)
+    try:
+        event = parser.next_event()
+        if isinstance(event, MPUBBody):
+            return event.bodies
+        error = parser.eof_error()
+    except NSQError as exc:
+        error = exc
+    raise HTTPError(413, error.code.removeprefix("E_") if error else "BAD_BODY")
 
 
 def config_value(nsqd: NSQD, cfg_name: str) -> object:
@@ -422,8 +395,8 @@ def config_value(nsqd: NSQD, cfg_name: str) -> object:
             return _ns(value)
         case Kind.LOG_LEVEL:
             return GO_LOG_LEVELS.get(value, 0)
-        case Kind.TLS_MIN_VERSION:
-            return _TLS_VERSIONS.get(value.lower(), 0)
+    if flag.kind is TLS_MIN_VERSION_KIND:
+        return _TLS_VERSIONS.get(value.lower(), 0)
     return value
 
 
@@ -461,13 +434,13 @@ def render_stats_text(
         )
         for c in t.channels:
             lines.append(_channel_line(c))
-            lines += [f"        {client}" for client in c.clients or ()]
+            lines += [f"        {client_line(client)}" for client in c.clients or ()]
     lines.append("")
     if not producers:
         lines.append("Producers: None")
     else:
         lines.append("Producers:")
-        lines += [f"   {client}" for client in producers]
+        lines += [f"   {client_line(client)}" for client in producers]
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ import socket
 import zlib
 from dataclasses import dataclass, field
 
-from ..addresses import is_loopback, split_host_port
+from ..addresses import broadcast_address
 
 # --tls-required values, as nsqd's TLSNotRequired / TLSRequiredExceptHTTP / TLSRequired.
 TLS_NOT_REQUIRED = 0
@@ -96,6 +96,9 @@ class NSQDOptions:
     tls_root_ca_file: str = ""
     tls_required: int = TLS_NOT_REQUIRED
     tls_min_version: str = "tls1.0"
+    #: How long a client's TLS handshake may take (nsqd's fixed 5s ``SetDeadline`` in
+    #: UpgradeTLS). Not a flag, as in nsqd; tests shorten it.
+    tls_handshake_timeout: float = 5.0
 
     deflate: bool = True
     max_deflate_level: int = 6
@@ -106,12 +109,7 @@ class NSQDOptions:
 
         Discovery then never points a client off the box by accident.
         """
-        if self.broadcast_address:
-            return self.broadcast_address
-        host, _ = split_host_port(self.tcp_address)
-        if is_loopback(host):
-            return host
-        return socket.gethostname()
+        return broadcast_address(self.broadcast_address, self.tcp_address)
 
     def validate(self) -> None:
         """Raise ValueError with nsqd's message for options nsqd refuses at start."""

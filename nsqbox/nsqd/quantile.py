@@ -21,7 +21,17 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-import msgspec
+from ..wire.documents import Percentile, QuantileResult, nanoseconds_to_human
+
+__all__ = [
+    "BUFFER_SIZE",
+    "EPSILON",
+    "TAIL_FRACTION",
+    "Percentile",
+    "Quantile",
+    "QuantileResult",
+    "nanoseconds_to_human",
+]
 
 #: Allowed rank error, as a fraction of the rank (perks' Epsilon)...
 EPSILON = 0.01
@@ -30,36 +40,6 @@ EPSILON = 0.01
 TAIL_FRACTION = 0.1
 #: Samples buffered before they are merged into the summary.
 BUFFER_SIZE = 500
-
-
-class Percentile(msgspec.Struct, frozen=True):
-    """One reported percentile: ``quantile`` (e.g. 0.99) and its ``value`` in ns."""
-
-    quantile: float
-    value: float
-
-
-class QuantileResult(msgspec.Struct, frozen=True):
-    """What /stats reports as ``e2e_processing_latency``.
-
-    ``percentiles`` is None (JSON ``null``) when the channel tracks no latency,
-    as nsqd's ``Result`` of a nil quantile.
-    """
-
-    count: int = 0
-    percentiles: list[Percentile] | None = None
-
-    def __str__(self) -> str:
-        """nsqd's text form: the values, human readable, comma separated."""
-        return ", ".join(nanoseconds_to_human(p.value) for p in self.percentiles or ())
-
-
-def nanoseconds_to_human(value: float) -> str:
-    """nsqd's ``NanoSecondToHuman``: ``1.5ms``, ``320.0us``, ``2.0s``."""
-    for scale, suffix in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
-        if value > scale:
-            return f"{value / scale:.1f}{suffix}"
-    return f"{value:.1f}ns"
 
 
 class _Stream:

@@ -1,15 +1,8 @@
-"""nsqd's /stats: frozen msgspec Structs with nsqd's exact keys, built from the domain.
+"""nsqd's /stats, built from the domain into the shared schema (:mod:`nsqbox.wire.documents`).
 
-The Structs mirror nsqd/stats.go (``TopicStats``, ``ChannelStats``, the /stats
-document, ``memStats``) and nsqd/client_v2.go (``ClientV2Stats``, ``PubCount``)
-field for field and in the same order, including Go's JSON quirks, because
-nsqadmin and NSQ's tools read them:
-
-* ``omitempty`` fields (``authed``, ``auth_identity``, ``auth_identity_url``,
-  ``pub_counts``, the document's ``memory``) are left out when empty;
-* a nil Go slice is ``null``: a channel's ``clients`` without
-  ``include_clients``, ``producers`` when there are none, ``topics`` when the
-  ``topic`` filter names no topic, ``percentiles`` without e2e latency tracking.
+The Structs (``TopicStats``, ``ChannelStats``, ``ClientStats``, ``MemStats``, the /stats
+document) are the ones nsqadmin, the TUI, the test harness and the tools decode; they mirror
+nsqd/stats.go and nsqd/client_v2.go field for field, Go's JSON quirks included.
 
 Python has no Go ``runtime.MemStats``; :func:`memory_stats` fills the same
 keys with the closest figures CPython offers (see its docstring).
@@ -27,8 +20,38 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import msgspec
 
 from .. import NSQ_VERSION
-from ..goflags import format_duration_ns
-from .quantile import Quantile, QuantileResult
+from ..gosyntax import format_duration_ns
+from ..wire.documents import (
+    ChannelStats,
+    ClientStats,
+    MemStats,
+    PubCount,
+    QuantileResult,
+    StatsDocument,
+    TopicStats,
+    unset_if_empty,
+)
+from .quantile import Quantile
+
+__all__ = [
+    "ChannelStats",
+    "ClientStats",
+    "MemStats",
+    "PubCount",
+    "Stats",
+    "StatsClient",
+    "StatsDocument",
+    "TopicStats",
+    "aggregate_latency",
+    "channel_stats",
+    "client_line",
+    "client_stats",
+    "get_stats",
+    "latency_result",
+    "memory_stats",
+    "stats_document",
+    "topic_stats",
+]
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -36,120 +59,10 @@ if TYPE_CHECKING:
     from .topic import Topic
 
 
-class PubCount(msgspec.Struct, frozen=True):
-    """Messages a producer published to one topic."""
-
-    topic: str
-    count: int
-
-
-class ClientStats(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One TCP client, as nsqd's ``ClientV2Stats``."""
-
-    client_id: str
-    hostname: str
-    version: str
-    remote_address: str
-    state: int
-    ready_count: int
-    in_flight_count: int
-    message_count: int
-    finish_count: int
-    requeue_count: int
-    connect_ts: int
-    sample_rate: int
-    deflate: bool
-    snappy: bool
-    user_agent: str
-    authed: bool = False
-    auth_identity: str = ""
-    auth_identity_url: str = ""
-    pub_counts: list[PubCount] = msgspec.field(default_factory=list)
-    tls: bool
-    tls_cipher_suite: str
-    tls_version: str
-    tls_negotiated_protocol: str
-    tls_negotiated_protocol_is_mutual: bool
-
-    def __str__(self) -> str:
-        """nsqd's one-line text form (producers and consumers differ)."""
-        port = self.remote_address.rpartition(":")[2]
-        ident = f"{self.hostname}:{port} {self.user_agent}"
-        connected = format_duration_ns(int(max(0.0, time.time() - self.connect_ts)) * 10**9)
-        if self.pub_counts:
-            total = sum(p.count for p in self.pub_counts)
-            topics = ",".join(f"{p.topic}={p.count}" for p in self.pub_counts)
-            return (
-                f"[{self.version} {ident:<21}] msgs: {total:<8d} topics: {topics} "
-                f"connected: {connected}"
-            )
-        return (
-            f"[{self.version} {ident:<21}] state: {self.state} inflt: {self.in_flight_count:<4d} "
-            f"rdy: {self.ready_count:<4d} fin: {self.finish_count:<8d} "
-            f"re-q: {self.requeue_count:<8d} msgs: {self.message_count:<8d} "
-            f"connected: {connected}"
-        )
-
-
-class ChannelStats(msgspec.Struct, frozen=True):
-    """One channel, as nsqd's ``ChannelStats``."""
-
-    channel_name: str
-    depth: int
-    backend_depth: int
-    in_flight_count: int
-    deferred_count: int
-    message_count: int
-    requeue_count: int
-    timeout_count: int
-    client_count: int
-    clients: list[ClientStats] | None
-    paused: bool
-    e2e_processing_latency: QuantileResult
-
-
-class TopicStats(msgspec.Struct, frozen=True):
-    """One topic, as nsqd's ``TopicStats``."""
-
-    topic_name: str
-    channels: list[ChannelStats]
-    depth: int
-    backend_depth: int
-    message_count: int
-    message_bytes: int
-    paused: bool
-    e2e_processing_latency: QuantileResult
-
-
 class Stats(msgspec.Struct, frozen=True):
     """What ``GetStats`` collects: topics (filtered) and producers."""
 
     topics: list[TopicStats] | None
-    producers: list[ClientStats] | None
-
-
-class MemStats(msgspec.Struct, frozen=True):
-    """nsqd's ``memStats`` keys (``include_mem``), filled by :func:`memory_stats`."""
-
-    heap_objects: int
-    heap_idle_bytes: int
-    heap_in_use_bytes: int
-    heap_released_bytes: int
-    gc_pause_usec_100: int
-    gc_pause_usec_99: int
-    gc_pause_usec_95: int
-    next_gc_bytes: int
-    gc_total_runs: int
-
-
-class StatsDocument(msgspec.Struct, frozen=True, kw_only=True):
-    """The JSON body of ``/stats?format=json`` (``memory`` left out unless asked for)."""
-
-    version: str
-    health: str
-    start_time: int
-    topics: list[TopicStats] | None
-    memory: MemStats | msgspec.UnsetType = msgspec.UNSET
     producers: list[ClientStats] | None
 
 
@@ -205,15 +118,35 @@ def client_stats(client: StatsClient, topic_name: str = "") -> ClientStats:
         deflate=client.deflate,
         snappy=client.snappy,
         user_agent=client.user_agent,
-        authed=bool(auth is not None and getattr(auth, "authorizations", None)),
-        auth_identity=str(getattr(auth, "identity", "") or ""),
-        auth_identity_url=str(getattr(auth, "identity_url", "") or ""),
-        pub_counts=counts,
+        authed=unset_if_empty(bool(auth is not None and getattr(auth, "authorizations", None))),
+        auth_identity=unset_if_empty(str(getattr(auth, "identity", "") or "")),
+        auth_identity_url=unset_if_empty(str(getattr(auth, "identity_url", "") or "")),
+        pub_counts=unset_if_empty(counts),
         tls=client.tls,
         tls_cipher_suite=tls[0],
         tls_version=tls[1],
         tls_negotiated_protocol=tls[2],
         tls_negotiated_protocol_is_mutual=tls[3],
+    )
+
+
+def client_line(client: ClientStats) -> str:
+    """A client in nsqd's text /stats, one line (producers and consumers differ)."""
+    port = client.remote_address.rpartition(":")[2]
+    ident = f"{client.hostname}:{port} {client.user_agent}"
+    connected = format_duration_ns(int(max(0.0, time.time() - client.connect_ts)) * 10**9)
+    if isinstance(client.pub_counts, list) and client.pub_counts:
+        total = sum(p.count for p in client.pub_counts)
+        topics = ",".join(f"{p.topic}={p.count}" for p in client.pub_counts)
+        return (
+            f"[{client.version} {ident:<21}] msgs: {total:<8d} topics: {topics} "
+            f"connected: {connected}"
+        )
+    return (
+        f"[{client.version} {ident:<21}] state: {client.state} inflt: {client.in_flight_count:<4d} "
+        f"rdy: {client.ready_count:<4d} fin: {client.finish_count:<8d} "
+        f"re-q: {client.requeue_count:<8d} msgs: {client.message_count:<8d} "
+        f"connected: {connected}"
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection
 from typing import Any, Protocol, TypeVar
 
 from .config import AddressView, BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
-from .state import BoxStats, CapturedMessage
+from .state import BoxStats, CapturedMessage, CaptureSource
 
 T = TypeVar("T")
 
@@ -37,21 +37,6 @@ NOT_OURS = (
 def xdist_worker() -> str:
     """This pytest-xdist worker's id (``gw0``...), or ``""`` outside xdist."""
     return os.environ.get("PYTEST_XDIST_WORKER", "")
-
-
-class CaptureSource(Protocol):
-    """Where a capture's messages come from."""
-
-    #: ``"tap"`` (server-side, sees every publish) or ``"channel"`` (an ephemeral channel).
-    mode: str
-
-    def messages(self) -> list[CapturedMessage]:
-        """What was captured so far."""
-        ...
-
-    def close(self) -> list[CapturedMessage]:
-        """Stop capturing; everything captured."""
-        ...
 
 
 class Box(Protocol):

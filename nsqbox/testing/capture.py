@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from types import TracebackType
 
-from .boxes import CaptureSource
-from .state import CapturedMessage, WaitTimeout
+from .state import CapturedMessage, CaptureSource, WaitTimeout
 from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
 
 __all__ = ["Capture"]

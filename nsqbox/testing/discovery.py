@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from ..wire.documents import LookupDocument
 from .config import Address
-from .remote import NSQHTTPError, http_json
+from .remote import NSQHTTPError, http_document
 
 __all__ = ["all_listed", "lookup_producers", "producers_message"]
 
@@ -21,15 +22,12 @@ L = TypeVar("L")
 def lookup_producers(lookupd_http: Address, topic: str) -> list[Address]:
     """The TCP addresses (``broadcast_address:tcp_port``) nsqlookupd lists for ``topic``."""
     try:
-        doc = http_json(lookupd_http, "/lookup", {"topic": topic})
+        doc = http_document(lookupd_http, "/lookup", LookupDocument, {"topic": topic})
     except NSQHTTPError as exc:
         if exc.status == 404:  # TOPIC_NOT_FOUND: no producer yet
             return []
         raise
-    return sorted(
-        Address.of(str(p.get("broadcast_address")), int(p.get("tcp_port", 0)))
-        for p in doc.get("producers") or []
-    )
+    return sorted(Address.of(p.broadcast_address, p.tcp_port) for p in doc.producers or [])
 
 
 def all_listed(

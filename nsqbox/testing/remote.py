@@ -1,6 +1,6 @@
 """Boxes reached only through NSQ's public TCP and HTTP APIs (subprocess and noproc).
 
-HTTP goes through the standard library (no proxies: the servers are local or named
+HTTP goes through httpx (no proxies from the environment: the servers are local or named
 explicitly), TCP through :mod:`.consumer`. Everything here is blocking and runs in the
 caller's thread, so it works with any nsqd and nsqlookupd, nsqbox's or NSQ's.
 """
@@ -11,12 +11,13 @@ import base64
 import json
 import struct
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Collection
-from typing import Any, Union
+from typing import Any, TypeVar, Union
+
+import httpcore  # noqa: F401  (see below)
+import httpx
+import msgspec
 
 from .config import Address, BoxAddresses, Cleanup
 from .consumer import ChannelTapThread
@@ -27,7 +28,12 @@ __all__ = ["CaptureUnavailable", "ChannelCapture", "HTTPTapCapture", "NSQHTTPErr
 #: Either kind of capture source.
 TapCapture = Union["HTTPTapCapture", "ChannelCapture"]
 
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+D = TypeVar("D")
+
+# httpx imports httpcore lazily and fills its table of httpcore's errors once. Importing httpcore
+# with httpx keeps one copy of it when pytester's in-process runs unload what they imported, so
+# a refused connection stays an httpx.ConnectError (else httpcore's own error escapes).
+
 _UINT32 = struct.Struct(">I")
 
 
@@ -49,25 +55,27 @@ def http(
     timeout: float = 10.0,
 ) -> bytes:
     """One HTTP request; the response body, or NSQHTTPError."""
-    url = address.url + path
-    if params:
-        url += "?" + urllib.parse.urlencode(params)
-    request = urllib.request.Request(url, data=body, method=method)
+    url = str(httpx.URL(address.url + path, params=params or None))
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            data: bytes = response.read()
-            return data
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace").strip()
-        raise NSQHTTPError(f"{method} {url}: {exc.code} {detail}", exc.code) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise NSQHTTPError(f"{method} {url}: {reason}") from None
+        response = httpx.request(method, url, content=body, timeout=timeout, trust_env=False)
+    except httpx.TransportError as exc:
+        raise NSQHTTPError(f"{method} {url}: {exc}") from None
+    if response.is_error:
+        detail = response.content.decode(errors="replace").strip()
+        raise NSQHTTPError(f"{method} {url}: {response.status_code} {detail}", response.status_code)
+    return response.content
 
 
 def http_json(address: Address, path: str, params: dict[str, str] | None = None) -> Any:
     """GET a JSON document."""
     return json.loads(http("GET", address, path, params))
+
+
+def http_document(
+    address: Address, path: str, kind: type[D], params: dict[str, str] | None = None
+) -> D:
+    """GET a JSON document of the shared schema (:mod:`nsqbox.wire.documents`)."""
+    return msgspec.json.decode(http("GET", address, path, params), type=kind)
 
 
 class RemoteOps:
@@ -81,7 +89,9 @@ class RemoteOps:
     def node_stats(self, node: int) -> BoxStats:
         """One nsqd's ``/stats``."""
         params = {"format": "json", "include_clients": "false", "include_mem": "false"}
-        return BoxStats.from_stats_json(http_json(self.addresses.nsqd_http[node], "/stats", params))
+        return BoxStats.from_stats_body(
+            http("GET", self.addresses.nsqd_http[node], "/stats", params)
+        )
 
     def stats(self, node: int | None = None) -> BoxStats:
         """Every topic and channel (of one nsqd, or summed over all)."""

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol
+
+import msgspec
+
+from ..wire import documents
 
 __all__ = [
     "CHANNEL_COUNTS",
     "TOPIC_COUNTS",
     "BoxStats",
+    "CaptureSource",
     "CapturedMessage",
     "ChannelState",
     "Expectation",
@@ -133,33 +138,54 @@ class BoxStats:
         return cls(topics)
 
     @classmethod
-    def from_stats_json(cls, doc: Mapping[str, Any]) -> BoxStats:
-        """From nsqd's ``/stats?format=json`` document (any NSQ 1.x nsqd)."""
-        data = doc.get("data", doc) if "topics" not in doc else doc  # pre-1.0 wrapped replies
+    def from_topic_stats(cls, rows: Iterable[documents.TopicStats]) -> BoxStats:
+        """From the topics of nsqd's ``/stats`` document (the shared schema's rows)."""
         topics: dict[str, TopicState] = {}
-        for t in data.get("topics") or []:
+        for t in rows:
             channels = {
-                c["channel_name"]: ChannelState(
-                    name=c["channel_name"],
-                    depth=c.get("depth", 0),
-                    in_flight=c.get("in_flight_count", 0),
-                    deferred=c.get("deferred_count", 0),
-                    message_count=c.get("message_count", 0),
-                    requeue_count=c.get("requeue_count", 0),
-                    timeout_count=c.get("timeout_count", 0),
-                    clients=c.get("client_count", len(c.get("clients") or [])),
-                    paused=bool(c.get("paused", False)),
+                c.channel_name: ChannelState(
+                    name=c.channel_name,
+                    depth=c.depth,
+                    in_flight=c.in_flight_count,
+                    deferred=c.deferred_count,
+                    message_count=c.message_count,
+                    requeue_count=c.requeue_count,
+                    timeout_count=c.timeout_count,
+                    clients=c.client_count or len(c.clients or []),
+                    paused=c.paused,
                 )
-                for c in t.get("channels") or []
+                for c in t.channels
             }
-            topics[t["topic_name"]] = TopicState(
-                name=t["topic_name"],
-                depth=t.get("depth", 0),
-                message_count=t.get("message_count", 0),
-                paused=bool(t.get("paused", False)),
+            topics[t.topic_name] = TopicState(
+                name=t.topic_name,
+                depth=t.depth,
+                message_count=t.message_count,
+                paused=t.paused,
                 channels=channels,
             )
         return cls(topics)
+
+    @classmethod
+    def from_stats_body(cls, body: bytes) -> BoxStats:
+        """From the body of nsqd's ``/stats?format=json`` (any NSQ 1.x nsqd, or pre-1.0's
+        ``{"status_code": ..., "data": ...}`` wrapping). Raises msgspec.ValidationError and
+        msgspec.DecodeError."""
+        return cls.from_topic_stats(msgspec.json.decode(body, type=_StatsReply).rows())
+
+    @classmethod
+    def from_stats_json(cls, doc: Mapping[str, Any]) -> BoxStats:
+        """From nsqd's ``/stats?format=json`` document, already parsed into Python values."""
+        return cls.from_topic_stats(msgspec.convert(doc, _StatsReply).rows())
+
+
+class _StatsReply(msgspec.Struct, frozen=True):
+    """A /stats document, or pre-1.0 nsqd's reply that wraps it in ``data``."""
+
+    topics: list[documents.TopicStats] | None = None
+    data: documents.StatsDocument | None = None
+
+    def rows(self) -> list[documents.TopicStats]:
+        return (self.topics if self.data is None else self.data.topics) or []
 
 
 def _counts(state: TopicState | ChannelState, names: Iterable[str]) -> str:
@@ -229,3 +255,18 @@ class Expectation:
             f"nsqbox: timed out after {timeout:g}s waiting for {self.describe()}; "
             f"last seen: {self.last_seen(stats)}"
         )
+
+
+class CaptureSource(Protocol):
+    """Where a capture's messages come from."""
+
+    #: ``"tap"`` (server-side, sees every publish) or ``"channel"`` (an ephemeral channel).
+    mode: str
+
+    def messages(self) -> list[CapturedMessage]:
+        """What was captured so far."""
+        ...
+
+    def close(self) -> list[CapturedMessage]:
+        """Stop capturing; everything captured."""
+        ...

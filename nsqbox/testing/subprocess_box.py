@@ -16,10 +16,11 @@ import time
 from collections import deque
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import nsqbox
 
+from ..wire.documents import NodesDocument
 from .config import (
     Address,
     AddressView,
@@ -30,11 +31,8 @@ from .config import (
     Mode,
     SpecError,
 )
-from .remote import RemoteOps, http_json
-from .state import BoxStats
-
-if TYPE_CHECKING:
-    from .boxes import CaptureSource
+from .remote import RemoteOps, http_document
+from .state import BoxStats, CaptureSource
 
 __all__ = ["SubprocessBox", "option_flags"]
 
@@ -48,8 +46,8 @@ ONE_PROCESS = (
 def option_flags(options: Mapping[str, Any]) -> list[str]:
     """NSQDOptions field values as the nsqd flags that set them (``msg_timeout=1.5`` ->
     ``--msg-timeout=1.5s``)."""
-    from ..goflags import format_duration
-    from ..nsqd.config import NSQD_OPTION_FLAGS, Kind
+    from ..gosyntax import format_duration
+    from ..nsqd.config import NSQD_OPTION_FLAGS, TLS_REQUIRED_KIND, Kind
 
     by_attr = {flag.attr: flag for flag in NSQD_OPTION_FLAGS}
     out: list[str] = []
@@ -63,7 +61,7 @@ def option_flags(options: Mapping[str, Any]) -> list[str]:
                 text = format_duration(float(item))
             elif flag.kind is Kind.BOOL:
                 text = "true" if item else "false"
-            elif flag.kind is Kind.TLS_REQUIRED:
+            elif flag.kind is TLS_REQUIRED_KIND:
                 text = {0: "false", 1: "tcp-https", 2: "true"}.get(item, str(item))
             else:
                 text = str(item)
@@ -207,8 +205,8 @@ class SubprocessBox(AddressView):
         delay = 0.001
         for lookupd in self.addresses.lookupd_http:
             while True:
-                nodes = http_json(lookupd, "/nodes").get("producers") or []
-                if ports <= {n.get("tcp_port") for n in nodes}:
+                nodes = http_document(lookupd, "/nodes", NodesDocument).producers or []
+                if ports <= {n.tcp_port for n in nodes}:
                     break
                 if time.monotonic() > deadline:
                     raise BoxStartError(self._child.failure("did not register its nsqds"))

@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..goflags import FlagSet, parse_int
+from ..goflags import FlagSet
+from ..gosyntax import parse_int
 from .common import (
     DEFAULT_NSQD_HTTP,
     STOP_SIGNALS,

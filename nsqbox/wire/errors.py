@@ -7,6 +7,10 @@ the frame) except E_FIN_FAILED, E_REQ_FAILED and E_TOUCH_FAILED.
 
 from __future__ import annotations
 
+from ..gosyntax import go_quote
+
+__all__ = ["NON_FATAL_CODES", "NSQError", "ProtocolViolation", "go_quote", "invalid"]
+
 #: Codes a client may receive without the connection being closed.
 NON_FATAL_CODES = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
 
@@ -49,43 +53,3 @@ class ProtocolViolation(Exception):
 def invalid(description: str) -> NSQError:
     """A fatal E_INVALID."""
     return NSQError("E_INVALID", description)
-
-
-def go_quote(raw: bytes) -> str:
-    """Quote bytes the way Go's ``%q`` / strconv.Quote does for error texts.
-
-    Printable ASCII and printable UTF-8 stay as they are; ``"`` and ``\\`` are
-    escaped; control characters use Go's short escapes or ``\\xNN``; bytes that
-    are not valid UTF-8 become ``\\xNN``.
-    """
-    out = ['"']
-    text = raw.decode("utf-8", "surrogateescape")
-    for ch in text:
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, kept by surrogateescape
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable() and code != 0x7F:
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-_GO_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-}

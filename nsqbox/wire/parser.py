@@ -71,6 +71,7 @@ class CommandParser(ReceiveBuffer):
         self._state = _LINE
         self._name = ""
         self._limit = 0
+        self._read_limit = 0
         self._max_msg = 0
         self._size = 0
         self._count = 0
@@ -88,9 +89,17 @@ class CommandParser(ReceiveBuffer):
         self._state = _MESSAGE if message else _BODY
         self._size = -1
 
-    def expect_mpub(self, max_body_size: int, max_msg_size: int) -> None:
-        """Read an MPUB body next: ``[4-byte size][4-byte count]([4-byte size][data])*``."""
+    def expect_mpub(
+        self, max_body_size: int, max_msg_size: int, *, bounded_input: bool = False
+    ) -> None:
+        """Read an MPUB body next: ``[4-byte size][4-byte count]([4-byte size][data])*``.
+
+        ``bounded_input`` says the input is already held to ``max_body_size`` (an HTTP body):
+        a message that runs past it is then a short read (``E_BAD_MESSAGE``, as nsqd's HTTP
+        ``/mpub``), not the stream guard's ``E_BAD_BODY``.
+        """
         self._limit = max_body_size
+        self._read_limit = 1 << 62 if bounded_input else max_body_size
         self._max_msg = max_msg_size
         self._state = _MPUB_LEN
 
@@ -208,7 +217,7 @@ class CommandParser(ReceiveBuffer):
         have = len(buf)
         bodies = self._bodies
         max_msg = self._max_msg
-        limit = self._limit
+        limit = self._read_limit
         consumed = self._consumed
         unpack = _INT32.unpack_from
         for i in range(len(bodies), self._count):
