@@ -187,7 +187,7 @@ class Channel:
                 # can_take() means room > 0 and out_room > 0: the loop reads at least once.
                 drained = False
                 while len(batch) < room and out_room > 0 and backend.depth:
-                    data = backend.read()
+                    data = backend.pop()
                     if data is None:
                         # depth said more: the backend has corrected it (to 0). Stop here
                         # whatever it says, so a wrong depth can never spin this loop.

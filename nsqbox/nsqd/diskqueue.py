@@ -312,8 +312,6 @@ class DiskQueue:
             self._sync_logged()
         return data
 
-    read = pop  # the name nsqbox.nsqd.backend.BackendQueue uses
-
     def _read_one(self) -> bytes | None:
         """Read the record at the read position; ``None`` if it skipped a finished file instead."""
         fd = self._read_fd

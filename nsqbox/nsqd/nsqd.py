@@ -243,13 +243,9 @@ class NSQD:
     def sync_backends(self) -> None:
         """fsync disk queues whose --sync-timeout has passed (go-diskqueue's sync ticker)."""
         for topic in self.topics.values():
-            maybe_sync = getattr(topic.backend, "maybe_sync", None)
-            if maybe_sync is not None:
-                maybe_sync()
+            topic.backend.maybe_sync()
             for channel in topic.channels.values():
-                maybe_sync = getattr(channel.backend, "maybe_sync", None)
-                if maybe_sync is not None:
-                    maybe_sync()
+                channel.backend.maybe_sync()
 
     def write_to_backend(self, backend: BackendQueue, msg: Message) -> bool:
         """Spill one message; on failure mark the node unhealthy and return False."""

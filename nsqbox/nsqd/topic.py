@@ -134,7 +134,7 @@ class Topic:
         while backend.depth and self._delivering and not drained:
             batch: list[Message] = []
             for _ in range(1024):
-                data = backend.read()
+                data = backend.pop()
                 if data is None:
                     drained = True  # whatever depth says (the backend corrects it)
                     break

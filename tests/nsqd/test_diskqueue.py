@@ -241,7 +241,7 @@ def test_peek_does_not_consume(tmp_path: Path) -> None:
     assert q.depth == 2
     assert q.pop() == b"one"
     assert q.depth == 1
-    assert q.read() == b"two"  # read is pop, under backend.BackendQueue's name
+    assert q.pop() == b"two"
     assert q.peek() is None
     assert q.depth == 0
     q.close()
