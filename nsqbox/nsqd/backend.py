@@ -21,8 +21,15 @@ class BackendQueue(Protocol):
         """Append one record; OSError when it cannot be stored."""
         ...
 
-    def read(self) -> bytes | None:
+    def pop(self) -> bytes | None:
         """Remove and return the oldest record, or None."""
+        ...
+
+    def maybe_sync(self) -> bool:
+        """fsync if the sync timeout has passed since the last sync; True if it synced.
+
+        The owner calls it periodically (go-diskqueue's sync ticker).
+        """
         ...
 
     def empty(self) -> None:
@@ -50,9 +57,13 @@ class DummyBackend:
     def put(self, data: bytes) -> None:
         """Drop ``data``."""
 
-    def read(self) -> bytes | None:
+    def pop(self) -> bytes | None:
         """Nothing is ever held."""
         return None
+
+    def maybe_sync(self) -> bool:
+        """Nothing to sync."""
+        return False
 
     def empty(self) -> None:
         """Nothing to drop."""

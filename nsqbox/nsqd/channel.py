@@ -5,12 +5,17 @@ there is one (round robin), else the memory queue, else the backend. Consumers
 that become ready (RDY, FIN, REQ, timeouts) pull from the queues through
 :meth:`Channel.client_ready`. Every step is O(1) and synchronous: no task switch
 per message.
+
+A channel knows its node only as a :class:`~.node.Node` and its topic only through
+the callbacks it was made with (as nsqd's ``NewChannel(topic, name, nsqd,
+deleteCallback)``): it imports neither.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..wire.names import is_ephemeral
@@ -19,9 +24,8 @@ from .timeout_queue import TimeoutQueue
 
 if TYPE_CHECKING:
     from .backend import BackendQueue
-    from .nsqd import NSQD
+    from .node import Node
     from .quantile import Quantile
-    from .topic import Topic
 
 
 class ChannelError(Exception):
@@ -68,17 +72,31 @@ class Consumer(Protocol):
 
 
 class Channel:
-    """One channel of a topic. See the module docstring for the message path."""
+    """One channel of a topic. See the module docstring for the message path.
 
-    def __init__(self, topic: Topic, name: str, nsqd: NSQD) -> None:
-        self.topic = topic
-        self.topic_name = topic.name
+    ``notify`` is called with the channel once it is deleted (``exiting`` is then
+    True); ``on_delete`` when the last consumer of an ephemeral channel leaves (the
+    topic then deletes it).
+    """
+
+    def __init__(
+        self,
+        topic_name: str,
+        name: str,
+        node: Node,
+        *,
+        notify: Callable[[Channel], None],
+        on_delete: Callable[[Channel], None],
+    ) -> None:
+        self.topic_name = topic_name
         self.name = name
-        self.nsqd = nsqd
+        self.node = node
+        self._notify = notify
+        self._on_delete = on_delete
         self.ephemeral = is_ephemeral(name)
         self.memory: deque[Message] = deque()
-        self.mem_limit = nsqd.options.mem_queue_size
-        self.backend: BackendQueue = nsqd.new_backend(f"{topic.name}:{name}", self.ephemeral)
+        self.mem_limit = node.options.mem_queue_size
+        self.backend: BackendQueue = node.new_backend(f"{topic_name}:{name}", self.ephemeral)
         self.in_flight = TimeoutQueue()
         self.deferred = TimeoutQueue()
         self.clients: dict[int, Consumer] = {}
@@ -88,10 +106,10 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
-        self.e2e_latency: Quantile | None = nsqd.new_e2e_latency()
+        self.e2e_latency: Quantile | None = node.new_e2e_latency()
         #: Deadlines (wall-clock ns by id) of deferred messages flushed to disk at the last
         #: shutdown; they wait out their delay when read back.
-        self.restored_deadlines = nsqd.restored_deadlines(topic.name, name)
+        self.restored_deadlines = node.restored_deadlines(topic_name, name)
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -129,8 +147,8 @@ class Channel:
             return
         if len(self.memory) < self.mem_limit:
             self.memory.append(msg)
-        elif not self.nsqd.write_to_backend(self.backend, msg):
-            raise ChannelError(self.nsqd.health_error or "failed to write message to backend")
+        elif not self.node.write_to_backend(self.backend, msg):
+            raise ChannelError(self.node.health_error or "failed to write message to backend")
 
     def _dispatch(self, msg: Message, now: float) -> bool:
         """Hand ``msg`` to the next ready consumer; False when none is ready."""
@@ -140,7 +158,7 @@ class Channel:
             if not client.can_take():
                 client.in_ring = False
                 continue
-            if client.sample_rate and self.nsqd.random.randrange(100) > client.sample_rate:
+            if client.sample_rate and self.node.random.randrange(100) > client.sample_rate:
                 # nsqd's messagePump takes the message and drops it when not sampled
                 ring.append(client)
                 return True
@@ -187,7 +205,7 @@ class Channel:
                 # can_take() means room > 0 and out_room > 0: the loop reads at least once.
                 drained = False
                 while len(batch) < room and out_room > 0 and backend.depth:
-                    data = backend.read()
+                    data = backend.pop()
                     if data is None:
                         # depth said more: the backend has corrected it (to 0). Stop here
                         # whatever it says, so a wrong depth can never spin this loop.
@@ -228,7 +246,7 @@ class Channel:
         try:
             msg = Message.decode(data)
         except ValueError:
-            self.nsqd.logger.error("CHANNEL(%s): failed to decode message", self.name)
+            self.node.logger.error("CHANNEL(%s): failed to decode message", self.name)
             return None
         if self.restored_deadlines:
             deadline = self.restored_deadlines.pop(msg.id, None)
@@ -279,7 +297,7 @@ class Channel:
         """TOUCH: restart the message's timeout, capped at delivery + max-msg-timeout."""
         msg = self._pop_in_flight(client_id, msg_id)
         deadline = now + msg_timeout
-        max_msg_timeout = self.nsqd.options.max_msg_timeout
+        max_msg_timeout = self.node.options.max_msg_timeout
         if deadline - msg.delivery_ts >= max_msg_timeout:
             deadline = msg.delivery_ts + max_msg_timeout
         self.in_flight.add(msg_id, msg, deadline)
@@ -315,7 +333,7 @@ class Channel:
         try:
             self._put(msg, now)
         except ChannelError as err:  # nobody to tell but the log (and /ping's health)
-            self.nsqd.logger.error("CHANNEL(%s): failed to requeue message - %s", self.name, err)
+            self.node.logger.error("CHANNEL(%s): failed to requeue message - %s", self.name, err)
 
     # -- consumers -----------------------------------------------------------
     def add_client(self, client: Consumer) -> None:
@@ -324,7 +342,7 @@ class Channel:
             raise ChannelError("exiting")
         if client.id in self.clients:
             return
-        limit = self.nsqd.options.max_channel_consumers
+        limit = self.node.options.max_channel_consumers
         if limit and len(self.clients) >= limit:
             raise ChannelError(
                 f"consumers for {self.topic_name}:{self.name} exceeds limit of {limit}"
@@ -339,19 +357,19 @@ class Channel:
             self._ring.remove(client)
             client.in_ring = False
         if not self.clients and self.ephemeral:
-            self.topic.delete_existing_channel(self.name)
+            self._on_delete(self)
 
     # -- operations ----------------------------------------------------------
     def pause(self) -> None:
         """Stop delivering to consumers (messages keep queueing)."""
         self.paused = True
-        self.nsqd.persist_metadata()
+        self.node.persist_metadata()
 
     def unpause(self) -> None:
         """Resume delivery."""
         self.paused = False
-        self.nsqd.persist_metadata()
-        now = self.nsqd.now()
+        self.node.persist_metadata()
+        now = self.node.now()
         for client in list(self.clients.values()):
             self.client_ready(client, now)
         self.pump(now)
@@ -362,7 +380,7 @@ class Channel:
         self.deferred.clear()
         self.memory.clear()
         self.backend.empty()
-        now = self.nsqd.now()
+        now = self.node.now()
         for client in list(self.clients.values()):
             client.empty()
             self.client_ready(client, now)
@@ -380,7 +398,7 @@ class Channel:
         self.close_clients()
         self.empty()
         self.backend.delete()
-        self.nsqd.notify(self)
+        self._notify(self)
 
     def close(self) -> None:
         """Shutdown: disconnect consumers, flush memory, in-flight and deferred to the backend."""
@@ -393,7 +411,7 @@ class Channel:
             msgs.extend(self.memory)
             msgs.extend(self.in_flight.clear())
             deferred = self.deferred.clear()
-            self.nsqd.save_deferred(self, deferred)
+            self.node.save_deferred(self.topic_name, self.name, deferred, self.restored_deadlines)
             msgs.extend(deferred)
             self.memory.clear()
-        self.nsqd.flush_backend(f"{self.topic_name}:{self.name}", self.backend, msgs)
+        self.node.flush_backend(f"{self.topic_name}:{self.name}", self.backend, msgs)

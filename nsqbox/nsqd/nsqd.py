@@ -42,7 +42,9 @@ class NSQD:
     """Everything one nsqd owns, independent of sockets.
 
     Transports (the TCP protocol, the HTTP API, lookupd registration) call into
-    it; it never calls into them except through the notify callbacks.
+    it; it never calls into them except through the notify callbacks. It is the
+    :class:`~.node.Node` of its topics and channels, which reach it through that
+    protocol and the callbacks it gives them, never by importing it.
     """
 
     def __init__(self, options: NSQDOptions, *, now: Callable[[], float] = time.monotonic) -> None:
@@ -111,7 +113,7 @@ class NSQD:
         topic = self.topics.get(name)
         if topic is not None:
             return topic
-        topic = Topic(name, self)
+        topic = Topic(name, self, notify=self.notify, on_delete=self._topic_deleted)
         self.topics[name] = topic
         self.logger.info("TOPIC(%s): created", name)
         self.notify(topic)
@@ -132,6 +134,10 @@ class NSQD:
         self.topics.pop(name, None)
         self.persist_metadata()
         return True
+
+    def _topic_deleted(self, topic: Topic) -> None:
+        """An ephemeral topic lost its last channel (nsqd's topic deleteCallback)."""
+        self.delete_existing_topic(topic.name)
 
     def channels(self) -> list[Channel]:
         """Every channel of every topic."""
@@ -210,18 +216,20 @@ class NSQD:
         """Deferred deadlines (wall-clock ns by message id) saved for this channel, if any."""
         return self._restored_deadlines.pop((topic, channel), {})
 
-    def save_deferred(self, channel: Channel, msgs: list[Message]) -> None:
-        """Remember when each of a closing channel's deferred messages is due."""
+    def save_deferred(
+        self, topic: str, channel: str, msgs: list[Message], restored: dict[bytes, int]
+    ) -> None:
+        """Remember when each of a closing channel's deferred messages is due.
+
+        ``restored`` are the deadlines read at start for messages the channel has not
+        read back from its backend yet: they are saved again as they are.
+        """
         now, wall = self.now(), time.time_ns()
         for msg in msgs:
             deadline = wall + int((msg.deadline - now) * 1e9)
-            self._deadlines_to_save.append(
-                md.DeferredDeadline(channel.topic_name, channel.name, msg.id, deadline)
-            )
-        for msg_id, deadline in channel.restored_deadlines.items():
-            self._deadlines_to_save.append(
-                md.DeferredDeadline(channel.topic_name, channel.name, msg_id, deadline)
-            )
+            self._deadlines_to_save.append(md.DeferredDeadline(topic, channel, msg.id, deadline))
+        for msg_id, deadline in restored.items():
+            self._deadlines_to_save.append(md.DeferredDeadline(topic, channel, msg_id, deadline))
 
     # -- backends ------------------------------------------------------------
     def new_backend(self, name: str, ephemeral: bool) -> BackendQueue:
@@ -243,13 +251,9 @@ class NSQD:
     def sync_backends(self) -> None:
         """fsync disk queues whose --sync-timeout has passed (go-diskqueue's sync ticker)."""
         for topic in self.topics.values():
-            maybe_sync = getattr(topic.backend, "maybe_sync", None)
-            if maybe_sync is not None:
-                maybe_sync()
+            topic.backend.maybe_sync()
             for channel in topic.channels.values():
-                maybe_sync = getattr(channel.backend, "maybe_sync", None)
-                if maybe_sync is not None:
-                    maybe_sync()
+                channel.backend.maybe_sync()
 
     def write_to_backend(self, backend: BackendQueue, msg: Message) -> bool:
         """Spill one message; on failure mark the node unhealthy and return False."""

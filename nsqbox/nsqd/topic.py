@@ -4,12 +4,17 @@ Until its first channel exists (or while paused, or before it is started) a
 topic holds messages itself: memory queue first, then its backend. When it can
 deliver, each message goes to every channel; the first channel gets the
 original object and the others copies with the same id, as nsqd does.
+
+A topic knows its node only as a :class:`~.node.Node` and reaches it otherwise
+through the callbacks it was made with (as nsqd's ``NewTopic(name, nsqd,
+deleteCallback)``): it imports its channels, not its node.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..wire.names import is_ephemeral
@@ -18,7 +23,7 @@ from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
     from .backend import BackendQueue
-    from .nsqd import NSQD
+    from .node import Node
 
 
 class TopicError(Exception):
@@ -26,18 +31,32 @@ class TopicError(Exception):
 
 
 class Topic:
-    """One topic: its channels, its own queue, and its ID factory."""
+    """One topic: its channels, its own queue, and its ID factory.
 
-    def __init__(self, name: str, nsqd: NSQD) -> None:
+    ``notify`` is called with the topic when it is deleted and with each channel
+    created or deleted (``exiting`` tells which); ``on_delete`` when the last
+    channel of an ephemeral topic goes (the node then deletes the topic).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        node: Node,
+        *,
+        notify: Callable[[Topic | Channel], None],
+        on_delete: Callable[[Topic], None],
+    ) -> None:
         self.name = name
-        self.nsqd = nsqd
+        self.node = node
+        self._notify = notify
+        self._on_delete = on_delete
         self.ephemeral = is_ephemeral(name)
         self.channels: dict[str, Channel] = {}
         self._channel_list: list[Channel] = []
         self.memory: deque[Message] = deque()
-        self.mem_limit = nsqd.options.mem_queue_size
-        self.backend: BackendQueue = nsqd.new_backend(name, self.ephemeral)
-        self.id_factory = GUIDFactory(nsqd.options.node_id)
+        self.mem_limit = node.options.mem_queue_size
+        self.backend: BackendQueue = node.new_backend(name, self.ephemeral)
+        self.id_factory = GUIDFactory(node.options.node_id)
         self.paused = False
         self.started = False
         self.exiting = False
@@ -80,7 +99,7 @@ class Topic:
             tap.extend(msgs)
         if self._delivering and not self.memory and not self.backend.depth:
             try:
-                self._fan_out(msgs, self.nsqd.now())
+                self._fan_out(msgs, self.node.now())
             except ChannelError as err:
                 raise TopicError(str(err)) from None
         else:
@@ -101,8 +120,8 @@ class Topic:
             self.memory.extend(msgs[:room])
             msgs = msgs[room:]
         for m in msgs:
-            if not self.nsqd.write_to_backend(self.backend, m):
-                raise TopicError(self.nsqd.health_error or "failed to write message to backend")
+            if not self.node.write_to_backend(self.backend, m):
+                raise TopicError(self.node.health_error or "failed to write message to backend")
 
     def _fan_out(self, msgs: list[Message], now: float) -> None:
         channels = self._channel_list
@@ -123,7 +142,7 @@ class Topic:
         """Move held messages to the channels, if the topic can deliver."""
         if not self._delivering:
             return
-        now = self.nsqd.now()
+        now = self.node.now()
         if self.memory:
             msgs = list(self.memory)
             self.memory.clear()
@@ -134,14 +153,14 @@ class Topic:
         while backend.depth and self._delivering and not drained:
             batch: list[Message] = []
             for _ in range(1024):
-                data = backend.read()
+                data = backend.pop()
                 if data is None:
                     drained = True  # whatever depth says (the backend corrects it)
                     break
                 try:
                     batch.append(Message.decode(data))
                 except ValueError:
-                    self.nsqd.logger.error("TOPIC(%s): failed to decode message", self.name)
+                    self.node.logger.error("TOPIC(%s): failed to decode message", self.name)
                 if not backend.depth:
                     break
             if batch:
@@ -151,7 +170,7 @@ class Topic:
         try:
             self._fan_out(msgs, now)
         except ChannelError as err:  # the publisher already had its OK: log, as nsqd does
-            self.nsqd.logger.error("TOPIC(%s): failed to put msg to channel - %s", self.name, err)
+            self.node.logger.error("TOPIC(%s): failed to put msg to channel - %s", self.name, err)
 
     def start(self) -> None:
         """Begin delivering to channels (nsqd starts a topic once its channels are known)."""
@@ -164,11 +183,17 @@ class Topic:
         """The channel, created if needed."""
         channel = self.channels.get(name)
         if channel is None:
-            channel = Channel(self, name, self.nsqd)
+            channel = Channel(
+                self.name,
+                name,
+                self.node,
+                notify=self._notify,
+                on_delete=self._delete_channel,
+            )
             self.channels[name] = channel
             self._channel_list = list(self.channels.values())
-            self.nsqd.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
-            self.nsqd.notify(channel)
+            self.node.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
+            self._notify(channel)
             self.pump()
         return channel
 
@@ -181,24 +206,28 @@ class Topic:
         channel = self.channels.get(name)
         if channel is None:
             return False
-        self.nsqd.logger.info("TOPIC(%s): deleting channel %s", self.name, name)
+        self.node.logger.info("TOPIC(%s): deleting channel %s", self.name, name)
         channel.delete()
         self.channels.pop(name, None)
         self._channel_list = list(self.channels.values())
         if not self.channels and self.ephemeral:
-            self.nsqd.delete_existing_topic(self.name)
+            self._on_delete(self)
         return True
+
+    def _delete_channel(self, channel: Channel) -> None:
+        """An ephemeral channel lost its last consumer (nsqd's channel deleteCallback)."""
+        self.delete_existing_channel(channel.name)
 
     # -- operations ----------------------------------------------------------
     def pause(self) -> None:
         """Hold messages at the topic."""
         self.paused = True
-        self.nsqd.persist_metadata()
+        self.node.persist_metadata()
 
     def unpause(self) -> None:
         """Resume delivering to channels."""
         self.paused = False
-        self.nsqd.persist_metadata()
+        self.node.persist_metadata()
         self.pump()
 
     def empty(self) -> None:
@@ -211,7 +240,7 @@ class Topic:
         if self.exiting:
             return
         self.exiting = True
-        self.nsqd.notify(self)
+        self._notify(self)
         for channel in list(self.channels.values()):
             channel.delete()
         self.channels.clear()
@@ -228,4 +257,4 @@ class Topic:
             channel.close()
         msgs = [] if self.ephemeral else list(self.memory)
         self.memory.clear()
-        self.nsqd.flush_backend(self.name, self.backend, msgs)
+        self.node.flush_backend(self.name, self.backend, msgs)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from nsqbox.nsqd import diskqueue as dq_module
+from nsqbox.nsqd import diskqueue_reader as dq_module
 from nsqbox.nsqd.diskqueue import DiskQueue, DiskQueueClosedError, backend_name
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -241,7 +241,7 @@ def test_peek_does_not_consume(tmp_path: Path) -> None:
     assert q.depth == 2
     assert q.pop() == b"one"
     assert q.depth == 1
-    assert q.read() == b"two"  # read is pop, under backend.BackendQueue's name
+    assert q.pop() == b"two"
     assert q.peek() is None
     assert q.depth == 0
     q.close()
@@ -273,7 +273,7 @@ def test_interleaved_puts_and_pops_against_a_model(tmp_path: Path) -> None:
 
 
 def test_records_larger_than_the_read_chunk(tmp_path: Path) -> None:
-    big = [bytes([i]) * (dq_module._READ_CHUNK + 1000 * i) for i in range(1, 4)]
+    big = [bytes([i]) * (dq_module.READ_CHUNK + 1000 * i) for i in range(1, 4)]
     q = make_queue(tmp_path, max_bytes_per_file=1 << 20, max_msg_size=1 << 20)
     q.put_many([b"small", *big, b"tail"])
     assert pop_all(q) == [b"small", *big, b"tail"]

@@ -159,7 +159,10 @@ class FailingBackend:
     def put(self, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    def read(self) -> bytes | None:
+    def maybe_sync(self) -> bool:
+        return False
+
+    def pop(self) -> bytes | None:
         return None
 
     def empty(self) -> None:

@@ -357,7 +357,10 @@ class FlakyBackend:
             raise OSError(5, "Input/output error")
         self.records.append(data)
 
-    def read(self) -> bytes | None:
+    def maybe_sync(self) -> bool:
+        return False
+
+    def pop(self) -> bytes | None:
         return self.records.popleft() if self.records else None
 
     def empty(self) -> None:

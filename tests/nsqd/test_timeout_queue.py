@@ -1,0 +1,57 @@
+"""TimeoutQueue (in-flight and deferred messages) on its own."""
+
+from __future__ import annotations
+
+from nsqbox.nsqd.message import Message
+from nsqbox.nsqd.timeout_queue import RESOLUTION, TimeoutQueue
+
+
+def msg(i: int) -> Message:
+    return Message(b"%016x" % i + b"body", 0)
+
+
+def test_add_get_remove() -> None:
+    q = TimeoutQueue()
+    m = msg(1)
+    q.add(m.id, m, 5.0)
+    assert (len(q), m.id in q, q.get(m.id)) == (1, True, m)
+    assert m.deadline == 5.0
+    q.remove(m.id, m)
+    assert (len(q), m.id in q, q.get(m.id)) == (0, False, None)
+    assert q.pop_expired(100.0) == []  # the emptied bucket's heap key is skipped
+
+
+def test_pop_expired_only_takes_ended_buckets_in_deadline_order() -> None:
+    q = TimeoutQueue()
+    late, early, later = msg(1), msg(2), msg(3)
+    q.add(late.id, late, 1.005)
+    q.add(early.id, early, 1.001)
+    q.add(later.id, later, 2.0)
+    assert q.pop_expired(1.0) == []
+    # deadlines in a bucket expire once the whole bucket has ended (up to RESOLUTION late)
+    assert q.pop_expired(1.0 + RESOLUTION) == [early, late]
+    assert list(q) == [later]
+    assert q.pop_expired(2.0 + 2 * RESOLUTION) == [later]
+    assert len(q) == 0
+
+
+def test_add_batch_and_clear() -> None:
+    q = TimeoutQueue()
+    batch = [msg(i) for i in range(3)]
+    q.add_batch(batch, 7.0)
+    assert [m.deadline for m in batch] == [7.0, 7.0, 7.0]
+    assert all(m.id in q for m in batch)
+    q.remove(batch[1].id, batch[1])
+    assert set(q.clear()) == {batch[0], batch[2]}
+    assert len(q) == 0
+    assert q.pop_expired(100.0) == []
+
+
+def test_readding_after_remove_moves_the_deadline() -> None:
+    q = TimeoutQueue()
+    m = msg(1)
+    q.add(m.id, m, 1.0)
+    q.remove(m.id, m)
+    q.add(m.id, m, 3.0)  # TOUCH: the same message, a later deadline
+    assert q.pop_expired(1.0 + RESOLUTION) == []
+    assert q.pop_expired(3.0 + RESOLUTION) == [m]
