@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("nsqbox.nsqd")
 
-#: nsqd gives the TLS handshake this long (``tlsConn.SetDeadline`` in UpgradeTLS).
-TLS_HANDSHAKE_TIMEOUT: Final = 5.0
 #: The deflate level nsqd uses when the client does not name one.
 DEFAULT_DEFLATE_LEVEL: Final = 6
 
@@ -57,6 +55,8 @@ class Upgrades:
     deflate_level: int = DEFAULT_DEFLATE_LEVEL
     #: The server's TLS context, when ``tls``.
     tls_context: ssl.SSLContext | None = None
+    #: Seconds the TLS handshake may take (``NSQDOptions.tls_handshake_timeout``).
+    tls_handshake_timeout: float = 5.0
 
     def __bool__(self) -> bool:
         return self.tls or self.snappy or self.deflate
@@ -108,7 +108,14 @@ def identify(
         output_buffer_size=settings.output_buffer_size,
         output_buffer_timeout=round(settings.output_buffer_timeout * 1000),
     )
-    upgrades = Upgrades(tls, snappy, deflate, level, tls_context if tls else None)
+    upgrades = Upgrades(
+        tls,
+        snappy,
+        deflate,
+        level,
+        tls_context if tls else None,
+        tls_handshake_timeout=options.tls_handshake_timeout,
+    )
     return settings, encode_identify_response(response), upgrades
 
 
@@ -187,7 +194,7 @@ async def upgrade_transport(conn: Connection, upgrades: Upgrades, initial: bytes
         if upgrades.tls:
             assert upgrades.tls_context is not None
             logger.info("PROTOCOL(V2): [%s] upgrading connection to TLS", conn)
-            with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT) as scope:
+            with trio.move_on_after(upgrades.tls_handshake_timeout) as scope:
                 tls = await upgrade_tls(
                     conn.stream, upgrades.tls_context, server_side=True, initial=initial
                 )

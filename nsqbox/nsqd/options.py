@@ -98,7 +98,7 @@ class NSQDOptions:
     tls_min_version: str = "tls1.0"
     #: How long a client's TLS handshake may take (nsqd's fixed 5s ``SetDeadline`` in
     #: UpgradeTLS). Not a flag, as in nsqd; tests shorten it.
-    tls_handshake_timeout: float = 5.0
+    tls_handshake_timeout: float = 5.0  # nsqd's fixed tlsConn.SetDeadline in UpgradeTLS
 
     deflate: bool = True
     max_deflate_level: int = 6

@@ -1,0 +1,131 @@
+"""The package's import graph: one-way layers, no circles.
+
+Walks every module under ``nsqbox/`` with ``ast`` (imports at any depth, lazy
+ones included) and fails on an import circle, or on an arrow into
+``nsqbox.nsqd`` from below it or beside it: root plumbing, lookupd, admin and
+the tools must not need nsqd's code (issue "One-way layers").
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Final
+
+PACKAGE: Final = Path(__file__).resolve().parents[1] / "nsqbox"
+
+#: Modules that must never import nsqbox.nsqd (they sit below or beside it).
+NOT_ABOVE_NSQD: Final = (
+    "nsqbox.wire",
+    "nsqbox.http",
+    "nsqbox.addresses",
+    "nsqbox.listeners",
+    "nsqbox.streams",
+    "nsqbox.logs",
+    "nsqbox.goflags",
+    "nsqbox.service",
+    "nsqbox.lookupd",
+    "nsqbox.admin",
+    "nsqbox.tools",
+    "nsqbox.client",
+)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, name: str) -> set[str]:
+    """The nsqbox modules ``path`` (module ``name``) imports, resolved to modules."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {m for m in found if m == "nsqbox" or m.startswith("nsqbox.")}
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = {t for t in imports(path, name) if t in modules and t != name}
+        edges[name] = {t for t in targets if t != "nsqbox"}  # the root package is a face
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_import_circles() -> None:
+    assert circles(graph()) == []
+
+
+def test_nothing_below_or_beside_nsqd_imports_it() -> None:
+    upward = sorted(
+        (source, target)
+        for source, targets in graph().items()
+        for target in targets
+        if target.startswith("nsqbox.nsqd")
+        and any(source == low or source.startswith(low + ".") for low in NOT_ABOVE_NSQD)
+    )
+    assert upward == []
+
+
+def test_the_walk_sees_the_imports() -> None:
+    # a walk that read nothing would pass the two tests above vacuously
+    edges = graph()
+    assert "nsqbox.nsqd.channel" in edges["nsqbox.nsqd.nsqd"]
+    assert "nsqbox.wire.errors" in edges["nsqbox.nsqd.connection"]
