@@ -7,19 +7,14 @@ Handlers are thin: they validate parameters as nsqd does and call the domain
 
 from __future__ import annotations
 
-import datetime
-import gc
 import struct
-import sys
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import msgspec
-import trio
 
-from .. import NSQ_VERSION, __version__, program_version
-from ..gosyntax import StrconvError, format_duration_ns, parse_int
+from .. import NSQ_VERSION
+from ..gosyntax import StrconvError, parse_int
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..logs import parse_level, set_level
 from ..wire.documents import InfoDocument
@@ -27,36 +22,19 @@ from ..wire.errors import NSQError
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.parser import CommandParser, MPUBBody
 from ..wire.peer_json import PeerJSONError, decode_peer_json
-from .config import NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
+from .http_documents import config_value, debug_snapshot, duration_ns, render_stats_text
 from .options import TLS_REQUIRED
-from .quantile import QuantileResult
-from .stats import (
-    ChannelStats,
-    MemStats,
-    TopicStats,
-    client_line,
-    get_stats,
-    memory_stats,
-    stats_document,
-)
-from .statsd import statsd_prefix
+from .stats import get_stats, memory_stats, stats_document
 from .tap import add_tap_routes
 from .topic import TopicError
 
 if TYPE_CHECKING:
     from .channel import Channel
     from .nsqd import NSQD
-    from .stats import ClientStats
     from .topic import Topic
 
 # nsqd's boolParams: anything else means "use the default".
 BOOL_PARAMS: Final = {"true": True, "1": True, "false": False, "0": False}
-# Go's lg levels as /config/log_level reports them (a Go int).
-GO_LOG_LEVELS: Final = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
-# crypto/tls version numbers, as /config/tls_min_version reports them.
-_TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
-# nsqd's flag-tagged options by config name: what GET /config/:opt can read.
-_CONFIG_OPTIONS: Final = {flag.config_key: flag for flag in NSQD_OPTION_FLAGS}
 _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 
@@ -158,9 +136,9 @@ class _NSQDHTTP:
             http_port=nsqd.http_port,
             tcp_port=nsqd.tcp_port,
             start_time=int(nsqd.start_time),
-            max_heartbeat_interval=_ns(opts.max_heartbeat_interval),
+            max_heartbeat_interval=duration_ns(opts.max_heartbeat_interval),
             max_output_buffer_size=opts.max_output_buffer_size,
-            max_output_buffer_timeout=_ns(opts.max_output_buffer_timeout),
+            max_output_buffer_timeout=duration_ns(opts.max_output_buffer_timeout),
             max_deflate_level=opts.max_deflate_level,
         )
 
@@ -345,10 +323,6 @@ def _parse_int64(raw: str) -> int | None:
         return None
 
 
-def _ns(seconds: float) -> int:
-    return round(seconds * 1e9)
-
-
 def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
     """nsqd's readMPUB over a whole body: ``[4B count]([4B size][data])*``.
 
@@ -366,154 +340,3 @@ def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> lis
     except NSQError as exc:
         error = exc
     raise HTTPError(413, error.code.removeprefix("E_") if error else "BAD_BODY")
-
-
-def config_value(nsqd: NSQD, cfg_name: str) -> object:
-    """nsqd's getOptByCfgName: a flag option by config name, with Go's JSON types.
-
-    Durations are Go ns integers, the log level and TLS version Go's numbers.
-    The statsd prefix is the one nsqd computes at start (host filled in, a
-    trailing dot), and lookupd addresses set to ``null`` read back as null.
-    """
-    opts = nsqd.options
-    flag = _CONFIG_OPTIONS.get(cfg_name)
-    if flag is None:
-        raise HTTPError(400, "INVALID_OPTION")
-    if cfg_name == "statsd_prefix":
-        return statsd_prefix(
-            opts.statsd_prefix,
-            opts.effective_broadcast_address(),
-            opts.broadcast_http_port or nsqd.http_port,
-        )
-    if cfg_name == "nsqlookupd_tcp_addresses" and opts.lookupd_tcp_addresses_null:
-        # A nil slice in a non-nil interface: Go's RespondV1 encodes it as null
-        # (where a bare None would be an empty body).
-        return Response.json(None)
-    value = getattr(opts, flag.attr)
-    match flag.kind:
-        case Kind.DURATION:
-            return _ns(value)
-        case Kind.LOG_LEVEL:
-            return GO_LOG_LEVELS.get(value, 0)
-    if flag.kind is TLS_MIN_VERSION_KIND:
-        return _TLS_VERSIONS.get(value.lower(), 0)
-    return value
-
-
-# -- the text format of /stats (nsqd's printStats) --------------------------
-
-
-def render_stats_text(
-    nsqd: NSQD,
-    topics: list[TopicStats],
-    producers: list[ClientStats],
-    memory: MemStats | None,
-) -> str:
-    """``/stats`` without ``format=json``: nsqd's human-readable report, line for line."""
-    started = datetime.datetime.fromtimestamp(nsqd.start_time).astimezone()
-    uptime = format_duration_ns(int((time.time() - nsqd.start_time) * 1e9))
-    lines = [
-        program_version("nsqd"),
-        f"start_time {_rfc3339(started)}",
-        f"uptime {uptime}",
-        "",
-        f"Health: {nsqd.get_health()}",
-    ]
-    if memory is not None:
-        lines += ["", "Memory:"]
-        lines += [f"   {key:<25}\t{value}" for key, value in msgspec.structs.asdict(memory).items()]
-    lines.append("")
-    lines.append("Topics: None" if not topics else "Topics:")
-    for i, t in enumerate(topics):
-        if i:
-            lines.append("")  # printStats starts every topic after the first with a newline
-        lines.append(
-            f"{'*P ' if t.paused else '   '}[{t.topic_name:<15}] depth: {t.depth:<5d} "
-            f"be-depth: {t.backend_depth:<5d} msgs: {t.message_count:<8d} "
-            f"e2e%: {t.e2e_processing_latency}"
-        )
-        for c in t.channels:
-            lines.append(_channel_line(c))
-            lines += [f"        {client_line(client)}" for client in c.clients or ()]
-    lines.append("")
-    if not producers:
-        lines.append("Producers: None")
-    else:
-        lines.append("Producers:")
-        lines += [f"   {client_line(client)}" for client in producers]
-    return "\n".join(lines) + "\n"
-
-
-def _channel_line(c: ChannelStats) -> str:
-    latency: QuantileResult = c.e2e_processing_latency
-    return (
-        f"{'   *P ' if c.paused else '      '}[{c.channel_name:<25}] depth: {c.depth:<5d} "
-        f"be-depth: {c.backend_depth:<5d} inflt: {c.in_flight_count:<4d} "
-        f"def: {c.deferred_count:<4d} re-q: {c.requeue_count:<5d} "
-        f"timeout: {c.timeout_count:<5d} msgs: {c.message_count:<8d} e2e%: {latency}"
-    )
-
-
-def _rfc3339(moment: datetime.datetime) -> str:
-    text = moment.isoformat(timespec="seconds")
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
-# -- /debug -------------------------------------------------------------------
-
-
-def debug_snapshot(nsqd: NSQD) -> dict[str, object]:
-    """What ``GET /debug`` shows instead of Go's pprof: the server's internals in JSON."""
-    topics = []
-    for topic in sorted(nsqd.topics.values(), key=lambda t: t.name):
-        channels = [
-            {
-                "name": c.name,
-                "paused": c.paused,
-                "ephemeral": c.ephemeral,
-                "memory_depth": len(c.memory),
-                "backend_depth": c.backend_depth(),
-                "in_flight": c.in_flight_count(),
-                "deferred": c.deferred_count(),
-                "clients": len(c.clients),
-            }
-            for c in sorted(topic.channels.values(), key=lambda c: c.name)
-        ]
-        topics.append(
-            {
-                "name": topic.name,
-                "paused": topic.paused,
-                "ephemeral": topic.ephemeral,
-                "started": topic.started,
-                "memory_depth": len(topic.memory),
-                "backend_depth": topic.backend_depth(),
-                "channels": channels,
-            }
-        )
-    memory = memory_stats()
-    return {
-        "version": NSQ_VERSION,
-        "nsqbox_version": __version__,
-        "python": sys.version,
-        "uptime_s": round(time.time() - nsqd.start_time, 3),
-        "health": nsqd.get_health(),
-        "trio_tasks": _count_trio_tasks(),
-        "client_count": len(nsqd.clients),
-        "rss_bytes": memory.heap_in_use_bytes,
-        "gc": {"counts": list(gc.get_count()), "collections": memory.gc_total_runs},
-        "topics": topics,
-    }
-
-
-def _count_trio_tasks() -> int:
-    """Every task in this trio run (walks the task tree: cheap for a debug page)."""
-    count = 0
-    stack = [trio.lowlevel.current_root_task()]
-    while stack:
-        task = stack.pop()
-        if task is None:
-            continue
-        count += 1
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
-    return count

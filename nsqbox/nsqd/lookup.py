@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 
 from .. import NSQ_VERSION
-from ..addresses import split_host_port
-from ..wire.errors import ProtocolViolation
+from ..addresses import format_address, split_host_port
 from ..wire.lookupd import (
     MAGIC_V1,
-    NEED_DATA,
     ResponseReader,
     encode_identify,
     encode_ping,
@@ -41,6 +37,15 @@ from ..wire.lookupd import (
 from ..wire.names import is_ephemeral, is_valid_channel_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .channel import Channel
+from .lookup_peer import (
+    IO_TIMEOUT,
+    SESSION_ERRORS,
+    LookupdRefused,
+    LookupPeer,
+    idle_until,
+    info_decoder,
+    roundtrip,
+)
 from .nsqd import NSQD
 from .topic import Topic
 
@@ -60,74 +65,9 @@ __all__ = [
 
 #: nsqd's lookup ticker: heartbeat (and reconnect attempt) period.
 PING_INTERVAL = 15.0
-#: nsqd's lookupPeer dial, read and write deadline.
-IO_TIMEOUT = 1.0
 
 # The running service of each NSQD, so PUT /config/nsqlookupd_tcp_addresses can reach it.
 _services: weakref.WeakKeyDictionary[NSQD, LookupService] = weakref.WeakKeyDictionary()
-
-
-class LookupdInfo(msgspec.Struct, frozen=True):
-    """What a lookupd says about itself in its IDENTIFY reply."""
-
-    tcp_port: int = 0
-    http_port: int = 0
-    version: str = ""
-    broadcast_address: str = ""
-    hostname: str = ""
-
-
-_info_decoder = msgspec.json.Decoder(LookupdInfo)
-
-
-class _LookupdRefused(Exception):
-    """The lookupd answered IDENTIFY with an error or something unreadable."""
-
-
-# What ends one connection to a lookupd (ValueError: an address without a port).
-_SESSION_ERRORS = (
-    OSError,
-    ValueError,
-    trio.BrokenResourceError,
-    trio.TooSlowError,
-    ProtocolViolation,
-    _LookupdRefused,
-)
-
-
-@dataclass(eq=False)
-class _Peer:
-    """One lookupd address and the state of nsqd's connection to it."""
-
-    address: str
-    #: Commands to send, each with its sequence number (``pushed`` counts them).
-    queue: deque[tuple[int, bytes]] = field(default_factory=deque)
-    pushed: int = 0
-    #: The sequence number of the last command the lookupd answered (or covered by a
-    #: full re-registration).
-    acked: int = 0
-    wake: trio.Event = field(default_factory=trio.Event)
-    info: LookupdInfo | None = None
-    #: Between a dial and the end of that session's registration (from the moment the
-    #: peer is added, so a publish right after start-up waits for the first dial).
-    connecting: bool = True
-    connected: bool = False
-    busy: bool = False
-    removed: bool = False
-    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-
-    def push(self, command: bytes) -> None:
-        self.pushed += 1
-        self.queue.append((self.pushed, command))
-        self.wake.set()
-
-    @property
-    def idle(self) -> bool:
-        return self.connected and not self.busy and not self.queue
-
-
-def _join_host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class LookupService:
@@ -140,7 +80,7 @@ class LookupService:
     def __init__(self, nsqd: NSQD, *, ping_interval: float = PING_INTERVAL) -> None:
         self.nsqd = nsqd
         self.ping_interval = ping_interval
-        self._peers: dict[str, _Peer] = {}
+        self._peers: dict[str, LookupPeer] = {}
         self._changed = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._http: httpx.AsyncClient | None = None
@@ -190,7 +130,7 @@ class LookupService:
         for address in wanted:
             if address not in self._peers:
                 log.info("LOOKUP(%s): adding peer", address)
-                peer = _Peer(address)
+                peer = LookupPeer(address)
                 self._peers[address] = peer
                 self._nursery.start_soon(self._run_peer, peer)
         self._signal()
@@ -198,7 +138,7 @@ class LookupService:
     def http_addresses(self) -> list[str]:
         """The lookupds' HTTP addresses, from their IDENTIFY replies (nsqd's lookupdHTTPAddrs)."""
         return [
-            _join_host_port(p.info.broadcast_address, p.info.http_port)
+            format_address((p.info.broadcast_address, p.info.http_port))
             for p in self._peers.values()
             if p.info is not None and p.info.broadcast_address
         ]
@@ -247,7 +187,7 @@ class LookupService:
     async def _announce(
         self,
         topic: Topic,
-        marks: dict[_Peer, int],
+        marks: dict[LookupPeer, int],
         done: trio.Event,
         announced: Callable[[], Awaitable[None]],
     ) -> None:
@@ -354,13 +294,13 @@ class LookupService:
             version=NSQ_VERSION,
         )
 
-    async def _run_peer(self, peer: _Peer) -> None:
+    async def _run_peer(self, peer: LookupPeer) -> None:
         with peer.cancel_scope:
             while not peer.removed:
                 was_connected = False
                 try:
                     await self._session(peer)
-                except _SESSION_ERRORS as exc:
+                except SESSION_ERRORS as exc:
                     log.error("LOOKUPD(%s): %s", peer.address, str(exc) or type(exc).__name__)
                 except Exception as exc:  # a bug, or a lookupd we did not foresee: not fatal
                     log.error("LOOKUPD(%s): unexpected error - %r", peer.address, exc)
@@ -379,7 +319,7 @@ class LookupService:
                     await peer.wake.wait()
                 peer.wake = trio.Event()
 
-    async def _session(self, peer: _Peer) -> None:
+    async def _session(self, peer: LookupPeer) -> None:
         peer.connecting = True
         host, port = split_host_port(peer.address)
         log.info("LOOKUP connecting to %s", peer.address)
@@ -392,13 +332,13 @@ class LookupService:
             peer.queue.clear()
             peer.busy = True
             commands = self._registrations()
-            reply = await self._roundtrip(stream, reader, MAGIC_V1 + self._identify())
+            reply = await roundtrip(stream, reader, MAGIC_V1 + self._identify())
             if reply.startswith(b"E_"):
-                raise _LookupdRefused(f"lookupd returned {reply.decode(errors='replace')}")
+                raise LookupdRefused(f"lookupd returned {reply.decode(errors='replace')}")
             try:
-                peer.info = decode_peer_json(reply, _info_decoder)
+                peer.info = decode_peer_json(reply, info_decoder)
             except PeerJSONError:
-                raise _LookupdRefused(f"parsing response - {reply[:256]!r}") from None
+                raise LookupdRefused(f"parsing response - {reply[:256]!r}") from None
             log.info("LOOKUPD(%s): peer info %s", peer.address, peer.info)
             for command in commands:
                 await self._command(peer, stream, reader, command)
@@ -411,7 +351,7 @@ class LookupService:
                 self._signal()
                 if not peer.queue:
                     peer.wake = trio.Event()
-                    if await _idle_until(peer, stream, next_ping):
+                    if await idle_until(peer, stream, next_ping):
                         # lookupd never speaks first: readable means it hung up.
                         raise trio.BrokenResourceError("lookupd closed the connection")
                 peer.busy = True
@@ -425,10 +365,10 @@ class LookupService:
                     next_ping = trio.current_time() + self.ping_interval
 
     async def _command(
-        self, peer: _Peer, stream: trio.SocketStream, reader: ResponseReader, command: bytes
+        self, peer: LookupPeer, stream: trio.SocketStream, reader: ResponseReader, command: bytes
     ) -> None:
         log.info("LOOKUPD(%s): %s", peer.address, command.rstrip(b"\n").decode(errors="replace"))
-        reply = await self._roundtrip(stream, reader, command)
+        reply = await roundtrip(stream, reader, command)
         if reply != b"OK":
             # Every V1 error is fatal: lookupd hangs up, and the next command reconnects.
             log.error(
@@ -437,40 +377,6 @@ class LookupService:
                 command.rstrip(),
                 reply.decode(errors="replace"),
             )
-
-    @staticmethod
-    async def _roundtrip(stream: trio.SocketStream, reader: ResponseReader, data: bytes) -> bytes:
-        with trio.fail_after(IO_TIMEOUT):
-            await stream.send_all(data)
-        with trio.fail_after(IO_TIMEOUT):
-            while (reply := reader.next_response()) is NEED_DATA:
-                chunk = await stream.receive_some()
-                if not chunk:
-                    raise trio.BrokenResourceError("lookupd closed the connection")
-                reader.receive_data(chunk)
-        assert isinstance(reply, bytes)
-        return reply
-
-
-async def _idle_until(peer: _Peer, stream: trio.SocketStream, deadline: float) -> bool:
-    """Wait for a command, the deadline, or the socket turning readable (True)."""
-    readable = False
-    with trio.move_on_at(deadline):
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                nonlocal readable
-                await trio.lowlevel.wait_readable(stream.socket)
-                readable = True
-                nursery.cancel_scope.cancel()
-
-            async def woken() -> None:
-                await peer.wake.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(watch)
-            nursery.start_soon(woken)
-    return readable
 
 
 class _Channels(msgspec.Struct):
