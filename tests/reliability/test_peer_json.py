@@ -23,7 +23,7 @@ from nsqbox.client.config import Config
 from nsqbox.client.discovery import parse_lookup_response
 from nsqbox.client.errors import HandshakeError
 from nsqbox.client.handshake import parse_auth_response, parse_identify_response
-from nsqbox.nsqd import auth, http_api, lookup
+from nsqbox.nsqd import auth, http_api, lookup, lookup_peer
 from nsqbox.wire.errors import NSQError
 from nsqbox.wire.frames import FrameType
 from nsqbox.wire.identify import decode_identify
@@ -92,7 +92,7 @@ def documents(draw: st.DrawFn) -> bytes:
 
 
 def _lookup_info(body: bytes) -> object:
-    return decode_peer_json(body, lookup._info_decoder)
+    return decode_peer_json(body, lookup_peer.info_decoder)
 
 
 def _lookup_channels(body: bytes) -> object:
