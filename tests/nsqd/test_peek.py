@@ -205,15 +205,15 @@ async def test_disk_without_moving_the_read_position(
 async def test_paging_a_deep_queue_in_bounded_pages(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
-    total, in_memory = 20_000, 10_000
+    total, in_memory = 100_000, 50_000
     server = await start_nsqd_http(nursery, tmp_path, mem_queue_size=in_memory)
     await client.post(f"{server.url}/topic/create", params={"topic": "deep"})
     create = await client.post(
         f"{server.url}/channel/create", params={"topic": "deep", "channel": "c"}
     )
     assert create.status_code == 200
-    for start in range(0, total, 2000):
-        batch = b"\n".join(b"%06d" % i for i in range(start, start + 2000))
+    for start in range(0, total, 5000):
+        batch = b"\n".join(b"%06d" % i for i in range(start, start + 5000))
         published = await client.post(f"{server.url}/mpub", params={"topic": "deep"}, content=batch)
         assert published.status_code == 200
     channel = server.nsqd.topics["deep"].channels["c"]
