@@ -24,6 +24,7 @@ from ..wire.parser import CommandParser, MPUBBody
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .http_documents import config_value, debug_snapshot, duration_ns, render_stats_text
 from .options import TLS_REQUIRED
+from .peek import add_peek_routes
 from .stats import get_stats, memory_stats, stats_document
 from .tap import add_tap_routes
 from .topic import TopicError
@@ -92,6 +93,7 @@ def make_app(
     )
     router.add("GET", "/debug", api.debug)
     add_tap_routes(router, nsqd)  # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
+    add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
     return router
 
 

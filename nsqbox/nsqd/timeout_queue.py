@@ -9,6 +9,7 @@ one entry per bucket (at most 100 per second), not per message.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 
 from .message import Message
@@ -44,6 +45,13 @@ class TimeoutQueue:
     def get(self, msg_id: bytes) -> Message | None:
         """The message with this id, if held."""
         return self._items.get(msg_id)
+
+    def page(self, start: int, count: int) -> list[Message]:
+        """Up to ``count`` held messages from the ``start``-th on, oldest added first.
+
+        Changes nothing (nsqbox's peek route); costs O(start + count).
+        """
+        return list(itertools.islice(self._items.values(), start, start + count))
 
     def add(self, msg_id: bytes, msg: Message, deadline: float) -> None:
         """Hold ``msg`` (whose id is ``msg_id``) until ``deadline``; the id must be new here."""

@@ -75,6 +75,21 @@ NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("PUT", "/config/:opt"): frozenset(
         {_OK, (400, "INVALID_OPTION"), (400, "INVALID_VALUE"), (413, "INVALID_VALUE")}
     ),
+    # nsqbox's own: list what a topic or channel holds (nsqbox/nsqd/peek.py)
+    ("GET", "/nsqbox/peek"): frozenset(
+        {
+            _OK,
+            _BAD_QUERY,
+            _NO_TOPIC,
+            (400, "INVALID_TOPIC"),
+            (400, "INVALID_CHANNEL"),
+            (400, "INVALID_LIMIT"),
+            (400, "INVALID_BODY_BYTES"),
+            (400, "INVALID_CURSOR"),
+            _TOPIC_404,
+            (404, "CHANNEL_NOT_FOUND"),
+        }
+    ),
 }
 # nsqbox keeps nsqd 0.x's /put as an alias of /pub.
 NSQD_ROUTES["POST", "/put"] = NSQD_ROUTES["POST", "/pub"]

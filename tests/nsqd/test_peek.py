@@ -1,0 +1,251 @@
+"""nsqbox's ``GET /nsqbox/peek``: what a channel or topic holds, listed without changing it.
+
+Real nsqd on 127.0.0.1 port 0 (TCP and HTTP), real consumers over TCP.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from nsqbox.nsqd.channel import Channel
+from nsqbox.nsqd.diskqueue import DiskQueue
+from nsqbox.wire import commands
+from tests.helpers import RawConn, wait_until
+from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
+
+
+@pytest.fixture
+async def client(nursery: trio.Nursery) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient() as http:
+        with trio.fail_after(TIMEOUT * 6):
+            yield http
+
+
+async def peek(http: httpx.AsyncClient, server: NSQDWithHTTP, **params: Any) -> Any:
+    response = await http.get(f"{server.url}/nsqbox/peek", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def peek_all(
+    http: httpx.AsyncClient, server: NSQDWithHTTP, **params: Any
+) -> tuple[list[Any], int]:
+    """Every message, page by page; and the largest response, in bytes."""
+    messages: list[Any] = []
+    largest = 0
+    cursor = ""
+    while True:
+        response = await http.get(f"{server.url}/nsqbox/peek", params={**params, "cursor": cursor})
+        assert response.status_code == 200, response.text
+        largest = max(largest, len(response.content))
+        doc = response.json()
+        messages += doc["messages"]
+        if doc["next"] is None:
+            return messages, largest
+        cursor = doc["next"]
+
+
+def body(doc: Any) -> bytes:
+    return base64.b64decode(doc["body"])
+
+
+def state_of(channel: Channel) -> tuple[int, int, int, int]:
+    return (
+        channel.depth(),
+        channel.backend_depth(),
+        channel.in_flight_count(),
+        channel.deferred_count(),
+    )
+
+
+def on_disk(backend: DiskQueue, data_path: Path) -> tuple[object, ...]:
+    """The meta file's bytes, the queue's positions and depth, and the data path's files."""
+    meta = Path(backend.meta_file_name).read_bytes()
+    return (meta, backend.positions, backend.depth, sorted(data_path.iterdir()))
+
+
+async def test_topic_memory_deferred_and_in_flight(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    producer = await RawConn.open(server.tcp)
+    await producer.pub("t", b"a")
+    await producer.pub("t", b"b" * 50)
+    await producer.send(commands.dpub("t", 60_000, b"c"))
+    assert await producer.response() == b"OK"
+
+    # no channel yet: the topic holds them, a DPUB with its delay
+    doc = await peek(client, server, topic="t")
+    assert [(m["state"], body(m)) for m in doc["messages"]] == [
+        ("memory", b"a"),
+        ("memory", b"b" * 50),
+        ("memory", b"c"),
+    ]
+    assert [m.get("defer_ms") for m in doc["messages"]] == [None, None, 60_000]
+    assert (doc["depth"], doc["channel"], doc["next"]) == (3, None, None)
+    for params, message in [
+        ({"topic": "nope"}, "TOPIC_NOT_FOUND"),
+        ({"topic": "t", "channel": "c"}, "CHANNEL_NOT_FOUND"),
+    ]:
+        response = await client.get(f"{server.url}/nsqbox/peek", params=params)
+        assert (response.status_code, response.json()) == (404, {"message": message})
+    for params, message in [
+        ({}, "MISSING_ARG_TOPIC"),
+        ({"topic": "t!"}, "INVALID_TOPIC"),
+        ({"topic": "t", "limit": "0"}, "INVALID_LIMIT"),
+        ({"topic": "t", "body_bytes": "x"}, "INVALID_BODY_BYTES"),
+        ({"topic": "t", "cursor": "in_flight:0"}, "INVALID_CURSOR"),
+        ({"topic": "t", "cursor": "disk:1"}, "INVALID_CURSOR"),
+    ]:
+        response = await client.get(f"{server.url}/nsqbox/peek", params=params)
+        assert (response.status_code, response.json()) == (400, {"message": message})
+    assert "nope" not in server.nsqd.topics  # peeking creates nothing
+
+    consumer = await RawConn.open(server.tcp)
+    await consumer.sub("t", "c", rdy=1)
+    first = await consumer.message()
+    assert first.body == b"a"
+    channel = server.nsqd.topics["t"].channels["c"]
+    await wait_until(lambda: state_of(channel) == (1, 0, 1, 1))
+
+    pages = []
+    cursor = ""
+    while cursor is not None:
+        doc = await peek(
+            client, server, topic="t", channel="c", limit=1, body_bytes=2, cursor=cursor
+        )
+        pages.append(doc["messages"])
+        cursor = doc["next"]
+    listed = [m for page in pages for m in page]
+    assert [(m["state"], body(m), m["size"]) for m in listed] == [
+        ("memory", b"bb", 50),
+        ("deferred", b"c", 1),
+        ("in_flight", b"a", 1),
+    ]
+    assert all(len(page) <= 1 for page in pages)
+    deferred, in_flight = listed[1], listed[2]
+    assert 0 < deferred["defer_left_ms"] <= 60_000
+    assert in_flight["id"] == first.id.decode()
+    assert in_flight["attempts"] == 1
+    assert 0 < in_flight["timeout_left_ms"] <= 60_000
+    assert in_flight["client_id"] in server.nsqd.clients
+    assert in_flight["client"].startswith("127.0.0.1:")
+    assert all(m["timestamp"] > 0 for m in listed)
+    assert (doc["depth"], doc["in_flight_count"], doc["deferred_count"]) == (1, 1, 1)
+
+    # nothing changed: the consumer gets the queued one next, the deferred one waits
+    assert state_of(channel) == (1, 0, 1, 1)
+    await consumer.send(commands.fin(first.id))
+    second = await consumer.message()
+    assert (second.body, second.attempts) == (b"b" * 50, 1)
+    await wait_until(lambda: state_of(channel) == (0, 0, 1, 1))
+    await consumer.aclose()
+    await producer.aclose()
+
+
+async def test_disk_without_moving_the_read_position(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(
+        nursery, tmp_path, mem_queue_size=0, sync_every=1, max_bytes_per_file=150
+    )
+    await client.post(f"{server.url}/topic/create", params={"topic": "d"})
+    create = await client.post(
+        f"{server.url}/channel/create", params={"topic": "d", "channel": "c"}
+    )
+    assert create.status_code == 200
+    bodies = [b"disk-%03d" % i for i in range(30)]
+    published = await client.post(
+        f"{server.url}/mpub", params={"topic": "d"}, content=b"\n".join(bodies)
+    )
+    assert published.status_code == 200
+    channel = server.nsqd.topics["d"].channels["c"]
+    backend = channel.backend
+    assert isinstance(backend, DiskQueue)
+    assert state_of(channel) == (30, 30, 0, 0)
+
+    # a consumer takes 5, so the read position is inside a later file
+    consumer = await RawConn.open(server.tcp)
+    await consumer.sub("d", "c", rdy=5)
+    taken = [await consumer.message() for _ in range(5)]
+    await consumer.send(commands.rdy(0))
+    for msg in taken:
+        await consumer.send(commands.fin(msg.id))
+    await wait_until(lambda: state_of(channel) == (25, 25, 0, 0))
+    assert 0 < backend.positions[0] < backend.positions[2]  # records span several files
+
+    before = on_disk(backend, tmp_path)
+    listed, _ = await peek_all(client, server, topic="d", channel="c", limit=7, body_bytes=6)
+    assert [(m["state"], body(m), m["size"]) for m in listed] == [
+        ("disk", b[:6], len(b)) for b in bodies[5:]
+    ]
+    assert all(m["attempts"] == 0 for m in listed)
+    # an old disk cursor goes on at the read position
+    stale = await peek(client, server, topic="d", channel="c", limit=1, cursor="disk:0:0")
+    assert stale["messages"][0]["id"] == listed[0]["id"]
+    assert on_disk(backend, tmp_path) == before
+    assert state_of(channel) == (25, 25, 0, 0)
+
+    # every message exactly once, in the order listed
+    await consumer.send(commands.rdy(100))
+    rest = [await consumer.message() for _ in range(25)]
+    assert [m.id.decode() for m in rest] == [m["id"] for m in listed]
+    assert [m.body for m in rest] == bodies[5:]
+    await wait_until(lambda: state_of(channel) == (0, 0, 25, 0))
+    await consumer.aclose()
+
+
+async def test_paging_a_deep_queue_in_bounded_pages(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    total, in_memory = 100_000, 50_000
+    server = await start_nsqd_http(nursery, tmp_path, mem_queue_size=in_memory)
+    await client.post(f"{server.url}/topic/create", params={"topic": "deep"})
+    create = await client.post(
+        f"{server.url}/channel/create", params={"topic": "deep", "channel": "c"}
+    )
+    assert create.status_code == 200
+    for start in range(0, total, 5000):
+        batch = b"\n".join(b"%06d" % i for i in range(start, start + 5000))
+        published = await client.post(f"{server.url}/mpub", params={"topic": "deep"}, content=batch)
+        assert published.status_code == 200
+    channel = server.nsqd.topics["deep"].channels["c"]
+    assert state_of(channel) == (total, total - in_memory, 0, 0)
+
+    listed, largest = await peek_all(
+        client, server, topic="deep", channel="c", limit=1000, body_bytes=64
+    )
+    assert [body(m) for m in listed] == [b"%06d" % i for i in range(total)]
+    assert [m["state"] for m in listed] == ["memory"] * in_memory + ["disk"] * (total - in_memory)
+    assert len({m["id"] for m in listed}) == total
+    assert largest < 200 * 1000  # a page, whatever the depth
+    assert state_of(channel) == (total, total - in_memory, 0, 0)
+
+
+async def test_a_page_stops_at_its_byte_budget(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path, max_msg_size=600_000)
+    producer = await RawConn.open(server.tcp)
+    for _ in range(4):
+        await producer.pub("big", b"x" * 500_000)
+    doc = await peek(client, server, topic="big", limit=10, body_bytes=1024 * 1024)
+    assert (len(doc["messages"]), doc["next"]) == (3, "memory:3")
+    doc = await peek(client, server, topic="big", body_bytes=1024 * 1024, cursor=doc["next"])
+    assert (len(doc["messages"]), doc["next"]) == (1, None)
+    await producer.aclose()
+
+
+async def test_off_with_auth(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path, auth_http_addresses=["127.0.0.1:1"])
+    response = await client.get(f"{server.url}/nsqbox/peek", params={"topic": "t"})
+    assert response.status_code == 404
