@@ -7,7 +7,9 @@ client recovers once it is lifted or has acted. Servers: 127.0.0.1 port 0, in a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -207,3 +209,73 @@ def test_noproc_mode_says_faults_are_not_supported(handle: NSQBox) -> None:
             other.faults.fail_publishes(count=1)
         with pytest.raises(NotImplementedError):
             other.faults.active()
+
+
+# -- third-party clients: gnsq (gevent) --------------------------------------------------
+
+
+@pytest.fixture
+def gevent_hub() -> Iterator[Any]:
+    """gevent, with a fresh hub in this thread destroyed afterwards (no monkey patching)."""
+    gevent = pytest.importorskip("gevent")
+    pytest.importorskip("gnsq")
+    yield gevent
+    gevent.get_hub().destroy(destroy_loop=True)
+
+
+def test_gnsq_producer_sees_pub_failed_then_publishes(handle: NSQBox, gevent_hub: Any) -> None:
+    import gnsq
+    from gnsq import errors as gnsq_errors
+
+    topic = handle.name("orders")
+    producer = gnsq.Producer(handle.nsqd_tcp_address)
+    try:
+        producer.start()
+        with handle.faults.fail_publishes(topic=topic, count=2):
+            for _ in range(2):
+                result = producer.publish(topic, b"x", timeout=TIMEOUT, raise_error=False)
+                with pytest.raises(gnsq_errors.NSQPubFailed, match="PUB failed fault injected"):
+                    result.get(timeout=TIMEOUT)
+            # gnsq reconnects after nsqd closed the connection; the third one goes through
+            result = producer.publish(topic, b"x", timeout=TIMEOUT, raise_error=False)
+            assert result.get(timeout=TIMEOUT) == b"OK"
+    finally:
+        producer.close()
+        producer.join(timeout=TIMEOUT)
+    assert handle.wait_for(topic, depth=1, sleep=gevent_hub.sleep).message_count == 1
+
+
+def test_gnsq_consumer_reconnects_after_a_drop(
+    handle: NSQBox, thread_box: ThreadBox, gevent_hub: Any
+) -> None:
+    import gnsq
+
+    topic = handle.name("orders")
+    got: list[bytes] = []
+    consumer = gnsq.Consumer(
+        topic,
+        "work",
+        handle.nsqd_tcp_address,
+        message_handler=lambda _consumer, message: got.append(message.body),
+        max_backoff_duration=0.1,
+    )
+
+    def client_ids() -> set[int]:
+        return set(thread_box.call(lambda: list(thread_box.ops.nsqds[0].clients)))
+
+    try:
+        consumer.start(block=False)
+        handle.wait_for(topic, "work", clients=1, sleep=gevent_hub.sleep)
+        before = client_ids()
+        assert handle.faults.drop_connections(topic=topic, channel="work") == 1
+        with gevent_hub.Timeout(TIMEOUT):
+            while not client_ids() - before:  # gnsq subscribed again, on a new connection
+                gevent_hub.sleep(0.01)
+        handle.publish(topic, b"after the drop")
+        with gevent_hub.Timeout(TIMEOUT):
+            while not got:
+                gevent_hub.sleep(0.01)
+    finally:
+        consumer.close()
+        consumer.join(timeout=TIMEOUT)
+    assert got == [b"after the drop"]
