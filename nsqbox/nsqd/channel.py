@@ -303,11 +303,15 @@ class Channel:
         self.in_flight.add(msg_id, msg, deadline)
 
     # -- periodic scan -------------------------------------------------------
-    def process_in_flight(self, now: float) -> bool:
-        """Requeue timed-out messages; True when any did (the channel was dirty)."""
+    def process_in_flight(self, now: float, *, cutoff: float | None = None) -> bool:
+        """Requeue timed-out messages; True when any did (the channel was dirty).
+
+        ``cutoff`` times out what is due by then instead of by ``now`` (a fault
+        that times everything out at once).
+        """
         if self.exiting:
             return False
-        expired = self.in_flight.pop_expired(now)
+        expired = self.in_flight.pop_expired(now if cutoff is None else cutoff)
         for msg in expired:
             self.timeout_count += 1
             client = self.clients.get(msg.client_id)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -44,6 +46,8 @@ __all__ = ["Connection", "Session", "Suspend"]
 logger = logging.getLogger("nsqbox.nsqd")
 
 RECEIVE_SIZE: Final = 256 * 1024
+#: SO_LINGER on, 0 seconds: close() sends an RST (Connection.reset).
+_LINGER_ZERO: Final = struct.pack("ii", 1, 0)
 
 #: What a suspended command awaits: its response (None for none), or an NSQError.
 Work = Callable[[], Awaitable["bytes | None"]]
@@ -134,6 +138,7 @@ class Connection:
     ) -> None:
         #: The connection as commands see it: the socket, or TLS/compression layers over it.
         self.stream = stream
+        self._socket = stream  # the TCP stream under any TLS/compression (reset())
         #: The TLS layer (a trio.SSLStream: cipher(), version(), getpeercert()...) once upgraded.
         self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
         self.snappy = False
@@ -174,6 +179,12 @@ class Connection:
         """Disconnect: both tasks end and the stream is closed."""
         self._closing = True
         self._cancel.cancel()
+
+    def reset(self) -> None:
+        """Disconnect with an RST instead of a FIN (SO_LINGER 0), as a crashed peer."""
+        if isinstance(self._socket, trio.SocketStream):
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+        self.close()
 
     # -- what the session calls ----------------------------------------------------
     def write(self, frame_type: FrameType, data: bytes) -> None:

@@ -8,6 +8,7 @@ implements :class:`Node`; unit tests use a small fake.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
 
 class Node(Protocol):
     """The services of an nsqd that its topics and channels use."""
+
+    #: What a publish to a topic fails with (an active fault), or None: topics
+    #: check it once per publish command.
+    publish_fault: Callable[[str], str | None] | None
 
     @property
     def options(self) -> NSQDOptions:

@@ -16,6 +16,7 @@ from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from . import metadata as md
 from .backend import BackendQueue, DummyBackend
 from .diskqueue import DiskQueue
+from .faults import NodeFaults
 from .message import Message
 from .options import NSQDOptions
 from .topic import Topic
@@ -66,6 +67,11 @@ class NSQD:
         #: global random state (hypothesis checks that it does not).
         self.random = random.Random()
         self._health_error: str | None = None
+        #: What a publish to a topic fails with, or None (the faults set it: None
+        #: unless one is active, so the hot path pays one attribute check).
+        self.publish_fault: Callable[[str], str | None] | None = None
+        #: Faults on demand (tests): failed publishes, a full disk, drops...
+        self.faults = NodeFaults(self)
         self._client_ids = 0
         self._notify_callbacks: list[Callable[[Topic | Channel], None]] = []
         #: Called with each topic created at runtime; lookupd support replaces it
@@ -94,18 +100,21 @@ class NSQD:
 
     @property
     def health_error(self) -> str | None:
-        """The last backend failure, while unhealthy."""
+        """The last backend failure, while unhealthy (or the error of a full-disk fault)."""
+        if self._health_error is None and self.publish_fault is not None:
+            return self.faults.disk_error
         return self._health_error
 
     def is_healthy(self) -> bool:
-        """False after a failed backend write, until one succeeds."""
-        return self._health_error is None
+        """False after a failed backend write, until one succeeds (or while a disk is full)."""
+        return self.health_error is None
 
     def get_health(self) -> str:
         """``OK`` or ``NOK - <error>``, as /ping and /stats report it."""
-        if self._health_error is None:
+        error = self.health_error
+        if error is None:
             return "OK"
-        return f"NOK - {self._health_error}"
+        return f"NOK - {error}"
 
     # -- topics --------------------------------------------------------------
     def get_topic(self, name: str) -> Topic:

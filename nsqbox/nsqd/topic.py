@@ -89,6 +89,9 @@ class Topic:
         """Publish a batch: ids, one timestamp, fan-out or buffering. TopicError on failure."""
         if self.exiting:
             raise TopicError("exiting")
+        fault = self.node.publish_fault
+        if fault is not None and (error := fault(self.name)) is not None:
+            raise TopicError(error)
         ids = self.id_factory.new_ids(len(bodies))
         ts = time.time_ns()
         msgs = [Message(i + b, ts) for i, b in zip(ids, bodies, strict=True)]

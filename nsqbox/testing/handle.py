@@ -18,6 +18,7 @@ from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
 from .boxes import Box, xdist_worker
 from .capture import Capture
 from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
+from .faults import Faults, faults_for
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
 
@@ -100,23 +101,37 @@ class NSQBox(BoxView):
         self._captures: list[Capture] = []
         self._mark = box.begin_test()
         self._closed = False
+        self._faults: Faults | None = None
 
     @property
     def mode(self) -> Mode:
         """Where the servers run (thread, subprocess or noproc)."""
         return self.box.mode
 
+    @property
+    def faults(self) -> Faults:
+        """Make the servers misbehave on purpose (docs/testing.md, "Testing under faults")."""
+        if self._faults is None:
+            self._faults = faults_for(self.box, self.mode.value)
+        return self._faults
+
     def _named(self, name: str) -> None:
         self._owned.add(name)
 
     def close(self) -> None:
-        """End open captures and clean up (idempotent)."""
+        """End open captures, lift faults and clean up (idempotent)."""
         if self._closed:
             return
         self._closed = True
         for capture in self._captures:
             capture.stop()
-        self.box.end_test(self._mark, self.cleanup, self._owned, self.namespace)
+        try:
+            self.box.end_test(self._mark, self.cleanup, self._owned, self.namespace)
+        finally:
+            if (
+                self._faults is not None and self._faults.supported
+            ):  # after end_test: it starts stopped nsqds again
+                self._faults.lift_all()
 
     def __enter__(self) -> NSQBox:
         return self

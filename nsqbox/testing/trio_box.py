@@ -20,6 +20,7 @@ from .capture import Capture
 from .cluster import RunningCluster, serve_cluster
 from .config import Address, ClusterSpec
 from .discovery import all_listed, producers_message
+from .faults import Faults
 from .handle import Bodies, BoxView, consume_bodies, new_namespace, normalize_bodies
 from .server_ops import ClusterOps
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
@@ -60,12 +61,18 @@ class TrioNSQBox(BoxView):
         self.namespace = new_namespace()
         self._scope = scope
         self._stopped = stopped
+        self._faults = Faults(lambda fn: fn(), lambda: self.ops.nsqds)
 
     async def aclose(self) -> None:
         """Stop the servers (they persist their data) and wait until they have."""
         if self._scope is not None and self._stopped is not None:
             self._scope.cancel()
             await self._stopped.wait()
+
+    @property
+    def faults(self) -> Faults:
+        """Make the servers misbehave on purpose (docs/testing.md, "Testing under faults")."""
+        return self._faults
 
     @property
     def nsqds(self) -> list[NSQD]:

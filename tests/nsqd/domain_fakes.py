@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
+from collections.abc import Callable
 
 from nsqbox.nsqd.backend import BackendQueue
 from nsqbox.nsqd.channel import Channel
@@ -79,6 +80,7 @@ class FakeNode:
         self.random = random.Random(7)
         self.logger = logging.getLogger("tests.nsqd.fake_node")
         self.health_error: str | None = None
+        self.publish_fault: Callable[[str], str | None] | None = None
         self.e2e = e2e
         self.backends: dict[str, MemoryBackend] = {}
         self.persisted = 0

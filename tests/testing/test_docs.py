@@ -138,6 +138,7 @@ _REFERENCES = {
         "nsqbox.testing.NSQBox",
         "nsqbox.testing.Capture",
         "nsqbox.testing.TrioNSQBox",
+        "nsqbox.testing.faults.Faults",
     },
     "docs/client.md": {"nsqbox.client.blocking.BlockingConsumer"},
 }
