@@ -22,6 +22,7 @@ from ..wire.errors import NSQError
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.parser import CommandParser, MPUBBody
 from ..wire.peer_json import PeerJSONError, decode_peer_json
+from .fault_routes import add_fault_routes
 from .http_documents import config_value, debug_snapshot, duration_ns, render_stats_text
 from .options import TLS_REQUIRED
 from .peek import add_peek_routes
@@ -94,6 +95,7 @@ def make_app(
     router.add("GET", "/debug", api.debug)
     add_tap_routes(router, nsqd)  # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
+    add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
     return router
 
 

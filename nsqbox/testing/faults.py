@@ -2,11 +2,12 @@
 
 Each call reaches the nsqd's own :class:`~nsqbox.nsqd.faults.NodeFaults` on the
 servers' loop: in thread mode through the box's loop thread, in trio mode
-directly (the test runs on that loop). Lasting faults return an
-:class:`ActiveFault`, which lifts them as a context manager's exit or by
-:meth:`ActiveFault.lift`; the handle lifts whatever is left when the test ends.
-Subprocess and noproc modes have no way in yet (the HTTP ``/api/faults`` routes
-are a later step): there every call raises :class:`FaultsUnsupported`.
+directly (the test runs on that loop). Subprocess and noproc modes go through
+each nsqd's ``/nsqbox/faults`` HTTP routes (:class:`~.http_faults.HTTPFaults`);
+against a real nsqd, which has none, every call raises :class:`FaultsUnsupported`.
+Lasting faults return an :class:`ActiveFault`, which lifts them as a context
+manager's exit or by :meth:`ActiveFault.lift`; the handle lifts whatever is left
+when the test ends.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ Runner = Callable[[Callable[[], Any]], Any]
 
 
 class FaultsUnsupported(NotImplementedError):
-    """Faults need servers in this process (thread or trio mode) for now."""
+    """Faults need nsqbox's nsqd (in this process, or with its ``/nsqbox/faults`` routes)."""
 
 
 @dataclass(frozen=True)
@@ -99,15 +100,16 @@ class Faults:
 
     @property
     def supported(self) -> bool:
-        """Whether this mode reaches its servers (thread and trio modes do)."""
+        """Whether this mode reaches its servers (thread and trio modes do; over HTTP,
+        whether the nsqds have the ``/nsqbox/faults`` routes)."""
         return self._run is not None and self._nodes is not None
 
     def _call(self, fn: Callable[[list[NSQD]], T]) -> T:
         run, nodes = self._run, self._nodes
         if run is None or nodes is None:
             raise FaultsUnsupported(
-                f"faults are not supported in {self._mode} mode yet: use the thread "
-                "or trio mode (the HTTP /api/faults routes are a later step)"
+                f"faults are not supported in {self._mode} mode: they need nsqbox's nsqd "
+                "(thread, trio or subprocess mode, or noproc mode against nsqbox's servers)"
             )
         result: T = run(lambda: fn(nodes()))
         return result
@@ -203,12 +205,3 @@ class Faults:
                 topic, channel, user_agent=user_agent, reset=reset
             )
         )
-
-
-def faults_for(box: object, mode: str) -> Faults:
-    """The faults of a box of the sync handle: thread mode reaches its servers."""
-    from .boxes import ThreadBox
-
-    if isinstance(box, ThreadBox):
-        return Faults(box.call, lambda: list(box.ops.nsqds))
-    return Faults(None, None, mode=mode)

@@ -18,7 +18,7 @@ from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
 from .boxes import Box, xdist_worker
 from .capture import Capture
 from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
-from .faults import Faults, faults_for
+from .http_faults import Faults, faults_for
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
 

@@ -31,6 +31,16 @@ _CHANNEL_ARGS: Final[frozenset[Answer]] = frozenset(
     }
 )
 
+_FAULT_ADD: Final[frozenset[Answer]] = frozenset(
+    {
+        _OK,
+        (400, "INVALID_TOPIC"),
+        (400, "INVALID_COUNT"),
+        (400, "INVALID_DURATION"),
+        (400, "INVALID_ERROR"),
+    }
+)
+
 NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("GET", "/ping"): frozenset({_OK}),
     ("GET", "/info"): frozenset({_OK}),
@@ -90,9 +100,26 @@ NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
             (404, "CHANNEL_NOT_FOUND"),
         }
     ),
+    # nsqbox's own: faults on demand (nsqbox/nsqd/fault_routes.py); not fuzzed (FUZZED_NSQD_ROUTES)
+    ("GET", "/nsqbox/faults"): frozenset({_OK}),
+    ("DELETE", "/nsqbox/faults"): frozenset({_OK}),
+    ("POST", "/nsqbox/faults/fail_publishes"): _FAULT_ADD,
+    ("POST", "/nsqbox/faults/disk_full"): _FAULT_ADD,
+    ("POST", "/nsqbox/faults/time_out_in_flight"): frozenset(
+        {_OK, (400, "INVALID_TOPIC"), (400, "INVALID_CHANNEL")}
+    ),
+    ("POST", "/nsqbox/faults/drop_connections"): frozenset(
+        {_OK, (400, "INVALID_TOPIC"), (400, "INVALID_CHANNEL"), (400, "INVALID_RESET")}
+    ),
+    ("DELETE", "/nsqbox/faults/:id"): frozenset({_OK, (400, "INVALID_ID")}),
 }
 # nsqbox keeps nsqd 0.x's /put as an alias of /pub.
 NSQD_ROUTES["POST", "/put"] = NSQD_ROUTES["POST", "/pub"]
+#: What the fuzzer sends requests to: not the fault routes, which fail the canary's
+#: publishes and drop its connections by design.
+FUZZED_NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
+    key: answers for key, answers in NSQD_ROUTES.items() if not key[1].startswith("/nsqbox/faults")
+}
 
 _LOOKUPD_MUTATING: Final[dict[str, frozenset[Answer]]] = {
     "/topic/create": frozenset({_OK, _BAD_QUERY, _NO_TOPIC, (400, "INVALID_ARG_TOPIC")}),

@@ -32,7 +32,13 @@ from tests.reliability.figures import (
     RAW_HTTP_EXAMPLES,
     reliability_settings,
 )
-from tests.reliability.http_tables import LOOKUPD_ROUTES, NSQD_ROUTES, Answer, Limits, allowed
+from tests.reliability.http_tables import (
+    FUZZED_NSQD_ROUTES,
+    LOOKUPD_ROUTES,
+    Answer,
+    Limits,
+    allowed,
+)
 from tests.reliability.observe import FUZZ_FLAGS, MAX_BODY, MAX_MSG, invalid_names
 from tests.reliability.process import LookupdProcess, NSQDProcess, ServerProcess
 from tests.reliability.strategies import CANARY, VALID_NAMES, mutated, names, v1_streams
@@ -283,12 +289,18 @@ def fuzz_raw_http(server: ServerProcess, paths: list[str], seen: Counter[str]) -
 def test_nsqd_http_fuzz(tmp_path: Path) -> None:
     seen: Counter[str] = Counter()
     with NSQDProcess(tmp_path / "nsqd", *FUZZ_FLAGS) as nsqd, Canary(nsqd.tcp) as canary:
-        sent = fuzz_http(nsqd, NSQD_ROUTES, NSQD_LIMITS, MAX_BODY, seen)
+        sent = fuzz_http(nsqd, FUZZED_NSQD_ROUTES, NSQD_LIMITS, MAX_BODY, seen)
         publishing = [("POST", "/pub"), ("POST", "/mpub")]
         sent += fuzz_http(
-            nsqd, NSQD_ROUTES, NSQD_LIMITS, MAX_BODY, seen, only=publishing, examples=PUB_EXAMPLES
+            nsqd,
+            FUZZED_NSQD_ROUTES,
+            NSQD_LIMITS,
+            MAX_BODY,
+            seen,
+            only=publishing,
+            examples=PUB_EXAMPLES,
         )
-        raw = fuzz_raw_http(nsqd, _paths(NSQD_ROUTES), seen)
+        raw = fuzz_raw_http(nsqd, _paths(FUZZED_NSQD_ROUTES), seen)
         report = canary.stop()
         assert report.missing == []
         assert report.duplicates == 0

@@ -20,9 +20,8 @@ from nsqbox.client.blocking import BlockingConsumer, Publisher
 from nsqbox.client.consumer import open_consumer
 from nsqbox.client.errors import ConnectionClosed
 from nsqbox.client.message import Message
-from nsqbox.testing import NoProcBox, NSQBox, ThreadBox
+from nsqbox.testing import NSQBox, ThreadBox
 from nsqbox.testing.config import ClusterSpec
-from nsqbox.testing.faults import FaultsUnsupported
 from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.wire.errors import NSQError
 
@@ -197,18 +196,6 @@ async def test_trio_mode_consumer_reconnects_after_drop(tmp_path: Path) -> None:
             await box.wait_for("orders", "work", message_count=1, depth=0, in_flight=0)
         assert got == [b"kept"]
         await box.aclose()
-
-
-# -- modes without a way in ------------------------------------------------------------------
-
-
-def test_noproc_mode_says_faults_are_not_supported(handle: NSQBox) -> None:
-    box = NoProcBox(handle.addresses, timeout=TIMEOUT)
-    with NSQBox(box, timeout=TIMEOUT) as other:
-        with pytest.raises(FaultsUnsupported, match="not supported in noproc mode"):
-            other.faults.fail_publishes(count=1)
-        with pytest.raises(NotImplementedError):
-            other.faults.active()
 
 
 # -- third-party clients: gnsq (gevent) --------------------------------------------------

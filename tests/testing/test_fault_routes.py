@@ -1,0 +1,220 @@
+"""nsqbox's ``/nsqbox/faults`` HTTP routes, and ``nsqbox.faults`` through them.
+
+Real servers on 127.0.0.1 port 0: the routes are driven with httpx as any HTTP
+client would (conftest's ``thread_box``); the handle's faults go through them in
+subprocess mode (``nsqbox up`` in a child process) and noproc mode, and each fault
+is seen by a real client.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from nsqbox.client.blocking import BlockingConsumer, Publisher
+from nsqbox.client.errors import ConnectionClosed
+from nsqbox.testing import NoProcBox, NSQBox, SubprocessBox
+from nsqbox.testing.config import Address, BoxAddresses, ClusterSpec
+from nsqbox.testing.faults import FaultsUnsupported
+from nsqbox.testing.http_faults import HTTPFaults
+from nsqbox.wire.errors import NSQError
+
+from .conftest import TIMEOUT
+
+# -- the routes ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def http(handle: NSQBox) -> Iterator[httpx.Client]:
+    url = f"http://{handle.nsqd_http_address}"
+    with httpx.Client(base_url=url, timeout=TIMEOUT, trust_env=False) as client:
+        yield client
+
+
+def test_fail_publishes_listed_and_lifted_over_http(handle: NSQBox, http: httpx.Client) -> None:
+    topic = handle.name("orders")
+    assert http.get("/nsqbox/faults").json() == {"faults": []}
+    added = http.post(
+        "/nsqbox/faults/fail_publishes", params={"topic": topic, "count": "2", "error": "boom"}
+    )
+    assert added.status_code == 200
+    fault = added.json()
+    assert (fault["kind"], fault["topic"], fault["error"], fault["remaining"]) == (
+        "fail_publishes",
+        topic,
+        "boom",
+        2,
+    )
+    assert http.get("/nsqbox/faults").json()["faults"] == [fault]
+    assert http.post("/pub", params={"topic": topic}, content=b"x").status_code == 503
+    (left,) = http.get("/nsqbox/faults").json()["faults"]
+    assert left["remaining"] == 1
+    assert http.delete(f"/nsqbox/faults/{fault['id']}").json() == {"lifted": True}
+    assert http.delete(f"/nsqbox/faults/{fault['id']}").json() == {"lifted": False}
+    assert http.post("/pub", params={"topic": topic}, content=b"x").status_code == 200
+
+
+def test_disk_full_and_lift_all_over_http(http: httpx.Client) -> None:
+    full = http.post("/nsqbox/faults/disk_full", params={"duration": "600"}).json()
+    assert (full["kind"], full["topic"], full["error"]) == (
+        "disk_full",
+        None,
+        "write: no space left on device",
+    )
+    ping = http.get("/ping")
+    assert (ping.status_code, ping.text) == (500, "NOK - write: no space left on device")
+    http.post("/nsqbox/faults/fail_publishes")
+    assert http.delete("/nsqbox/faults").json() == {"lifted": 2}
+    assert http.get("/ping").text == "OK"
+    assert http.get("/nsqbox/faults").json() == {"faults": []}
+
+
+def test_one_shot_faults_over_http(handle: NSQBox, http: httpx.Client) -> None:
+    topic = handle.name("orders")
+    with BlockingConsumer(handle.nsqd_tcp_address, topic, "work") as consumer:
+        handle.wait_for(topic, "work", clients=1)
+        params = {"topic": topic, "channel": "work"}
+        timed_out = http.post("/nsqbox/faults/time_out_in_flight", params=params)
+        assert timed_out.json() == {"count": 0}
+        dropped = http.post("/nsqbox/faults/drop_connections", params={**params, "reset": "1"})
+        assert dropped.json() == {"count": 1}
+        with pytest.raises(ConnectionClosed):
+            consumer.receive(timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params", "message"),
+    [
+        ("POST", "/nsqbox/faults/fail_publishes", {"count": "0"}, "INVALID_COUNT"),
+        ("POST", "/nsqbox/faults/fail_publishes", {"count": "x"}, "INVALID_COUNT"),
+        ("POST", "/nsqbox/faults/fail_publishes", {"duration": "-1"}, "INVALID_DURATION"),
+        ("POST", "/nsqbox/faults/disk_full", {"duration": "nan"}, "INVALID_DURATION"),
+        ("POST", "/nsqbox/faults/disk_full", {"topic": "no/slash"}, "INVALID_TOPIC"),
+        ("POST", "/nsqbox/faults/fail_publishes", {"error": "a\nb"}, "INVALID_ERROR"),
+        ("POST", "/nsqbox/faults/time_out_in_flight", {"channel": "a b"}, "INVALID_CHANNEL"),
+        ("POST", "/nsqbox/faults/drop_connections", {"reset": "maybe"}, "INVALID_RESET"),
+        ("DELETE", "/nsqbox/faults/x1", {}, "INVALID_ID"),
+    ],
+)
+def test_bad_parameters_get_400_with_a_message(
+    http: httpx.Client, method: str, path: str, params: dict[str, str], message: str
+) -> None:
+    answer = http.request(method, path, params=params)
+    assert (answer.status_code, answer.json()) == (400, {"message": message})
+    assert http.get("/nsqbox/faults").json() == {"faults": []}
+
+
+# -- nsqbox.faults over HTTP: subprocess mode ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def subprocess_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubprocessBox]:
+    box = SubprocessBox(
+        ClusterSpec(),
+        str(tmp_path_factory.mktemp("faults-subprocess")),
+        python=sys.executable,
+        start_timeout=30,
+    )
+    yield box
+    box.stop()
+
+
+@pytest.fixture
+def remote(subprocess_box: SubprocessBox) -> Iterator[NSQBox]:
+    with NSQBox(subprocess_box, timeout=TIMEOUT) as handle:
+        yield handle
+
+
+def test_subprocess_publisher_sees_pub_failed_count_times(remote: NSQBox) -> None:
+    topic = remote.name("orders")
+    fault = remote.faults.fail_publishes(topic=topic, count=2)
+    assert isinstance(remote.faults, HTTPFaults)
+    assert remote.faults.supported
+    assert remote.faults.active() == [fault.info]
+    codes = []
+    with Publisher(remote.nsqd_tcp_address) as producer:
+        for _ in range(2):
+            with pytest.raises(NSQError) as info:
+                producer.pub(topic, b"lost")
+            codes.append(str(info.value))
+        producer.pub(topic, b"ok")
+    assert codes == ["E_PUB_FAILED PUB failed fault injected: publish failed"] * 2
+    assert remote.wait_for(topic, depth=1).message_count == 1
+    assert remote.faults.active() == []
+    assert fault.lift() is False
+
+
+def test_subprocess_drop_and_lasting_faults_lifted_with_the_handle(
+    subprocess_box: SubprocessBox,
+) -> None:
+    with NSQBox(subprocess_box, timeout=TIMEOUT) as first:
+        topic = first.name("orders")
+        with BlockingConsumer(first.nsqd_tcp_address, topic, "work") as consumer:
+            first.wait_for(topic, "work", clients=1)
+            assert first.faults.drop_connections(topic=topic) == 1
+            first.wait_for(topic, "work", clients=0)
+            with pytest.raises(ConnectionClosed, match="closed the connection"):
+                consumer.receive(timeout=TIMEOUT)
+        with first.faults.disk_full(error="quota") as full:
+            (listed,) = first.faults.active()
+            assert (listed.kind, listed.error) == ("disk_full", "quota")
+            assert listed == full.info
+        first.faults.fail_publishes()
+        with pytest.raises(ValueError, match="count must be at least 1"):
+            first.faults.fail_publishes(count=0)
+    with NSQBox(subprocess_box, timeout=TIMEOUT) as second:
+        assert second.faults.active() == []
+
+
+# -- noproc mode ---------------------------------------------------------------------------
+
+
+def test_noproc_faults_reach_nsqbox_servers(handle: NSQBox) -> None:
+    box = NoProcBox(handle.addresses, timeout=TIMEOUT)
+    topic = handle.name("orders")
+    with NSQBox(box, timeout=TIMEOUT) as other:
+        with other.faults.fail_publishes(topic=topic, error="boom"):
+            assert [f.error for f in handle.faults.active()] == ["boom"]
+            with Publisher(handle.nsqd_tcp_address) as producer, pytest.raises(NSQError):
+                producer.pub(topic, b"x")
+        assert handle.faults.active() == []
+
+
+@pytest.fixture
+def not_nsqbox() -> Iterator[Address]:
+    """An HTTP server that answers 404 to every request, as real nsqd does to /nsqbox/..."""
+
+    class NotFound(BaseHTTPRequestHandler):
+        def _not_found(self) -> None:
+            self.send_response(404)
+            self.end_headers()
+            self.wfile.write(b"404 page not found\n")
+
+        do_GET = do_POST = do_DELETE = _not_found
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Address.of("127.0.0.1", server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(TIMEOUT)
+
+
+def test_real_nsqd_says_faults_need_nsqbox(not_nsqbox: Address) -> None:
+    faults = HTTPFaults(BoxAddresses(nsqd_tcp=(not_nsqbox,), nsqd_http=(not_nsqbox,)))
+    assert faults.supported is False
+    with pytest.raises(FaultsUnsupported, match="faults need nsqbox's nsqd: the nsqd at"):
+        faults.fail_publishes(count=1)
+    with pytest.raises(NotImplementedError, match="404 to /nsqbox/faults"):
+        faults.drop_connections()
