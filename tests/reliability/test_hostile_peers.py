@@ -278,13 +278,23 @@ async def test_auth_patterns_are_re2(
 # -- nsqbox's own tap routes -----------------------------------------------------------------------
 
 
-async def test_no_tap_routes_with_auth(start_nsqd: StartNSQD, nursery: trio.Nursery) -> None:
-    # a tap would let a client without a secret read what authorized clients publish
+async def test_no_nsqbox_routes_with_auth(start_nsqd: StartNSQD, nursery: trio.Nursery) -> None:
+    # tap and peek would let a client without a secret read what authorized clients
+    # publish, and faults would let it break their publishes: none exists with auth
     nsqd = await start_nsqd(auth_http_addresses=[await auth_server(nursery, GRANT_ALL)])
     assert nsqd.http is not None
     async with httpx.AsyncClient(base_url="http://{}:{}".format(*nsqd.http)) as http:
         opened = await http.post("/nsqbox/tap/open", params={"topic": "secret"})
         assert opened.status_code == 404
+        peeked = await http.get("/nsqbox/peek", params={"topic": "secret"})
+        assert peeked.status_code == 404
+        for method, path in [
+            ("GET", "/nsqbox/faults"),
+            ("POST", "/nsqbox/faults/fail_publishes"),
+            ("POST", "/nsqbox/faults/drop_connections"),
+            ("DELETE", "/nsqbox/faults"),
+        ]:
+            assert (await http.request(method, path)).status_code == 404, path
 
 
 async def test_taps_are_bounded(start_nsqd: StartNSQD, monkeypatch: pytest.MonkeyPatch) -> None:
