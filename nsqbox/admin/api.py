@@ -12,6 +12,9 @@ GET      /api/topics/:topic/:channel      the channel summed over the nodes, wit
 GET      /api/nodes                       ``{nodes: [producers], message}``
 GET      /api/nodes/:node                 ``{node, topics, total_messages, total_clients, message}``
 GET      /api/counter                     ``{stats: {"topic:channel:node": {...}}, message}``
+GET      /api/messages/:topic[/:channel]  nsqbox only: the messages the channel (or the topic,
+                                          for channels not yet created) holds on its nodes, by
+                                          nsqd's peek route (see below)
 POST     /api/topics                      body ``{topic, channel}``: create
 POST     /api/topics/:topic[/:channel]    body ``{"action": "pause"|"unpause"|"empty"}``
 DELETE   /api/topics/:topic[/:channel]    delete everywhere
@@ -23,6 +26,13 @@ Every answer carries ``message``: ``""``, or ``"WARNING: ..."`` naming the hosts
 the others answered. When none answered: ``502 UPSTREAM_ERROR: ...``. Errors are NSQ's
 ``{"message": CODE}``: ``400 INVALID_BODY``, ``INVALID_TOPIC``, ``INVALID_CHANNEL``,
 ``INVALID_ACTION``; ``403 FORBIDDEN`` (``--admin-user``); ``404 NODE_NOT_FOUND``.
+
+``/api/messages`` takes ``node`` (one node's HTTP address; all of the topic's nodes without
+it), ``limit`` (per node), ``body_bytes`` and ``cursor`` (the ``next`` of the previous page), and
+answers ``{topic, channel, messages, nodes, next, message}``: each message as nsqd's peek route
+lists it plus its ``node``; each node with its counts, ``supported`` (false for real nsqd, whose
+``error`` is then ``"not supported by this nsqd"``) and ``error``. ``400 INVALID_CURSOR``,
+``INVALID_LIMIT``, ``INVALID_BODY_BYTES`` for arguments that are not ones.
 
 Where nsqadmin answers oddly nsqbox answers plainly: an unknown topic is ``404 TOPIC_NOT_FOUND``
 (nsqadmin: 502 from the lookupds' 404s), an unknown channel ``404 CHANNEL_NOT_FOUND`` (nsqadmin:
@@ -44,6 +54,7 @@ from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .actions import Action, ClusterActions
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, warning
 from .options import AdminOptions
+from .peek import InvalidCursor, peek_nodes
 from .stats import Producer, TopicStats, aggregate_channel, aggregate_topic
 
 __all__ = ["AdminAPI", "build_router"]
@@ -83,6 +94,16 @@ def _with_message(row: msgspec.Struct | None, errors: tuple[UpstreamError, ...])
     body: dict[str, Any] = msgspec.to_builtins(row) if row is not None else {}
     body["message"] = _warn(errors)
     return body
+
+
+def _positive_arg(request: Request, name: str, error: str) -> int | None:
+    """The positive integer argument ``name``, None when absent; ``400 error`` otherwise."""
+    raw = request.arg(name)
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        raise HTTPError(400, error)
+    return int(raw)
 
 
 def _warn(errors: tuple[UpstreamError, ...] | list[UpstreamError]) -> str:
@@ -220,6 +241,44 @@ class AdminAPI:
                 entry["message_count"] += channel.message_count
         return {"stats": stats, "message": _warn(errors + more)}
 
+    async def messages(self, request: Request) -> object:
+        topic, channel = request.params["topic"], request.params.get("channel", "")
+        if not is_valid_topic_name(topic):
+            raise HTTPError(400, "INVALID_TOPIC")
+        if channel and not is_valid_channel_name(channel):
+            raise HTTPError(400, "INVALID_CHANNEL")
+        limit = _positive_arg(request, "limit", "INVALID_LIMIT")
+        body_bytes = _positive_arg(request, "body_bytes", "INVALID_BODY_BYTES")
+        producers, errors = await self._topic_producers(topic)
+        node = request.arg("node")
+        if node:
+            producers = [p for p in producers if p.http_address == node]
+            if not producers:
+                raise HTTPError(404, "NODE_NOT_FOUND")
+        try:
+            result = await peek_nodes(
+                self.info,
+                producers,
+                topic,
+                channel,
+                limit=limit,
+                body_bytes=body_bytes,
+                cursor=request.arg("cursor") or "",
+            )
+        except InvalidCursor:
+            raise HTTPError(400, "INVALID_CURSOR") from None
+        if result.errors and len(result.errors) == len(result.nodes):
+            log.error("failed to peek - %s", warning(result.errors))
+            raise HTTPError(502, f"UPSTREAM_ERROR: {warning(result.errors)}")
+        return {
+            "topic": topic,
+            "channel": channel or None,
+            "messages": msgspec.to_builtins(result.messages),
+            "nodes": msgspec.to_builtins(result.nodes),
+            "next": result.next,
+            "message": _warn(errors + result.errors),
+        }
+
     # -- changing --------------------------------------------------------------------------------
 
     async def _act(
@@ -300,6 +359,8 @@ def build_router(info: ClusterInfo, options: AdminOptions) -> Router:
     router.add("GET", "/api/nodes", api.nodes)
     router.add("GET", "/api/nodes/:node", api.node)
     router.add("GET", "/api/counter", api.counter)
+    router.add("GET", "/api/messages/:topic", api.messages)
+    router.add("GET", "/api/messages/:topic/:channel", api.messages)
     router.add("POST", "/api/topics", api.create)
     router.add("POST", "/api/topics/:topic", api.topic_action)
     router.add("POST", "/api/topics/:topic/:channel", api.channel_action)

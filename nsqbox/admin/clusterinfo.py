@@ -86,15 +86,24 @@ class UpstreamError(Exception):
     """One request to a lookupd or nsqd that failed.
 
     ``address`` is the host as the caller named it (a node's ``http_address`` for nsqds);
-    ``status`` is the HTTP status when the host answered with something other than 200.
+    ``status`` is the HTTP status when the host answered with something other than 200, and
+    ``body`` what it answered then.
     """
 
-    def __init__(self, address: str, url: str, message: str, status: int | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        url: str,
+        message: str,
+        status: int | None = None,
+        body: bytes = b"",
+    ) -> None:
         super().__init__(f"{url}: {message}")
         self.address = address
         self.url = url
         self.message = message
         self.status = status
+        self.body = body
 
 
 class ClusterError(Exception):
@@ -191,7 +200,7 @@ class ClusterInfo:
             raise UpstreamError(address, str(url), str(exc) or type(exc).__name__) from exc
         if response.status_code != 200:
             message = f"got response {response.status_code} {response.text!r}"
-            raise UpstreamError(address, str(url), message, response.status_code)
+            raise UpstreamError(address, str(url), message, response.status_code, response.content)
         return response.content
 
     async def _decoded(

@@ -24,6 +24,8 @@ COLUMNS = (
     Column("topic", "Topic"),
     Column("depth", "Depth"),
     Column("messages", "Messages"),
+    Column("in_flight", "In-Flight"),
+    Column("deferred", "Deferred"),
     Column("rate", "Rate"),
     Column("trend", "Trend", width=12),
     Column("channels", "Channels"),
@@ -33,7 +35,8 @@ COLUMNS = (
 
 
 class TopicsScreen(OperableScreen):
-    """Topics with depth, messages, rate (and its trend), channels, nodes and paused."""
+    """Topics with depth, messages, in-flight and deferred (summed over channels), rate (and
+    its trend), channels, nodes and paused."""
 
     crumbs = "topics"
     BINDINGS = [
@@ -60,7 +63,7 @@ class TopicsScreen(OperableScreen):
             if topic is None:
                 cells: tuple[Text | str, ...] = (
                     name,
-                    *(Text(fmt.NONE, justify="right") for _ in range(2)),
+                    *(Text(fmt.NONE, justify="right") for _ in range(4)),
                     fmt.NONE,
                     "",
                     "",
@@ -72,6 +75,8 @@ class TopicsScreen(OperableScreen):
                     name,
                     fmt.number(topic.depth),
                     fmt.number(topic.message_count),
+                    fmt.number(sum(c.in_flight_count for c in topic.channels)),
+                    fmt.number(sum(c.deferred_count for c in topic.channels)),
                     Text(self.rate_cell(name), justify="right"),
                     Text(fmt.spark(self.rate_series(name)), style="green"),
                     self.joined(sorted(channels)),
