@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -115,6 +115,15 @@ async def wait_until(predicate: Callable[[], object], within: float = TIMEOUT) -
     with trio.fail_after(within):
         for _ in iter(int, 1):
             if predicate():
+                return
+            await trio.sleep(0.005)
+
+
+async def eventually(check: Callable[[], Awaitable[object]], within: float = TIMEOUT) -> None:
+    """Await ``check()`` until it is true (an HTTP query, say); TooSlowError after ``within``."""
+    with trio.fail_after(within):
+        for _ in iter(int, 1):
+            if await check():
                 return
             await trio.sleep(0.005)
 

@@ -14,12 +14,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Final
 
 import httpx
 import pytest
+
+from tests.reliability.blocking import wait_for
 
 REPO: Final = Path(__file__).resolve().parents[1]
 NSQ_BIN: Final = Path(os.environ.get("NSQ_BIN", REPO.parent / "shared" / "nsq" / "bin"))
@@ -102,13 +103,17 @@ def start(argv: list[str], program: str, data: Path) -> tuple[subprocess.Popen[b
             [*argv, *flags], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
         )
     last = "HTTP: listening on" if program == "nsqd" else "TCP: listening on"
-    deadline = time.monotonic() + TIMEOUT
-    while last not in log_path.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            pytest.fail(f"{argv[0]} did not start:\n{log_path.read_text(errors='replace')}")
-        time.sleep(0.01)
+
+    def listening() -> bool:
+        assert proc.poll() is None, log_path.read_text(errors="replace")
+        return last in log_path.read_text(errors="replace")
+
+    try:
+        wait_for(listening, timeout=TIMEOUT)
+    except AssertionError:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{argv[0]} did not start:\n{log_path.read_text(errors='replace')}")
     return proc, log_path
 
 
@@ -141,13 +146,16 @@ def test_start_and_clean_stop_log_lines(
     tmp_path: Path, program: str, expected: list[str], side: str
 ) -> None:
     argv = nsqbox(program) if side == "nsqbox" else real(program)
-    data = tmp_path / "data"
-    proc, log_path = start(argv, program, data)
-    if side == "real":
+    for attempt in range(3):
+        data = tmp_path / f"data{attempt}"
+        proc, log_path = start(argv, program, data)
+        status = stop(proc)
         # real NSQ installs its signal handler only after it logged "listening on"
-        # (go-svc's Run: Start, then signal.Notify); a TERM before that kills it
-        time.sleep(0.5)
-    assert stop(proc) == 0
+        # (go-svc's Run: Start, then signal.Notify): a TERM in between kills it. That is
+        # real NSQ's race, not what is compared here: start it again.
+        if not (side == "real" and status == -signal.SIGTERM):
+            break
+    assert status == 0
     lines = masked(log_path.read_text(errors="replace"), program, data)
     if side == "nsqbox":
         assert lines == expected  # nsqbox keeps one order: nsqd's usual one

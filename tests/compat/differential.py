@@ -26,12 +26,13 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from tests.reliability.blocking import wait_for
 
 REPO: Final = Path(__file__).resolve().parents[2]
 NSQ_BIN: Final = Path(os.environ.get("NSQ_BIN", REPO.parent / "shared" / "nsq" / "bin"))
@@ -87,16 +88,24 @@ def running(argv: Sequence[str], program: str, workdir: Path) -> Iterator[Server
             [*argv, *flags], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
         )
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
+        found: list[re.Match[str]] = []
+
+        def listening() -> bool:
             text = log_path.read_text(errors="replace")
-            tcp = re.search(r"TCP: listening on 127\.0\.0\.1:(\d+)", text)
-            http = re.search(r"HTTP: listening on 127\.0\.0\.1:(\d+)", text)
-            if tcp and http:
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is not None:
                 raise RuntimeError(f"{argv[0]} did not start:\n{text}")
-            time.sleep(0.01)
+            found[:] = [
+                m
+                for m in (
+                    re.search(r"TCP: listening on 127\.0\.0\.1:(\d+)", text),
+                    re.search(r"HTTP: listening on 127\.0\.0\.1:(\d+)", text),
+                )
+                if m
+            ]
+            return len(found) == 2
+
+        wait_for(listening, timeout=TIMEOUT)
+        tcp, http = found
         yield Server(("127.0.0.1", int(tcp.group(1))), ("127.0.0.1", int(http.group(1))))
     finally:
         # kill, not TERM: real nsqd ignores a TERM that comes before its handler is

@@ -18,7 +18,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -31,9 +30,10 @@ from nsqbox.nsqd.connection import COMMANDS_PER_TURN
 from nsqbox.wire import commands
 from nsqbox.wire.lookupd import MAGIC_V1, encode_register, encode_response
 from tests.conftest import StartNSQD
-from tests.helpers import TIMEOUT, RawConn, publish, wait_until
+from tests.helpers import TIMEOUT, RawConn, eventually, publish, wait_until
 from tests.lookupd.lookupd_helpers import open_lookupd, open_v1
 from tests.nsqd.test_auth import authed
+from tests.reliability.blocking import wait_for
 
 GRANT_ALL = (
     b'{"ttl":60,"authorizations":'
@@ -229,11 +229,11 @@ async def test_lookupd_forgets_a_producer_that_resets_its_connection() -> None:
             assert len((await lookupd.get("/lookup", topic="reset"))["producers"]) == 1
             linger = struct.pack("ii", 1, 0)  # close with RST
             peer.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
-        with trio.fail_after(TIMEOUT):
-            for _ in iter(int, 1):
-                if not (await lookupd.get("/lookup", topic="reset"))["producers"]:
-                    break
-                await trio.sleep(0.01)
+
+        async def forgotten() -> bool:
+            return not (await lookupd.get("/lookup", topic="reset"))["producers"]
+
+        await eventually(forgotten)
 
 
 # -- auth patterns: RE2, as nsqd's Go regexp -------------------------------------------------------
@@ -370,17 +370,15 @@ def test_out_of_file_descriptors_logs_one_line_per_retry_and_recovers(tmp_path: 
             preexec_fn=few_files,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + TIMEOUT * 3
-        while "TCP: listening on" not in log_path.read_text():
+
+        def listening() -> bool:
             assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.01)
+            return "TCP: listening on" in log_path.read_text()
+
+        wait_for(listening, timeout=TIMEOUT * 3)
         tcp = re.findall(r"TCP: listening on 127\.0\.0\.1:(\d+)", log_path.read_text())[0]
         held = [socket.create_connection(("127.0.0.1", int(tcp)), timeout=5) for _ in range(120)]
-        deadline = time.monotonic() + TIMEOUT
-        while "accept failed" not in log_path.read_text():
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.01)
+        wait_for(lambda: "accept failed" in log_path.read_text(), timeout=TIMEOUT)
         for sock in held:
             sock.close()
         with socket.create_connection(("127.0.0.1", int(tcp)), timeout=TIMEOUT) as sock:

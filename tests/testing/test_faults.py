@@ -24,6 +24,7 @@ from nsqbox.testing import NSQBox, ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.wire.errors import NSQError
+from tests.helpers import wait_until
 
 from .conftest import TIMEOUT
 
@@ -190,9 +191,7 @@ async def test_trio_mode_consumer_reconnects_after_drop(tmp_path: Path) -> None:
                 with box.faults.fail_publishes("orders", count=1):
                     assert (await http.post(url, content=b"lost")).status_code == 503
                     assert (await http.post(url, content=b"kept")).status_code == 200
-            with trio.fail_after(TIMEOUT):
-                while not got:  # noqa: ASYNC110 (the handler has no event to await)
-                    await trio.sleep(0.01)
+            await wait_until(lambda: got)
             await box.wait_for("orders", "work", message_count=1, depth=0, in_flight=0)
         assert got == [b"kept"]
         await box.aclose()
