@@ -63,13 +63,21 @@ def decode_peer_json(
     """
     if max_size is not None and len(data) > max_size:
         raise PeerJSONError(f"document of {len(data)} bytes is larger than {max_size}")
+    return _decode(data, decoder, pruned=False)
+
+
+def _decode(
+    data: bytes | bytearray | memoryview, decoder: msgspec.json.Decoder[T], *, pruned: bool
+) -> T:
     try:
         return decoder.decode(data)
     except UnicodeDecodeError:
         text = bytes(data).decode("utf-8", "nsqbox-go-replace").encode()
-        return decode_peer_json(text, decoder)
-    except RecursionError:
-        return _decode_deep(bytes(data), decoder)
+        return _decode(text, decoder, pruned=pruned)
+    except RecursionError as exc:
+        if pruned:  # not deeper than KEEP_DEPTH: the stack itself is nearly used up
+            raise PeerJSONError(str(exc)) from None
+        return _decode(prune_deep_json(bytes(data), KEEP_DEPTH), decoder, pruned=True)
     except (msgspec.DecodeError, ValueError, TypeError, OverflowError) as exc:
         # msgspec.ValidationError is a DecodeError; ValueError/TypeError/OverflowError
         # come from __post_init__ checks and number conversions in custom types.
@@ -105,17 +113,6 @@ def decode_go_struct(
         if name is not None and bytes(value) != b"null":
             chosen[name] = value
     return decode_peer_json(msgspec.json.encode(chosen), decoder)
-
-
-def _decode_deep(data: bytes, decoder: msgspec.json.Decoder[T]) -> T:
-    pruned = prune_deep_json(data, KEEP_DEPTH)
-    try:
-        return decoder.decode(pruned)
-    except UnicodeDecodeError:
-        text = pruned.decode("utf-8", "nsqbox-go-replace").encode()
-        return decode_peer_json(text, decoder)
-    except (msgspec.DecodeError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise PeerJSONError(str(exc)) from None
 
 
 # One token of JSON, after optional whitespace: a string, a number or literal, or punctuation.
