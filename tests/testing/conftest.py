@@ -9,7 +9,10 @@ and handles directly.
 from __future__ import annotations
 
 import importlib.metadata
+import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,9 +22,11 @@ import pytest
 import nsqbox.testing.boxes
 import nsqbox.testing.cluster
 import nsqbox.testing.server_ops  # noqa: F401
+from nsqbox.testing import Address
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.handle import NSQBox
+from nsqbox.testing.subprocess_box import SubprocessBox
 
 #: A user's project that test_user_project.py copies and runs; not this suite's tests.
 collect_ignore = ["user_project"]
@@ -74,3 +79,48 @@ def handle(thread_box: ThreadBox) -> Iterator[NSQBox]:
 def docs_path() -> Path:
     """docs/testing.md."""
     return Path(__file__).resolve().parents[2] / "docs" / "testing.md"
+
+
+@pytest.fixture(scope="session")
+def subprocess_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubprocessBox]:
+    """One ``nsqbox up`` child process for the modules that test subprocess mode."""
+    box = SubprocessBox(
+        ClusterSpec(nsqd=2, nsqd_options={"msg_timeout": 30.0}),
+        str(tmp_path_factory.mktemp("subprocess-box")),
+        python=sys.executable,
+        start_timeout=30,
+    )
+    yield box
+    box.stop()
+
+
+@pytest.fixture
+def remote(subprocess_box: SubprocessBox) -> Iterator[NSQBox]:
+    with NSQBox(subprocess_box, timeout=TIMEOUT) as handle:
+        yield handle
+
+
+@pytest.fixture
+def not_nsqbox() -> Iterator[Address]:
+    """An HTTP server that answers 404 to every request, as real nsqd does to /nsqbox/..."""
+
+    class NotFound(BaseHTTPRequestHandler):
+        def _not_found(self) -> None:
+            self.send_response(404)
+            self.end_headers()
+            self.wfile.write(b"404 page not found\n")
+
+        do_GET = do_POST = do_DELETE = _not_found
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Address.of("127.0.0.1", server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(TIMEOUT)

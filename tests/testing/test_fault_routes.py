@@ -8,10 +8,7 @@ is seen by a real client.
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -19,7 +16,7 @@ import pytest
 from nsqbox.client.blocking import BlockingConsumer, Publisher
 from nsqbox.client.errors import ConnectionClosed
 from nsqbox.testing import NoProcBox, NSQBox, SubprocessBox
-from nsqbox.testing.config import Address, BoxAddresses, ClusterSpec
+from nsqbox.testing.config import Address, BoxAddresses
 from nsqbox.testing.faults import FaultsUnsupported
 from nsqbox.testing.http_faults import HTTPFaults
 from nsqbox.wire.errors import NSQError
@@ -112,24 +109,6 @@ def test_bad_parameters_get_400_with_a_message(
 # -- nsqbox.faults over HTTP: subprocess mode ----------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def subprocess_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubprocessBox]:
-    box = SubprocessBox(
-        ClusterSpec(),
-        str(tmp_path_factory.mktemp("faults-subprocess")),
-        python=sys.executable,
-        start_timeout=30,
-    )
-    yield box
-    box.stop()
-
-
-@pytest.fixture
-def remote(subprocess_box: SubprocessBox) -> Iterator[NSQBox]:
-    with NSQBox(subprocess_box, timeout=TIMEOUT) as handle:
-        yield handle
-
-
 def test_subprocess_publisher_sees_pub_failed_count_times(remote: NSQBox) -> None:
     topic = remote.name("orders")
     fault = remote.faults.fail_publishes(topic=topic, count=2)
@@ -183,32 +162,6 @@ def test_noproc_faults_reach_nsqbox_servers(handle: NSQBox) -> None:
             with Publisher(handle.nsqd_tcp_address) as producer, pytest.raises(NSQError):
                 producer.pub(topic, b"x")
         assert handle.faults.active() == []
-
-
-@pytest.fixture
-def not_nsqbox() -> Iterator[Address]:
-    """An HTTP server that answers 404 to every request, as real nsqd does to /nsqbox/..."""
-
-    class NotFound(BaseHTTPRequestHandler):
-        def _not_found(self) -> None:
-            self.send_response(404)
-            self.end_headers()
-            self.wfile.write(b"404 page not found\n")
-
-        do_GET = do_POST = do_DELETE = _not_found
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Address.of("127.0.0.1", server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(TIMEOUT)
 
 
 def test_real_nsqd_says_faults_need_nsqbox(not_nsqbox: Address) -> None:

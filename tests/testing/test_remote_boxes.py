@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,25 +11,6 @@ from nsqbox.testing.config import Address, BoxAddresses, ClusterSpec
 from nsqbox.testing.remote import NSQHTTPError, http_json
 
 from .conftest import TIMEOUT
-
-
-@pytest.fixture(scope="module")
-def subprocess_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubprocessBox]:
-    box = SubprocessBox(
-        ClusterSpec(nsqd=2, nsqd_options={"msg_timeout": 30.0}),
-        str(tmp_path_factory.mktemp("subprocess-box")),
-        python=sys.executable,
-        start_timeout=30,
-    )
-    yield box
-    box.stop()
-
-
-@pytest.fixture
-def remote(subprocess_box: SubprocessBox) -> Iterator[NSQBox]:
-    with NSQBox(subprocess_box, timeout=TIMEOUT) as handle:
-        yield handle
-
 
 # -- subprocess mode -----------------------------------------------------------------------
 

@@ -8,9 +8,6 @@ taken from the topic, nothing created.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -52,30 +49,6 @@ def test_http_capture_is_the_in_process_capture(handle: NSQBox, thread_box: Thre
     topic = handle.stats().topic("orders")
     assert topic is not None
     assert (topic.depth, list(topic.channels)) == (3, [])
-
-
-@pytest.fixture
-def not_nsqbox() -> Iterator[Address]:
-    """An HTTP server that answers 404 to every request, as real nsqd does to /nsqbox/..."""
-
-    class NotFound(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.send_response(404)
-            self.end_headers()
-            self.wfile.write(b"404 page not found\n")
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Address.of("127.0.0.1", server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(TIMEOUT)
 
 
 def test_a_capture_on_real_nsqd_says_why_it_cannot_tap(
