@@ -449,5 +449,5 @@ def test_up_loads_no_ui_or_spark(tmp_path: Path) -> None:
         check=True,
     )
     modules = result.stdout
-    for heavy in ("textual", "pyspark", "rich", "nsqbox.admin.model"):
+    for heavy in ("textual", "pyspark", "rich", "nsqbox.admin.model", "prometheus_client"):
         assert f"'{heavy}'" not in modules, heavy

@@ -22,6 +22,7 @@ NOT_ABOVE_NSQD: Final = (
     "nsqbox.listeners",
     "nsqbox.streams",
     "nsqbox.logs",
+    "nsqbox.metrics",
     "nsqbox.goflags",
     "nsqbox.service",
     "nsqbox.lookupd",

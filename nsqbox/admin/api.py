@@ -12,6 +12,8 @@ GET      /api/topics/:topic/:channel      the channel summed over the nodes, wit
 GET      /api/nodes                       ``{nodes: [producers], message}``
 GET      /api/nodes/:node                 ``{node, topics, total_messages, total_clients, message}``
 GET      /api/counter                     ``{stats: {"topic:channel:node": {...}}, message}``
+GET      /metrics                         nsqbox only: every node's numbers for Prometheus, with
+                                          a ``node`` label (:mod:`nsqbox.admin.metrics`)
 GET      /api/messages/:topic[/:channel]  nsqbox only: the messages the channel (or the topic,
                                           for channels not yet created) holds on its nodes, by
                                           nsqd's peek route (see below)
@@ -53,6 +55,7 @@ from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .actions import Action, ClusterActions
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, warning
+from .metrics import ClusterExporter
 from .options import AdminOptions
 from .peek import InvalidCursor, peek_nodes
 from .stats import Producer, TopicStats, aggregate_channel, aggregate_topic
@@ -123,6 +126,7 @@ class AdminAPI:
         self.actions = ClusterActions(
             info, lookupd_http_addresses=self.lookupds, nsqd_http_addresses=self.nsqds
         )
+        self.exporter = ClusterExporter(info, self.lookupds, self.nsqds)
 
     def _authorize(self, request: Request) -> None:
         users = self.options.admin_users
@@ -240,6 +244,12 @@ class AdminAPI:
                 )
                 entry["message_count"] += channel.message_count
         return {"stats": stats, "message": _warn(errors + more)}
+
+    async def metrics(self, request: Request) -> object:
+        try:
+            return await self.exporter.render(request.header("Accept"))
+        except ClusterError as exc:
+            raise _upstream("get nodes", exc) from None
 
     async def messages(self, request: Request) -> object:
         topic, channel = request.params["topic"], request.params.get("channel", "")
@@ -359,6 +369,7 @@ def build_router(info: ClusterInfo, options: AdminOptions) -> Router:
     router.add("GET", "/api/nodes", api.nodes)
     router.add("GET", "/api/nodes/:node", api.node)
     router.add("GET", "/api/counter", api.counter)
+    router.add("GET", "/metrics", api.metrics, log=False)  # scraped every few seconds
     router.add("GET", "/api/messages/:topic", api.messages)
     router.add("GET", "/api/messages/:topic/:channel", api.messages)
     router.add("POST", "/api/topics", api.create)

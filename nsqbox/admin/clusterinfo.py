@@ -23,6 +23,7 @@ import anyio
 import httpx
 import msgspec
 
+from ..wire.documents import StatsDocument
 from ..wire.peer_json import PeerJSONError
 from .stats import (
     NodeInfo,
@@ -35,6 +36,7 @@ from .stats import (
     decode_node_info,
     decode_nodes,
     decode_nsqd_stats,
+    decode_stats_document,
     parse_version,
 )
 
@@ -317,6 +319,13 @@ class ClusterInfo:
 
         rows = await self._decoded(node, "/stats", params, decode)
         return [r for r in rows if not topic or r.topic_name == topic]
+
+    async def node_stats_document(self, node: str) -> StatsDocument:
+        """One nsqd's whole ``/stats?format=json`` document (clients and memory included).
+
+        UpstreamError when it fails.
+        """
+        return await self._decoded(node, "/stats", {"format": "json"}, decode_stats_document)
 
     async def nodes_stats(
         self,

@@ -59,6 +59,7 @@ __all__ = [
     "decode_node_info",
     "decode_nodes",
     "decode_nsqd_stats",
+    "decode_stats_document",
     "join_host_port",
     "parse_version",
 ]
@@ -313,6 +314,14 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
 _stats_decoder = msgspec.json.Decoder(StatsDocument)
 
 
+def decode_stats_document(body: bytes) -> StatsDocument:
+    """nsqd's ``/stats?format=json`` body, as the schema has it (no per-node rows).
+
+    Raises :class:`~nsqbox.wire.peer_json.PeerJSONError` on a malformed body.
+    """
+    return decode_peer_json(body, _stats_decoder)
+
+
 def _client(raw: documents.ClientStats, node: str, now_s: int) -> ClientStats:
     return ClientStats(
         node=node,
@@ -376,7 +385,7 @@ def decode_nsqd_stats(
     """
     now_s = int(time.time() if now is None else now)
     topics = []
-    for raw in decode_peer_json(body, _stats_decoder).topics or []:
+    for raw in decode_stats_document(body).topics or []:
         name = raw.topic_name
         latency = raw.e2e_processing_latency
         topics.append(

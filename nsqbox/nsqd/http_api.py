@@ -24,6 +24,7 @@ from ..wire.parser import CommandParser, MPUBBody
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .fault_routes import add_fault_routes
 from .http_documents import config_value, debug_snapshot, duration_ns, render_stats_text
+from .metrics import add_metrics_route
 from .options import TLS_REQUIRED
 from .peek import add_peek_routes
 from .stats import get_stats, memory_stats, stats_document
@@ -96,6 +97,7 @@ def make_app(
     add_tap_routes(router, nsqd)  # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
+    add_metrics_route(router, nsqd)  # nsqbox's own /metrics (Prometheus)
     return router
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -14,8 +18,10 @@ from nsqbox.box import BoxAddresses, BoxOptions, serve_box
 from nsqbox.nsqd.lookup import lookup_service
 from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.wire.lookupd import MAGIC_V1, encode_identify, encode_register
+from tests.helpers import eventually
 
 TIMEOUT = 10
+NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 
 
 class Box:
@@ -110,3 +116,59 @@ async def register_ghost(
         while received.count(b"OK") < 1 or len(received) < 8:
             received += await stream.receive_some(4096)
     return stream
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RealNSQD:
+    """A real nsqd process: its HTTP address (its node name) and its TCP address."""
+
+    http: str
+    tcp: tuple[str, int]
+
+
+@asynccontextmanager
+async def open_real_nsqd(data: Path, lookupd_tcp: str) -> AsyncIterator[RealNSQD]:
+    """Real nsqd (``NSQ_BIN``) on 127.0.0.1, registering with ``lookupd_tcp``; skips without it.
+
+    Yields once it answers ``/ping``; terminated (killed if it lingers) on the way out.
+    """
+    if not os.access(NSQD_BIN, os.X_OK):
+        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
+    http_port, tcp_port = _free_port(), _free_port()
+    await trio.Path(data).mkdir()
+    process = await trio.lowlevel.open_process(
+        [
+            str(NSQD_BIN),
+            f"--http-address=127.0.0.1:{http_port}",
+            f"--tcp-address=127.0.0.1:{tcp_port}",
+            "--broadcast-address=127.0.0.1",
+            f"--lookupd-tcp-address={lookupd_tcp}",
+            f"--data-path={data}",
+            "--log-level=warn",
+        ]
+    )
+    real = RealNSQD(f"127.0.0.1:{http_port}", ("127.0.0.1", tcp_port))
+    try:
+        async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
+
+            async def answers() -> bool:
+                try:
+                    return (await client.get(f"http://{real.http}/ping")).status_code == 200
+                except httpx.TransportError:
+                    return False  # not listening yet
+
+            await eventually(answers, within=TIMEOUT * 3)
+        yield real
+    finally:
+        process.terminate()
+        with trio.move_on_after(TIMEOUT):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -1,0 +1,61 @@
+"""A scrape target: collectors written in the exposition format the scraper asks for.
+
+Prometheus' text format (``text/plain; version=0.0.4``) unless the request's ``Accept`` asks
+for OpenMetrics (``application/openmetrics-text``), as Prometheus itself does;
+``prometheus_client`` chooses and writes the format.
+
+Imports ``prometheus_client``: import this module when a scrape comes, not before.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from ..http.messages import Response
+
+__all__ = ["Exposition"]
+
+
+class _Chain:
+    """A collector that yields some families and then a registry's."""
+
+    def __init__(self, first: Iterable[Metric], then: CollectorRegistry) -> None:
+        self.first = first
+        self.then = then
+
+    def collect(self) -> Iterator[Metric]:
+        return itertools.chain(self.first, self.then.collect())
+
+
+class Exposition:
+    """What one ``/metrics`` route exports: ``collectors``, and this process's own metrics.
+
+    The process's metrics are ``prometheus_client``'s standard ``process_*`` (CPU, memory,
+    file descriptors, start time; Linux only), ``python_info`` and ``python_gc_*``. Each
+    exposition has a registry of its own (not the library's global one), so that several
+    services in one process do not share or clash.
+    """
+
+    def __init__(self, *collectors: Collector) -> None:
+        self.registry = CollectorRegistry()
+        for collector in collectors:
+            self.registry.register(collector)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+
+    def render(self, accept: str | None, first: Iterable[Metric] = ()) -> Response:
+        """The answer to a scrape whose ``Accept`` header is ``accept``.
+
+        ``first`` adds families gathered for this scrape alone (the admin exporter reads its
+        nsqds before it renders).
+        """
+        encode, content_type = choose_encoder(accept or "")
+        body = encode(_Chain(first, self.registry))
+        return Response(200, body, (("Content-Type", content_type),), nsq_header=False)

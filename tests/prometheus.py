@@ -1,0 +1,99 @@
+"""Test helpers for the ``/metrics`` routes: parsing expositions, expected series, promtool."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+#: A series: its sample name and its labels, sorted.
+Key = tuple[str, tuple[tuple[str, str], ...]]
+
+PROMTOOL = shutil.which("promtool")
+
+
+def key(name: str, **labels: str) -> Key:
+    return (name, tuple(sorted(labels.items())))
+
+
+def series(text: str, *, openmetrics: bool = False) -> dict[Key, float]:
+    """Every sample of an exposition, parsed by prometheus_client's own parser."""
+    parse = openmetrics_families if openmetrics else text_string_to_metric_families
+    found: dict[Key, float] = {}
+    for family in parse(text):
+        for sample in family.samples:
+            k = key(sample.name, **sample.labels)
+            assert k not in found, f"duplicate series {k}"
+            found[k] = sample.value
+    return found
+
+
+def nsq_series(found: dict[Key, float], node: str | None = None) -> dict[Key, float]:
+    """The per-topic and per-channel series (of ``node`` when given)."""
+    return {
+        k: v
+        for k, v in found.items()
+        if k[0].startswith(("nsqd_topic_", "nsqd_channel_"))
+        and (node is None or ("node", node) in k[1])
+    }
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def expected_series(stats: dict[str, Any], node: str | None = None) -> dict[Key, float]:
+    """What ``/metrics`` must say of the topics and channels in a /stats JSON document."""
+    base = {} if node is None else {"node": node}
+    out: dict[Key, float] = {}
+    for topic in stats["topics"] or []:
+        labels = {**base, "topic": topic["topic_name"], "paused": _flag(topic["paused"])}
+        out[key("nsqd_topic_messages_total", **labels)] = topic["message_count"]
+        out[key("nsqd_topic_message_bytes_total", **labels)] = topic["message_bytes"]
+        out[key("nsqd_topic_depth", **labels)] = topic["depth"]
+        out[key("nsqd_topic_backend_depth", **labels)] = topic["backend_depth"]
+        _latency(out, "nsqd_topic_e2e_processing_latency_seconds", labels, topic)
+        for channel in topic["channels"]:
+            labels = {
+                **base,
+                "topic": topic["topic_name"],
+                "channel": channel["channel_name"],
+                "paused": _flag(channel["paused"]),
+            }
+            for name, field in (
+                ("messages_total", "message_count"),
+                ("requeues_total", "requeue_count"),
+                ("timeouts_total", "timeout_count"),
+                ("depth", "depth"),
+                ("backend_depth", "backend_depth"),
+                ("in_flight", "in_flight_count"),
+                ("deferred", "deferred_count"),
+                ("clients", "client_count"),
+            ):
+                out[key(f"nsqd_channel_{name}", **labels)] = channel[field]
+            _latency(out, "nsqd_channel_e2e_processing_latency_seconds", labels, channel)
+    return out
+
+
+def _latency(out: dict[Key, float], name: str, labels: dict[str, str], row: Any) -> None:
+    for p in row["e2e_processing_latency"]["percentiles"] or []:
+        out[key(name, **labels, quantile=repr(float(p["quantile"])))] = p["value"] / 1e9
+
+
+def promtool_check(text: str) -> str:
+    """``promtool check metrics`` on a text-format exposition: its complaints ("" for none)."""
+    assert PROMTOOL is not None
+    result = subprocess.run(
+        [PROMTOOL, "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return "" if result.returncode == 0 else f"{result.returncode}: {result.stdout}{result.stderr}"
