@@ -119,13 +119,18 @@ async def wait_until(predicate: Callable[[], object], within: float = TIMEOUT) -
             await trio.sleep(0.005)
 
 
-async def eventually(check: Callable[[], Awaitable[object]], within: float = TIMEOUT) -> None:
-    """Await ``check()`` until it is true (an HTTP query, say); TooSlowError after ``within``."""
+async def eventually(
+    check: Callable[[], Awaitable[object]], within: float = TIMEOUT, every: float = 0.005
+) -> None:
+    """Await ``check()`` until it is true (an HTTP query, say); TooSlowError after ``within``.
+
+    ``every`` spaces the checks out (for a server that should not be asked 200 times a second).
+    """
     with trio.fail_after(within):
         for _ in iter(int, 1):
             if await check():
                 return
-            await trio.sleep(0.005)
+            await trio.sleep(every)
 
 
 def refusal_line(stderr: str) -> str:

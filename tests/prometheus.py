@@ -1,20 +1,33 @@
-"""Test helpers for the ``/metrics`` routes: parsing expositions, expected series, promtool."""
+"""Test helpers for the ``/metrics`` routes: parsing expositions, expected series, promtool,
+and a real Prometheus server."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import socket
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+import trio
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers import eventually
+
 #: A series: its sample name and its labels, sorted.
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
 PROMTOOL = shutil.which("promtool")
+PROMETHEUS = shutil.which("prometheus")
 
 
 def key(name: str, **labels: str) -> Key:
@@ -97,3 +110,74 @@ def promtool_check(text: str) -> str:
         check=False,
     )
     return "" if result.returncode == 0 else f"{result.returncode}: {result.stdout}{result.stderr}"
+
+
+@dataclass(frozen=True)
+class PrometheusServer:
+    """A running Prometheus: its base URL and its log file."""
+
+    url: str
+    log: Path
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+@asynccontextmanager
+async def open_prometheus(
+    directory: Path, jobs: dict[str, list[str]], *, interval: str = "1s"
+) -> AsyncIterator[PrometheusServer]:
+    """Debian's Prometheus on 127.0.0.1 scraping ``jobs`` (job name: ``host:port`` targets).
+
+    Its configuration, storage and log go in ``directory``; yields once it is ready and stops
+    it (killed if it lingers) on the way out. Skips the test when Prometheus is not installed.
+    """
+    if PROMETHEUS is None:
+        pytest.skip("prometheus is not installed (Debian's prometheus package)")
+    config = {
+        "global": {"scrape_interval": interval, "scrape_timeout": interval},
+        "scrape_configs": [
+            {"job_name": job, "static_configs": [{"targets": targets}]}
+            for job, targets in jobs.items()
+        ],
+    }
+    config_file = directory / "prometheus.yml"
+    log = directory / "prometheus.log"
+    # JSON is YAML
+    await trio.Path(config_file).write_text(json.dumps(config))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = PrometheusServer(f"http://127.0.0.1:{port}", log)
+    async with await trio.open_file(log, "wb") as log_file:
+        process = await trio.lowlevel.open_process(
+            [
+                PROMETHEUS,
+                f"--config.file={config_file}",
+                f"--storage.tsdb.path={directory / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=log_file.wrapped,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+
+            async def ready() -> bool:
+                if process.returncode is not None:
+                    raise AssertionError(f"prometheus exited:\n{server.log_tail()}")
+                try:
+                    return (await client.get(f"{server.url}/-/ready")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await eventually(ready, within=60, every=0.1)
+        yield server
+    finally:
+        process.terminate()
+        with trio.move_on_after(30):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

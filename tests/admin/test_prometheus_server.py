@@ -1,0 +1,76 @@
+"""A real Prometheus (Debian's package) scrapes nsqd's and the admin's ``/metrics``.
+
+Prometheus asks for OpenMetrics, so this also shows that a real scraper ingests that format.
+Skips when the ``prometheus`` binary is not installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from tests.admin.conftest import Box
+from tests.helpers import eventually
+from tests.prometheus import open_prometheus
+
+#: The longest the whole scenario may take (Prometheus starts, scrapes every second).
+DEADLINE = 60
+#: What the publisher sends: batches of this many messages, at most this many batches.
+BATCH = 20
+MAX_BATCHES = 2000
+
+
+async def query(client: httpx.AsyncClient, prometheus: str, promql: str) -> list[Any]:
+    """An instant query's result vector."""
+    response = await client.get(f"{prometheus}/api/v1/query", params={"query": promql})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "success", body
+    result: list[Any] = body["data"]["result"]
+    return result
+
+
+async def test_prometheus_gets_the_publish_rate(box: Box, tmp_path: Path) -> None:
+    node = box.nsqd_http(0)
+    admin = box.admin.removeprefix("http://")
+    jobs = {"nsqd": [node], "nsqadmin": [admin]}
+    async with (
+        open_prometheus(tmp_path, jobs) as prometheus,
+        httpx.AsyncClient(timeout=10, trust_env=False) as client,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def publish() -> None:
+            body = b"\n".join(b"m%d" % i for i in range(BATCH))
+            for _ in range(MAX_BATCHES):
+                response = await client.post(
+                    f"http://{node}/mpub", params={"topic": "stream"}, content=body
+                )
+                assert response.status_code == 200
+                await trio.sleep(0.05)  # a steady trickle, not a flood
+
+        nursery.start_soon(publish)
+        rates: dict[str, float] = {}
+
+        async def rate_seen() -> bool:
+            for job in jobs:
+                promql = f'rate(nsqd_topic_messages_total{{job="{job}",topic="stream"}}[10s])'
+                result = await query(client, prometheus.url, promql)
+                if not result or float(result[0]["value"][1]) <= 0:
+                    return False
+                rates[job] = float(result[0]["value"][1])
+                if job == "nsqadmin":
+                    assert result[0]["metric"]["node"] == node
+            return True
+
+        try:
+            await eventually(rate_seen, within=DEADLINE, every=0.5)
+        except trio.TooSlowError:
+            raise AssertionError(
+                f"no publish rate; Prometheus log:\n{prometheus.log_tail()}"
+            ) from None
+        nursery.cancel_scope.cancel()
+    assert set(rates) == {"nsqd", "nsqadmin"}
