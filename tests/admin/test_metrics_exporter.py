@@ -44,6 +44,9 @@ async def test_every_node_labelled_and_equal_to_its_stats(box: Box) -> None:
     await box.publish(1, "orders", b"d", b"e")
     await box.nsqd_post(1, "/channel/pause", topic="orders", channel="billing")
     await box.publish(0, "only-on-0", b"f")
+    both = await RawConn.open(box.addresses.nsqds[0].tcp)  # subscribes and publishes
+    await both.sub("orders", "billing")
+    await both.pub("only-on-0", b"g")
     found = await scrape(box.client, box.admin)
     for node in (node0, node1):
         assert nsq_series(found, node) == expected_series(await node_stats(box.client, node), node)
@@ -52,6 +55,9 @@ async def test_every_node_labelled_and_equal_to_its_stats(box: Box) -> None:
         assert found[key("nsqd_mem_heap_objects", node=node)] > 0  # /stats' memory
     billing = {"topic": "orders", "channel": "billing"}
     assert found[key("nsqd_channel_depth", node=node0, **billing, paused="false")] == 3
+    assert found[key("nsqd_channel_clients", node=node0, **billing, paused="false")] == 1
+    assert found[key("nsqd_connections", node=node0)] == 1  # counted once
+    assert found[key("nsqd_connections", node=node1)] == 0
     assert found[key("nsqd_channel_depth", node=node1, **billing, paused="true")] == 2
     assert [
         k[1] for k in found if k[0] == "nsqd_topic_depth" and ("topic", "only-on-0") in k[1]
@@ -64,6 +70,7 @@ async def test_every_node_labelled_and_equal_to_its_stats(box: Box) -> None:
     after = await scrape(box.client, box.admin)
     assert [k for k in after if ("topic", "orders") in k[1]] == []
     assert key("nsqd_topic_depth", node=node0, topic="only-on-0", paused="false") in after
+    await both.aclose()
 
 
 async def test_a_node_that_does_not_answer_is_down(box: Box) -> None:

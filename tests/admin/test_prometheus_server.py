@@ -6,6 +6,7 @@ Skips when the ``prometheus`` binary is not installed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,21 @@ DEADLINE = 60
 #: What the publisher sends: batches of this many messages, at most this many batches.
 BATCH = 20
 MAX_BATCHES = 2000
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+
+
+def documented_queries() -> list[str]:
+    """The PromQL in docs/metrics.md: one query a line, indented lines continuing it."""
+    queries: list[str] = []
+    for block in re.findall(r"```promql\n(.*?)```", DOCS.read_text(), re.DOTALL):
+        for line in block.splitlines():
+            if line.startswith(" ") and queries:
+                queries[-1] += "\n" + line
+            elif line.strip():
+                queries.append(line)
+    return queries
 
 
 async def query(client: httpx.AsyncClient, prometheus: str, promql: str) -> list[Any]:
@@ -73,4 +89,11 @@ async def test_prometheus_gets_the_publish_rate(box: Box, tmp_path: Path) -> Non
                 f"no publish rate; Prometheus log:\n{prometheus.log_tail()}"
             ) from None
         nursery.cancel_scope.cancel()
+        # the documented queries are PromQL Prometheus takes (their results depend on timing)
+        queries = documented_queries()
+        assert len(queries) >= 8
+        for promql in queries:
+            await query(client, prometheus.url, promql)
+        [publish_rate] = await query(client, prometheus.url, queries[0])
+        assert publish_rate["metric"] == {"topic": "stream"}
     assert set(rates) == {"nsqd", "nsqadmin"}
