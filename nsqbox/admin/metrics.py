@@ -5,7 +5,9 @@ the admin does (the lookupds' ``/nodes``, or the ``--nsqd-http-address`` nodes' 
 then every node's ``/stats?format=json`` concurrently, and exports the families of
 :mod:`nsqbox.metrics.families` with a ``node`` label (the node's HTTP address, as the admin's
 ``/api/nodes`` names it), plus ``nsqd_up`` per node: 0 and no other series for a node that
-did not answer. It reads only nsqd's public HTTP API, so it exports a real NSQ cluster too.
+did not answer (a ``--nsqd-http-address`` node whose ``/info`` fails is named by the address
+given, as its own name is not known). It reads only nsqd's public HTTP API, so it exports a
+real NSQ cluster too.
 
 On nsqbox's own ``/metrics`` the connection count is the nsqd's open TCP connections; here it
 is the connections ``/stats`` lists (consumers and producers), which leaves out connections
@@ -43,9 +45,16 @@ class ClusterExporter:
         self.nsqds = list(nsqds)
         self._exposition: Exposition | None = None
 
-    async def snapshots(self) -> list[tuple[Producer, NodeSnapshot | UpstreamError]]:
-        """Every nsqd of the cluster and what it said (or why it said nothing)."""
-        producers = (await self.info.producers(self.lookupds, self.nsqds)).value
+    async def snapshots(self) -> tuple[list[tuple[str, NodeSnapshot | UpstreamError]], list[str]]:
+        """Every nsqd's ``/stats`` (or why it gave none) by node name, and the silent nodes.
+
+        The silent nodes are the ``--nsqd-http-address`` ones whose ``/info`` did not answer,
+        named as given (their own names are not known).
+        """
+        found = await self.info.producers(self.lookupds, self.nsqds)
+        # one entry per node name: a duplicate series would make Prometheus refuse the scrape
+        producers = list({p.http_address: p for p in found.value}.values())
+        silent = [] if self.lookupds else sorted({e.address for e in found.errors})
 
         async def read(producer: Producer) -> NodeSnapshot:
             stats = await self.info.node_stats_document(producer.http_address)
@@ -59,11 +68,12 @@ class ClusterExporter:
                 now=time.time(),
             )
 
-        return list(zip(producers, await gather(producers, read), strict=True))
+        results = await gather(producers, read)
+        return [(p.http_address, r) for p, r in zip(producers, results, strict=True)], silent
 
     async def render(self, accept: str | None) -> Response:
         """The answer to a scrape whose ``Accept`` header is ``accept``."""
-        nodes = await self.snapshots()
+        nodes, silent = await self.snapshots()
         from ..metrics.families import MetricFamilies
 
         if self._exposition is None:
@@ -71,9 +81,11 @@ class ClusterExporter:
 
             self._exposition = Exposition()
         families = MetricFamilies(node_label=True)
-        for producer, snapshot in nodes:
+        for node, snapshot in nodes:
             if isinstance(snapshot, UpstreamError):
-                families.add_unreachable(producer.http_address)
+                families.add_unreachable(node)
             else:
-                families.add(snapshot, producer.http_address)
+                families.add(snapshot, node)
+        for address in silent:
+            families.add_unreachable(address)
         return self._exposition.render(accept, families.collect())

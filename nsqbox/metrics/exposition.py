@@ -56,6 +56,9 @@ class Exposition:
         ``first`` adds families gathered for this scrape alone (the admin exporter reads its
         nsqds before it renders).
         """
-        encode, content_type = choose_encoder(accept or "")
+        try:
+            encode, content_type = choose_encoder(accept or "")
+        except (TypeError, ValueError):  # a version it cannot compare ("version=abc")
+            encode, content_type = choose_encoder("")  # the plain text format, as for no header
         body = encode(_Chain(first, self.registry))
         return Response(200, body, (("Content-Type", content_type),), nsq_header=False)

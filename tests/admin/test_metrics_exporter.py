@@ -88,6 +88,22 @@ async def test_a_node_that_does_not_answer_is_down(box: Box) -> None:
     assert found[key("nsqd_up", node=box.nsqd_http(0))] == 1
 
 
+async def test_a_given_nsqd_that_does_not_answer_is_down(nursery: trio.Nursery, box: Box) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = format_address(sock.getsockname())
+    node = box.nsqd_http(0)
+    await box.publish(0, "t", b"x")
+    options = AdminOptions(http_address="127.0.0.1:0", nsqd_http_addresses=[node, dead])
+    addresses: AdminAddresses = await nursery.start(serve_admin, options)
+    found = await scrape(box.client, f"http://{format_address(addresses.http)}")
+    assert {k: v for k, v in found.items() if k[0] == "nsqd_up"} == {
+        key("nsqd_up", node=node): 1,
+        key("nsqd_up", node=dead): 0,
+    }
+    assert found[key("nsqd_topic_messages_total", node=node, topic="t", paused="false")] == 1
+
+
 async def test_no_lookupd_answers_is_502(nursery: trio.Nursery) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

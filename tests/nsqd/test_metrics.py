@@ -144,6 +144,12 @@ async def test_openmetrics_when_accept_asks(
     plain = await client.get(f"{server.url}/metrics")
     assert plain.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     assert nsq_series(series(plain.text)) == nsq_series(found)
+    odd = "application/openmetrics-text; version=abc"  # prometheus_client fails on this one
+    response = await client.get(f"{server.url}/metrics", headers={"Accept": odd})
+    assert (response.status_code, response.headers["content-type"]) == (
+        200,
+        plain.headers["content-type"],
+    )
 
 
 async def test_promtool_accepts_the_text_format(
