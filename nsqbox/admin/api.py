@@ -20,6 +20,7 @@ POST     /api/topics/:topic[/:channel]    body ``{"action": "pause"|"unpause"|"e
 DELETE   /api/topics/:topic[/:channel]    delete everywhere
 DELETE   /api/nodes/:node                 body ``{topic}``: tombstone the topic for that node in
                                           the lookupds, then delete it on the node
+*        /api/faults[/...]                nsqbox only: faults on demand (see :mod:`.fault_api`)
 =======  ===============================  ==========================================================
 
 Every answer carries ``message``: ``""``, or ``"WARNING: ..."`` naming the hosts that failed when
@@ -53,6 +54,9 @@ from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .actions import Action, ClusterActions
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, warning
+from .control import NodeControl
+from .fault_api import add_fault_routes
+from .faults import ClusterFaults
 from .options import AdminOptions
 from .peek import InvalidCursor, peek_nodes
 from .stats import Producer, TopicStats, aggregate_channel, aggregate_topic
@@ -124,7 +128,8 @@ class AdminAPI:
             info, lookupd_http_addresses=self.lookupds, nsqd_http_addresses=self.nsqds
         )
 
-    def _authorize(self, request: Request) -> None:
+    def authorize(self, request: Request) -> None:
+        """403 FORBIDDEN unless the request's user may change things (``--admin-user``)."""
         users = self.options.admin_users
         if users and request.header(self.options.acl_http_header) not in users:
             raise HTTPError(403, "FORBIDDEN")
@@ -291,7 +296,7 @@ class AdminAPI:
         return {"message": _warn(errors)}
 
     async def create(self, request: Request) -> object:
-        self._authorize(request)
+        self.authorize(request)
         body: _TopicChannelBody = _decode(request.body, _topic_channel_decoder)
         if not is_valid_topic_name(body.topic):
             raise HTTPError(400, "INVALID_TOPIC")
@@ -309,7 +314,7 @@ class AdminAPI:
         return await self._topic_channel_action(request, params["topic"], params["channel"])
 
     async def _topic_channel_action(self, request: Request, topic: str, channel: str) -> object:
-        self._authorize(request)
+        self.authorize(request)
         body: _ActionBody = _decode(request.body, _action_decoder)
         try:
             action = Action(body.action)
@@ -325,19 +330,19 @@ class AdminAPI:
         )
 
     async def delete_topic(self, request: Request) -> object:
-        self._authorize(request)
+        self.authorize(request)
         topic = request.params["topic"]
         return await self._act("delete topic", lambda: self.actions.delete_topic(topic))
 
     async def delete_channel(self, request: Request) -> object:
-        self._authorize(request)
+        self.authorize(request)
         topic, channel = request.params["topic"], request.params["channel"]
         return await self._act(
             "delete channel", lambda: self.actions.delete_channel(topic, channel)
         )
 
     async def tombstone(self, request: Request) -> object:
-        self._authorize(request)
+        self.authorize(request)
         node = request.params["node"]
         body: _TopicChannelBody = _decode(request.body, _topic_channel_decoder)
         if not is_valid_topic_name(body.topic):
@@ -348,8 +353,11 @@ class AdminAPI:
         )
 
 
-def build_router(info: ClusterInfo, options: AdminOptions) -> Router:
-    """The admin HTTP API for the cluster ``options`` names, answering through ``info``."""
+def build_router(
+    info: ClusterInfo, options: AdminOptions, control: NodeControl | None = None
+) -> Router:
+    """The admin HTTP API for the cluster ``options`` names, answering through ``info``;
+    ``control`` restarts, crashes and starts the box's nodes (``/api/faults``)."""
     api = AdminAPI(info, options)
     router = Router(max_body_size=_MAX_BODY, logger=logging.getLogger("nsqbox.admin.http"))
     router.add("GET", "/ping", api.ping, plain_text=True)
@@ -367,4 +375,6 @@ def build_router(info: ClusterInfo, options: AdminOptions) -> Router:
     router.add("DELETE", "/api/topics/:topic", api.delete_topic)
     router.add("DELETE", "/api/topics/:topic/:channel", api.delete_channel)
     router.add("DELETE", "/api/nodes/:node", api.tombstone)
+    faults = ClusterFaults(info, api.lookupds, api.nsqds, control=control)
+    add_fault_routes(router, faults, api.authorize)
     return router

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -16,6 +19,7 @@ from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.wire.lookupd import MAGIC_V1, encode_identify, encode_register
 
 TIMEOUT = 10
+NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 
 
 class Box:
@@ -110,3 +114,41 @@ async def register_ghost(
         while received.count(b"OK") < 1 or len(received) < 8:
             received += await stream.receive_some(4096)
     return stream
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def real_nsqd(box: Box, data: Path) -> AsyncIterator[str]:
+    """A real NSQ nsqd registered with the box's lookupd; its HTTP address once it listens.
+
+    Skips the test when the binary is absent (``NSQ_BIN`` names its directory).
+    """
+    if not os.access(NSQD_BIN, os.X_OK):
+        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
+    http_port, tcp_port = _free_port(), _free_port()
+    os.mkdir(data)
+    process = await trio.lowlevel.open_process(
+        [
+            str(NSQD_BIN),
+            f"--http-address=127.0.0.1:{http_port}",
+            f"--tcp-address=127.0.0.1:{tcp_port}",
+            "--broadcast-address=127.0.0.1",
+            f"--lookupd-tcp-address=127.0.0.1:{box.addresses.lookupd.tcp[1]}",
+            f"--data-path={data}",
+            "--log-level=warn",
+        ]
+    )
+    try:
+        yield f"127.0.0.1:{http_port}"
+    finally:
+        process.terminate()
+        with trio.move_on_after(TIMEOUT):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
