@@ -38,7 +38,6 @@ import msgspec
 
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
-from .clusterinfo import warning
 from .control import NodeAction
 from .faults import ClusterFaults, FaultError
 
@@ -107,8 +106,7 @@ def add_fault_routes(
 
     async def lift_all(request: Request) -> Doc:
         authorize(request)
-        lifted, errors = await faults.lift_all()
-        message = warning(errors)
+        lifted, message = await faults.lift_all()
         if message:
             log.warning("%s", message)
         return {"lifted": lifted, "message": message}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -36,6 +36,7 @@ __all__ = [
     "FaultError",
     "FaultListing",
     "FaultNode",
+    "FaultSource",
     "is_fault_kind",
 ]
 
@@ -132,6 +133,34 @@ def _error_code(exc: UpstreamError) -> str:
         return decode_peer_json(exc.body, _error_decoder).message
     except PeerJSONError:
         return ""
+
+
+class FaultSource(Protocol):
+    """Faults of a cluster, as the TUI and ``nsqbox fault`` use them: :class:`ClusterFaults`
+    (straight to the nodes) and :class:`~.fault_client.AdminFaults` (through the admin
+    service's ``/api/faults``). Refusals raise :class:`FaultError`."""
+
+    async def listing(self) -> FaultListing:
+        """Every lasting fault in force, and each node's answer."""
+        ...
+
+    async def add(
+        self, kind: str, node: str | None, params: Sequence[tuple[str, str]] = ()
+    ) -> dict[str, Any]:
+        """Start fault ``kind`` on ``node`` (None: the only nsqd); the node's answer."""
+        ...
+
+    async def lift(self, node: str, fault_id: str) -> bool:
+        """End one fault; False when it had already ended."""
+        ...
+
+    async def lift_all(self) -> tuple[int, str]:
+        """End every fault; how many, and a warning naming the nodes that failed."""
+        ...
+
+    async def node_action(self, action: NodeAction, node: str | None) -> dict[str, Any]:
+        """Restart, crash or start a node (``501 NOT_IMPLEMENTED`` without node control)."""
+        ...
 
 
 class ClusterFaults:
@@ -267,9 +296,9 @@ class ClusterFaults:
             raise await self._refused(target, exc, None) from None
         return bool(doc.get("lifted"))
 
-    async def lift_all(self) -> tuple[int, tuple[UpstreamError, ...]]:
+    async def lift_all(self) -> tuple[int, str]:
         """End every lasting fault on every node that has the routes; how many, and the
-        errors of the nodes that failed."""
+        ``WARNING: ...`` for the nodes that failed ("" when none did)."""
         nodes, errors = await self.nodes()
 
         async def lift(node: FaultNode) -> int:
@@ -285,7 +314,7 @@ class ClusterFaults:
                     failed.append(answer)
             else:
                 lifted += answer
-        return lifted, tuple(failed)
+        return lifted, warning(failed)
 
     async def _refused(self, node: FaultNode, exc: UpstreamError, kind: str | None) -> FaultError:
         """What to answer for a node's refusal of a fault request."""

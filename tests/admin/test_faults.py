@@ -2,12 +2,12 @@
 
 Each fault is checked where a client sees it (a publish refused), not only in the listing.
 Node control is tested with :class:`NSQDControl`, a small :class:`NodeControl` over an nsqd
-the test runs: it really stops the server and starts it again on the same ports.
+the test runs (tests/admin/conftest.py): it really stops the server and starts it again on
+the same ports.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,9 @@ import pytest
 import trio
 
 from nsqbox.addresses import format_address
-from nsqbox.admin.control import ControlledNode, NodeControlError
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import AdminAddresses, serve_admin
-from nsqbox.nsqd.options import NSQDOptions
-from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
-from tests.admin.conftest import TIMEOUT, Box, real_nsqd
+from tests.admin.conftest import TIMEOUT, Box, real_nsqd, start_controlled
 from tests.helpers import eventually
 
 
@@ -99,10 +96,24 @@ async def test_refusals(box: Box) -> None:
         assert (status, doc["message"].partition(":")[0]) == (want_status, want), (path, doc)
     status, doc = await call(box, "POST", "/api/faults/no_such_kind", node=node0)
     assert (status, doc["message"]) == (404, f"UNKNOWN_FAULT: nsqd {node0} has no 'no_such_kind'")
-    status, doc = await call(box, "POST", "/api/faults/restart", node="0")
-    assert status == 501
-    assert doc["message"].startswith("NOT_IMPLEMENTED: restart needs nsqbox up")
     assert (await call(box, "GET", "/api/faults"))[1]["faults"] == []
+
+
+async def test_node_control_without_the_box(box: Box, nursery: trio.Nursery) -> None:
+    """``nsqbox admin`` alone (no node control) answers 501 and still lists faults."""
+    options = AdminOptions(http_address="127.0.0.1:0", lookupd_http_addresses=[box.lookupd_http])
+    admin: AdminAddresses = await nursery.start(serve_admin, options)
+    url = f"http://{format_address(admin.http)}/api/faults"
+    for action in ("restart", "crash", "start"):
+        response = await box.client.post(f"{url}/{action}", params={"node": "0"})
+        assert response.status_code == 501
+        assert response.json()["message"] == (
+            f"NOT_IMPLEMENTED: {action} needs nsqbox up: this admin service does not run the "
+            "cluster's servers (nsqbox admin alone, or a real NSQ cluster)"
+        )
+    listing = (await box.client.get(url)).json()
+    assert listing["control"] is None
+    assert {n["node"] for n in listing["nodes"]} >= {box.nsqd_http(0), box.nsqd_http(1)}
 
 
 async def test_real_nsqd_is_not_supported(box: Box, tmp_path: Path) -> None:
@@ -128,82 +139,10 @@ async def test_real_nsqd_is_not_supported(box: Box, tmp_path: Path) -> None:
         assert await call(box, "DELETE", "/api/faults") == (200, {"lifted": 0, "message": ""})
 
 
-class NSQDControl:
-    """A NodeControl over one nsqd run by the test: stop (cancel) and start on the same ports.
-
-    ``crash`` here is a plain stop: the box's own crash (no flush) is the box's to test.
-    """
-
-    def __init__(self, nursery: trio.Nursery, options: NSQDOptions) -> None:
-        self.nursery = nursery
-        self.options = options
-        self.http = ""
-        self._scope: trio.CancelScope | None = None
-        self._done = trio.Event()
-
-    def nodes(self) -> list[ControlledNode]:
-        return [ControlledNode(0, "nsqd", self.http, running=self._scope is not None)]
-
-    async def _serve(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
-        done = self._done = trio.Event()
-        try:
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as inner:
-                    bound: NSQDAddresses = await inner.start(serve_nsqd, self.options)
-                    assert bound.http is not None
-                    self.options.tcp_address = format_address(bound.tcp)
-                    self.options.http_address = format_address(bound.http)
-                    self.http = self.options.http_address
-                    task_status.started(scope)
-        finally:
-            done.set()
-
-    async def start(self, index: int) -> None:
-        if index != 0:
-            raise LookupError(index)
-        if self._scope is not None:
-            raise NodeControlError("nsqd 0 is running")
-        self._scope = await self.nursery.start(self._serve)
-
-    async def crash(self, index: int) -> None:
-        if index != 0:
-            raise LookupError(index)
-        if self._scope is None:
-            raise NodeControlError("nsqd 0 is not running")
-        self._scope.cancel()
-        await self._done.wait()
-        self._scope = None
-
-    async def restart(self, index: int) -> None:
-        await self.crash(index)
-        await self.start(index)
-
-
-@pytest.fixture
-async def controlled(nursery: trio.Nursery, tmp_path: Path) -> tuple[str, str]:
-    """An nsqd under an NSQDControl and an admin service given it: (admin URL, nsqd HTTP)."""
-    options = NSQDOptions(
-        tcp_address="127.0.0.1:0",
-        http_address="127.0.0.1:0",
-        broadcast_address="127.0.0.1",
-        data_path=str(tmp_path),
-        node_id=3,
-    )
-    control = NSQDControl(nursery, options)
-    await control.start(0)
-    admin_options = AdminOptions(
-        http_address="127.0.0.1:0",
-        nsqd_http_addresses=[control.http],
-        admin_users=["ops"],
-    )
-    admin: AdminAddresses = await nursery.start(
-        partial(serve_admin, admin_options, control=control)
-    )
-    return f"http://{format_address(admin.http)}", control.http
-
-
-async def test_node_control_restarts_crashes_and_starts(controlled: tuple[str, str]) -> None:
-    admin, node = controlled
+async def test_node_control_restarts_crashes_and_starts(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    admin, node = await start_controlled(nursery, tmp_path, admin_users=["ops"])
     ops = {"X-Forwarded-User": "ops"}
     async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
 
