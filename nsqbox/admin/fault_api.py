@@ -56,7 +56,7 @@ def _refusing(handler: Callable[[Request], Awaitable[Doc]]) -> Handler:
         try:
             return await handler(request)
         except FaultError as exc:
-            if exc.status >= 500:
+            if exc.status == 502:
                 log.error("faults: %s", exc.message)
             raise HTTPError(exc.status, exc.message) from None
 
