@@ -128,8 +128,7 @@ class AdminAPI:
             info, lookupd_http_addresses=self.lookupds, nsqd_http_addresses=self.nsqds
         )
 
-    def authorize(self, request: Request) -> None:
-        """403 FORBIDDEN unless the request's user may change things (``--admin-user``)."""
+    def _authorize(self, request: Request) -> None:
         users = self.options.admin_users
         if users and request.header(self.options.acl_http_header) not in users:
             raise HTTPError(403, "FORBIDDEN")
@@ -296,7 +295,7 @@ class AdminAPI:
         return {"message": _warn(errors)}
 
     async def create(self, request: Request) -> object:
-        self.authorize(request)
+        self._authorize(request)
         body: _TopicChannelBody = _decode(request.body, _topic_channel_decoder)
         if not is_valid_topic_name(body.topic):
             raise HTTPError(400, "INVALID_TOPIC")
@@ -314,7 +313,7 @@ class AdminAPI:
         return await self._topic_channel_action(request, params["topic"], params["channel"])
 
     async def _topic_channel_action(self, request: Request, topic: str, channel: str) -> object:
-        self.authorize(request)
+        self._authorize(request)
         body: _ActionBody = _decode(request.body, _action_decoder)
         try:
             action = Action(body.action)
@@ -330,19 +329,19 @@ class AdminAPI:
         )
 
     async def delete_topic(self, request: Request) -> object:
-        self.authorize(request)
+        self._authorize(request)
         topic = request.params["topic"]
         return await self._act("delete topic", lambda: self.actions.delete_topic(topic))
 
     async def delete_channel(self, request: Request) -> object:
-        self.authorize(request)
+        self._authorize(request)
         topic, channel = request.params["topic"], request.params["channel"]
         return await self._act(
             "delete channel", lambda: self.actions.delete_channel(topic, channel)
         )
 
     async def tombstone(self, request: Request) -> object:
-        self.authorize(request)
+        self._authorize(request)
         node = request.params["node"]
         body: _TopicChannelBody = _decode(request.body, _topic_channel_decoder)
         if not is_valid_topic_name(body.topic):
@@ -376,5 +375,5 @@ def build_router(
     router.add("DELETE", "/api/topics/:topic/:channel", api.delete_channel)
     router.add("DELETE", "/api/nodes/:node", api.tombstone)
     faults = ClusterFaults(info, api.lookupds, api.nsqds, control=control)
-    add_fault_routes(router, faults, api.authorize)
+    add_fault_routes(router, faults, api._authorize)
     return router

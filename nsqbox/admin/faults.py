@@ -135,6 +135,14 @@ def _error_code(exc: UpstreamError) -> str:
         return ""
 
 
+def _tagged(node: FaultNode, doc: dict[str, Any]) -> dict[str, Any]:
+    """A node's fault document with the node's ``node`` and ``role`` first (and theirs)."""
+    tagged: dict[str, Any] = {"node": node.node, "role": node.role}
+    tagged.update(doc)
+    tagged.update(node=node.node, role=node.role)
+    return tagged
+
+
 class FaultSource(Protocol):
     """Faults of a cluster, as the TUI and ``nsqbox fault`` use them: :class:`ClusterFaults`
     (straight to the nodes) and :class:`~.fault_client.AdminFaults` (through the admin
@@ -256,7 +264,7 @@ class ClusterFaults:
                     failed.append(answer)
                 continue
             node.faults = len(answer.faults)
-            faults.extend({"node": node.node, "role": node.role, **doc} for doc in answer.faults)
+            faults.extend(_tagged(node, doc) for doc in answer.faults)
         return FaultListing(
             faults=faults, nodes=nodes, control=self._control_nodes(), message=warning(failed)
         )
@@ -281,7 +289,7 @@ class ClusterFaults:
             doc: dict[str, Any] = _decode(target.node, path, body, _doc_decoder)
         except UpstreamError as exc:
             raise await self._refused(target, exc, kind) from None
-        return {"node": target.node, "role": target.role, **doc}
+        return _tagged(target, doc)
 
     async def lift(self, node: str, fault_id: str) -> bool:
         """End fault ``fault_id`` of ``node``; False when it had already ended."""
