@@ -132,8 +132,14 @@ class FaultsScreen(OperableScreen):
         yield Static(id="faults-note")
 
     def show(self, snapshot: ClusterSnapshot) -> None:
-        """Read the faults again (each refresh, and after each action)."""
-        self._load()
+        """Read the faults again (each refresh, and after each action) while on screen."""
+        if self.is_current:
+            self._load()
+
+    def on_screen_resume(self) -> None:
+        """Back on screen: read the faults at once."""
+        if self.host.snapshot is not None:
+            self._load()
 
     @work(exclusive=True, group="faults", exit_on_error=False)
     async def _load(self) -> None:
