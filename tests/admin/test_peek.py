@@ -6,20 +6,14 @@ Every test checks afterwards, through nsqd's /stats, that peeking changed nothin
 from __future__ import annotations
 
 import base64
-import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-import trio
 
 from nsqbox.admin.peek import NOT_SUPPORTED
-from tests.admin.conftest import TIMEOUT, Box
+from tests.admin.conftest import Box, real_nsqd
 from tests.helpers import eventually
-
-NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 
 
 async def messages(box: Box, path: str, **params: str) -> tuple[int, Any]:
@@ -116,32 +110,8 @@ async def test_topic_messages_and_bad_arguments(box: Box) -> None:
     assert (await box.stats(0))["unchannelled"]["depth"] == 2
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_real_nsqd_is_not_supported(box: Box, tmp_path: Path) -> None:
-    if not os.access(NSQD_BIN, os.X_OK):
-        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
-    http_port, tcp_port = _free_port(), _free_port()
-    lookupd_tcp = f"127.0.0.1:{box.addresses.lookupd.tcp[1]}"
-    data = tmp_path / "real-nsqd"  # the box's nsqds lock tmp_path itself
-    data.mkdir()
-    process = await trio.lowlevel.open_process(
-        [
-            str(NSQD_BIN),
-            f"--http-address=127.0.0.1:{http_port}",
-            f"--tcp-address=127.0.0.1:{tcp_port}",
-            "--broadcast-address=127.0.0.1",
-            f"--lookupd-tcp-address={lookupd_tcp}",
-            f"--data-path={data}",
-            "--log-level=warn",
-        ]
-    )
-    real = f"127.0.0.1:{http_port}"
-    try:
+    async with real_nsqd(box, tmp_path / "real-nsqd") as real:  # the box's nsqds lock tmp_path
         await box.create_channel(0, "mixed", "c")
         await box.publish(0, "mixed", b"ours")
 
@@ -176,10 +146,3 @@ async def test_real_nsqd_is_not_supported(box: Box, tmp_path: Path) -> None:
         stats = (await box.client.get(f"http://{real}/stats", params={"format": "json"})).json()
         [row] = stats["topics"]  # real nsqd may have moved it on to channel c (from lookupd)
         assert row["depth"] + sum(c["depth"] for c in row["channels"]) == 1
-    finally:
-        process.terminate()
-        with trio.move_on_after(TIMEOUT):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
