@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, str] = {
     "pub": "nsqbox.tools.pub:main",
     "tail": "nsqbox.tools.tail:main",
     "stat": "nsqbox.tools.stat:main",
+    "fault": "nsqbox.tools.fault:main",
 }
 
 #: One line of help per command, including the ones still to come.
@@ -46,6 +47,7 @@ SUMMARIES: dict[str, str] = {
     "pub": "publish messages to a topic",
     "tail": "print the messages of a topic",
     "stat": "print topic and channel statistics",
+    "fault": "make the box misbehave on purpose: list, add and lift faults, restart nodes",
     "bench": "measure publish and consume throughput",
 }
 

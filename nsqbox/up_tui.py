@@ -86,6 +86,7 @@ class BoxApp(AdminApp):
             partial(
                 open_model_backend,
                 lookupd_http_addresses=[lookupd],
+                admin_http_address=dialable(addresses.ready()["admin_http_address"]),
                 connect_timeout=nsqd.http_client_connect_timeout,
                 request_timeout=nsqd.http_client_request_timeout,
             )

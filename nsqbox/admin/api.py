@@ -22,6 +22,7 @@ POST     /api/topics/:topic[/:channel]    body ``{"action": "pause"|"unpause"|"e
 DELETE   /api/topics/:topic[/:channel]    delete everywhere
 DELETE   /api/nodes/:node                 body ``{topic}``: tombstone the topic for that node in
                                           the lookupds, then delete it on the node
+*        /api/faults[/...]                nsqbox only: faults on demand (see :mod:`.fault_api`)
 =======  ===============================  ==========================================================
 
 Every answer carries ``message``: ``""``, or ``"WARNING: ..."`` naming the hosts that failed when
@@ -55,6 +56,9 @@ from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .actions import Action, ClusterActions
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, warning
+from .control import NodeControl
+from .fault_api import add_fault_routes
+from .faults import ClusterFaults
 from .metrics import ClusterExporter
 from .options import AdminOptions
 from .peek import InvalidCursor, peek_nodes
@@ -358,8 +362,11 @@ class AdminAPI:
         )
 
 
-def build_router(info: ClusterInfo, options: AdminOptions) -> Router:
-    """The admin HTTP API for the cluster ``options`` names, answering through ``info``."""
+def build_router(
+    info: ClusterInfo, options: AdminOptions, control: NodeControl | None = None
+) -> Router:
+    """The admin HTTP API for the cluster ``options`` names, answering through ``info``;
+    ``control`` restarts, crashes and starts the box's nodes (``/api/faults``)."""
     api = AdminAPI(info, options)
     router = Router(max_body_size=_MAX_BODY, logger=logging.getLogger("nsqbox.admin.http"))
     router.add("GET", "/ping", api.ping, plain_text=True)
@@ -378,4 +385,6 @@ def build_router(info: ClusterInfo, options: AdminOptions) -> Router:
     router.add("DELETE", "/api/topics/:topic", api.delete_topic)
     router.add("DELETE", "/api/topics/:topic/:channel", api.delete_channel)
     router.add("DELETE", "/api/nodes/:node", api.tombstone)
+    faults = ClusterFaults(info, api.lookupds, api.nsqds, control=control)
+    add_fault_routes(router, faults, api._authorize)
     return router

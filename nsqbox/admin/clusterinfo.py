@@ -44,6 +44,7 @@ __all__ = [
     "ClusterError",
     "ClusterInfo",
     "Partial",
+    "QueryParams",
     "UpstreamError",
     "base_url",
     "gather",
@@ -58,6 +59,16 @@ R = TypeVar("R")
 
 #: What NSQ's Go HTTP client sends, asking for NSQ 1.x's plain JSON.
 ACCEPT = "application/vnd.nsq; version=1.0"
+
+
+#: Query parameters: a mapping, or pairs (a name may repeat).
+QueryParams = Mapping[str, str] | Sequence[tuple[str, str]]
+
+
+def _query(params: QueryParams | None) -> list[tuple[str, str]]:
+    if params is None:
+        return []
+    return list(params.items()) if isinstance(params, Mapping) else list(params)
 
 
 def base_url(address: str) -> str:
@@ -188,11 +199,17 @@ class ClusterInfo:
         """POST ``path?params`` (empty body) on ``address``, as nsqadmin's actions do."""
         return await self._request("POST", address, path, params)
 
+    async def request(
+        self, method: str, address: str, path: str, params: QueryParams | None = None
+    ) -> bytes:
+        """``method`` ``path?params`` (empty body) on ``address``; the body of a 200 answer."""
+        return await self._request(method, address, path, params)
+
     async def _request(
-        self, method: str, address: str, path: str, params: Mapping[str, str] | None
+        self, method: str, address: str, path: str, params: QueryParams | None
     ) -> bytes:
         try:
-            url = httpx.URL(base_url(address) + path, params=dict(params or {}))
+            url = httpx.URL(base_url(address) + path, params=_query(params))
         except httpx.InvalidURL as exc:
             raise UpstreamError(address, base_url(address) + path, str(exc)) from exc
         self.log.info("CI: querying %s", url)

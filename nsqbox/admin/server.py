@@ -10,6 +10,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -20,6 +21,9 @@ from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
 from ..service import fatal, run_until_signalled
 from .options import AdminOptions, ConfigError, parse_admin_args
+
+if TYPE_CHECKING:
+    from .control import NodeControl
 
 __all__ = ["AdminAddresses", "main", "serve_admin", "version_string"]
 
@@ -40,9 +44,13 @@ class AdminAddresses:
 async def serve_admin(
     options: AdminOptions,
     *,
+    control: NodeControl | None = None,
     task_status: trio.TaskStatus[AdminAddresses] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the admin ``/api`` until cancelled; report the bound address through ``task_status``.
+
+    ``control`` (what ``nsqbox up`` gives) restarts, crashes and starts the box's nodes for
+    ``POST /api/faults/restart|crash|start``; without it those answer ``501``.
 
     Raises ValueError for options nsqadmin refuses (no cluster addresses, or both kinds).
     """
@@ -65,7 +73,7 @@ async def serve_admin(
         raise
     try:
         async with trio.open_nursery() as nursery:
-            router = build_router(ClusterInfo(client), options)
+            router = build_router(ClusterInfo(client), options, control)
             await nursery.start(serve_http, router, listeners)
             log.info("HTTP: listening on %s:%d", *bound)
             task_status.started(AdminAddresses(http=bound))

@@ -6,19 +6,23 @@ import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import trio
 
 from nsqbox.addresses import format_address
+from nsqbox.admin.control import ControlledNode, NodeControlError
+from nsqbox.admin.options import AdminOptions
+from nsqbox.admin.server import AdminAddresses, serve_admin
 from nsqbox.box import BoxAddresses, BoxOptions, serve_box
 from nsqbox.nsqd.lookup import lookup_service
 from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 from nsqbox.wire.lookupd import MAGIC_V1, encode_identify, encode_register
-from tests.helpers import eventually
 
 TIMEOUT = 10
 NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
@@ -124,47 +128,29 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@dataclass(frozen=True)
-class RealNSQD:
-    """A real nsqd process: its HTTP address (its node name) and its TCP address."""
-
-    http: str
-    tcp: tuple[str, int]
-
-
 @asynccontextmanager
-async def open_real_nsqd(data: Path, lookupd_tcp: str) -> AsyncIterator[RealNSQD]:
-    """Real nsqd (``NSQ_BIN``) on 127.0.0.1, registering with ``lookupd_tcp``; skips without it.
+async def real_nsqd(box: Box, data: Path) -> AsyncIterator[str]:
+    """A real NSQ nsqd registered with the box's lookupd; its HTTP address once it listens.
 
-    Yields once it answers ``/ping``; terminated (killed if it lingers) on the way out.
+    Skips the test when the binary is absent (``NSQ_BIN`` names its directory).
     """
     if not os.access(NSQD_BIN, os.X_OK):
         pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
     http_port, tcp_port = _free_port(), _free_port()
-    await trio.Path(data).mkdir()
+    os.mkdir(data)
     process = await trio.lowlevel.open_process(
         [
             str(NSQD_BIN),
             f"--http-address=127.0.0.1:{http_port}",
             f"--tcp-address=127.0.0.1:{tcp_port}",
             "--broadcast-address=127.0.0.1",
-            f"--lookupd-tcp-address={lookupd_tcp}",
+            f"--lookupd-tcp-address=127.0.0.1:{box.addresses.lookupd.tcp[1]}",
             f"--data-path={data}",
             "--log-level=warn",
         ]
     )
-    real = RealNSQD(f"127.0.0.1:{http_port}", ("127.0.0.1", tcp_port))
     try:
-        async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
-
-            async def answers() -> bool:
-                try:
-                    return (await client.get(f"http://{real.http}/ping")).status_code == 200
-                except httpx.TransportError:
-                    return False  # not listening yet
-
-            await eventually(answers, within=TIMEOUT * 3)
-        yield real
+        yield f"127.0.0.1:{http_port}"
     finally:
         process.terminate()
         with trio.move_on_after(TIMEOUT):
@@ -172,3 +158,75 @@ async def open_real_nsqd(data: Path, lookupd_tcp: str) -> AsyncIterator[RealNSQD
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+class NSQDControl:
+    """A NodeControl over one nsqd run by the test: stop (cancel) and start on the same ports.
+
+    ``crash`` here is a plain stop: the box's own crash (no flush) is the box's to test.
+    """
+
+    def __init__(self, nursery: trio.Nursery, options: NSQDOptions) -> None:
+        self.nursery = nursery
+        self.options = options
+        self.http = ""
+        self._scope: trio.CancelScope | None = None
+        self._done = trio.Event()
+
+    def nodes(self) -> list[ControlledNode]:
+        return [ControlledNode(0, "nsqd", self.http, running=self._scope is not None)]
+
+    async def _serve(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        done = self._done = trio.Event()
+        try:
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as inner:
+                    bound: NSQDAddresses = await inner.start(serve_nsqd, self.options)
+                    assert bound.http is not None
+                    self.options.tcp_address = format_address(bound.tcp)
+                    self.options.http_address = format_address(bound.http)
+                    self.http = self.options.http_address
+                    task_status.started(scope)
+        finally:
+            done.set()
+
+    async def start(self, index: int) -> None:
+        if index != 0:
+            raise LookupError(index)
+        if self._scope is not None:
+            raise NodeControlError("nsqd 0 is running")
+        self._scope = await self.nursery.start(self._serve)
+
+    async def crash(self, index: int) -> None:
+        if index != 0:
+            raise LookupError(index)
+        if self._scope is None:
+            raise NodeControlError("nsqd 0 is not running")
+        self._scope.cancel()
+        await self._done.wait()
+        self._scope = None
+
+    async def restart(self, index: int) -> None:
+        await self.crash(index)
+        await self.start(index)
+
+
+async def start_controlled(
+    nursery: trio.Nursery, data: Path, **admin_options: Any
+) -> tuple[str, str]:
+    """An nsqd under an :class:`NSQDControl` and an admin service given that control, in
+    ``nursery``: (the admin service's URL, the nsqd's HTTP address)."""
+    options = NSQDOptions(
+        tcp_address="127.0.0.1:0",
+        http_address="127.0.0.1:0",
+        broadcast_address="127.0.0.1",
+        data_path=str(data),
+        node_id=3,
+    )
+    control = NSQDControl(nursery, options)
+    await control.start(0)
+    admin_opts = AdminOptions(
+        http_address="127.0.0.1:0", nsqd_http_addresses=[control.http], **admin_options
+    )
+    admin: AdminAddresses = await nursery.start(partial(serve_admin, admin_opts, control=control))
+    return f"http://{format_address(admin.http)}", control.http

@@ -18,7 +18,7 @@ from nsqbox.addresses import format_address
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import AdminAddresses, serve_admin
 from nsqbox.wire import commands
-from tests.admin.conftest import Box, open_real_nsqd, register_ghost
+from tests.admin.conftest import Box, real_nsqd, register_ghost
 from tests.helpers import RawConn, eventually
 from tests.prometheus import PROMTOOL, expected_series, key, nsq_series, promtool_check, series
 
@@ -129,12 +129,20 @@ async def test_openmetrics_from_the_exporter(box: Box) -> None:
 async def test_real_nsqd_through_lookupd_and_directly(
     nursery: trio.Nursery, box: Box, tmp_path: Path
 ) -> None:
-    lookupd_tcp = f"127.0.0.1:{box.addresses.lookupd.tcp[1]}"
-    async with open_real_nsqd(tmp_path / "real-nsqd", lookupd_tcp) as real:
-        consumer = await RawConn.open(real.tcp)
+    async with real_nsqd(box, tmp_path / "real-nsqd") as real_http:
+        url = f"http://{real_http}"
+
+        async def info() -> Any:
+            try:
+                response = await box.client.get(f"{url}/info")
+            except httpx.TransportError:
+                return None  # not listening yet
+            return response.json()
+
+        await eventually(info)
+        consumer = await RawConn.open(("127.0.0.1", (await info())["tcp_port"]))
         await consumer.identify()
         await consumer.sub("mixed", "c", rdy=1)
-        url = f"http://{real.http}"
         for body in (b"one", b"two", b"three"):
             response = await box.client.post(f"{url}/pub", params={"topic": "mixed"}, content=body)
             assert response.status_code == 200
@@ -149,26 +157,26 @@ async def test_real_nsqd_through_lookupd_and_directly(
             return len(lookup["producers"]) == 2
 
         await eventually(real_node_known)
-        options = AdminOptions(http_address="127.0.0.1:0", nsqd_http_addresses=[real.http])
+        options = AdminOptions(http_address="127.0.0.1:0", nsqd_http_addresses=[real_http])
         direct: AdminAddresses = await nursery.start(serve_admin, options)
         scrapes = []
         for admin in (box.admin, f"http://{format_address(direct.http)}"):
-            expected = expected_series(await node_stats(box.client, real.http), real.http)
+            expected = expected_series(await node_stats(box.client, real_http), real_http)
             found = await scrape(box.client, admin)
             scrapes.append(found)
-            assert nsq_series(found, real.http) == expected
-            c = {"node": real.http, "topic": "mixed", "channel": "c", "paused": "false"}
+            assert nsq_series(found, real_http) == expected
+            c = {"node": real_http, "topic": "mixed", "channel": "c", "paused": "false"}
             assert found[key("nsqd_channel_messages_total", **c)] == 3
             assert found[key("nsqd_channel_requeues_total", **c)] == 1
             assert found[key("nsqd_channel_in_flight", **c)] == 1
-            assert found[key("nsqd_connections", node=real.http)] == 1
-            assert found[key("nsqd_up", node=real.http)] == 1
-            [info] = [k for k in found if k[0] == "nsqd_info" and ("node", real.http) in k[1]]
+            assert found[key("nsqd_connections", node=real_http)] == 1
+            assert found[key("nsqd_up", node=real_http)] == 1
+            [info] = [k for k in found if k[0] == "nsqd_info" and ("node", real_http) in k[1]]
             assert dict(info[1])["version"] == "1.3.0"
-            assert found[key("nsqd_mem_heap_in_use_bytes", node=real.http)] > 0  # Go's runtime
+            assert found[key("nsqd_mem_heap_in_use_bytes", node=real_http)] > 0  # Go's runtime
         through_lookupd, direct_only = scrapes
         assert key("nsqd_up", node=box.nsqd_http(0)) in through_lookupd
-        assert {k for k in direct_only if k[0] == "nsqd_up"} == {key("nsqd_up", node=real.http)}
+        assert {k for k in direct_only if k[0] == "nsqd_up"} == {key("nsqd_up", node=real_http)}
         if PROMTOOL is not None:
             text = (await box.client.get(f"{box.admin}/metrics")).text
             assert await trio.to_thread.run_sync(promtool_check, text) == ""

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from nsqbox.admin.peek import NOT_SUPPORTED
-from tests.admin.conftest import Box, open_real_nsqd
+from tests.admin.conftest import Box, real_nsqd
 from tests.helpers import eventually
 
 
@@ -111,10 +111,7 @@ async def test_topic_messages_and_bad_arguments(box: Box) -> None:
 
 
 async def test_real_nsqd_is_not_supported(box: Box, tmp_path: Path) -> None:
-    lookupd_tcp = f"127.0.0.1:{box.addresses.lookupd.tcp[1]}"
-    # the box's nsqds lock tmp_path itself
-    async with open_real_nsqd(tmp_path / "real-nsqd", lookupd_tcp) as started:
-        real = started.http
+    async with real_nsqd(box, tmp_path / "real-nsqd") as real:  # the box's nsqds lock tmp_path
         await box.create_channel(0, "mixed", "c")
         await box.publish(0, "mixed", b"ours")
 

@@ -31,6 +31,7 @@ def test_flags_go_style() -> None:
             "--read-only",
             "--interval=500ms",
             "--http-client-request-timeout=1s",
+            "--admin-http-address=10.0.0.9:4171",
         ]
     )
     assert options == TUIOptions(
@@ -38,6 +39,7 @@ def test_flags_go_style() -> None:
         read_only=True,
         interval=0.5,
         request_timeout=1.0,
+        admin_http_address="10.0.0.9:4171",
     )
     nsqds = parse_tui_args(["--nsqd-http-address", "127.0.0.1:4151"])
     assert nsqds is not None

@@ -2,8 +2,8 @@
 
 :class:`AdminApp` opens a :class:`~.backend.Backend` (a :data:`~.backend.BackendFactory`), refreshes
 it every ``interval`` seconds in an exclusive worker and publishes each snapshot in its
-``snapshot`` reactive, which every view watches. Two modes hold the view stacks: *topics* (Topics,
-Topic, Channel) and *nodes* (Nodes, Node, Topic); ``t`` and ``n`` switch between them. A view
+``snapshot`` reactive, which every view watches. Modes hold the view stacks: *topics* (Topics,
+Topic, Channel), *nodes* (Nodes, Node, Topic) and *faults*; ``t``, ``n`` and ``f`` switch. A view
 asks for another with a message (:mod:`.navigation`) and the app pushes it, so only the app
 imports every view. An action runs in its own worker; its outcome is a notification (and an
 :class:`ActionResult` in :attr:`AdminApp.results`), and a refresh follows at once. Nothing a
@@ -30,6 +30,7 @@ from textual.worker import WorkerCancelled, WorkerFailed
 from ..model import ClusterSnapshot
 from .backend import Backend, BackendFactory, Outcome
 from .channel import ChannelScreen
+from .faults import FaultsScreen
 from .help import HelpScreen
 from .navigation import OpenChannel, OpenNode, OpenTopic
 from .nodes import NodeScreen, NodesScreen
@@ -65,11 +66,12 @@ class AdminApp(App[int]):
     """
 
     TITLE = "nsqbox"
-    MODES = {"topics": TopicsScreen, "nodes": NodesScreen}
+    MODES = {"topics": TopicsScreen, "nodes": NodesScreen, "faults": FaultsScreen}
     DEFAULT_MODE = "topics"
     BINDINGS = [
         Binding("t", "show_view('topics')", "Topics"),
         Binding("n", "show_view('nodes')", "Nodes"),
+        Binding("f", "show_view('faults')", "Faults"),
         Binding("r", "refresh_now", "Refresh"),
         Binding("question_mark", "help", "Help"),
         Binding("colon", "command_palette", "Commands", show=False),

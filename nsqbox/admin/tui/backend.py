@@ -3,7 +3,8 @@
 The screens never touch HTTP. They read :class:`ClusterSnapshot` objects and rates, and ask for
 actions, through a :class:`Backend`. :class:`ModelBackend` is the real one: a
 :class:`~nsqbox.admin.model.ClusterModel` (lookupd ``/nodes``, nsqd ``/stats``) and its
-:class:`~nsqbox.admin.actions.ClusterActions`, plus nsqd's HTTP ``/pub`` for publishing. Tests and
+:class:`~nsqbox.admin.actions.ClusterActions`, plus nsqd's HTTP ``/pub`` for publishing and the
+nodes' (or the admin service's) fault routes for faults. Tests and
 the screenshot script use a fixed one (:mod:`.demo`).
 
 A backend is opened by a :data:`BackendFactory` (an async context manager), so the app owns its
@@ -19,6 +20,8 @@ from typing import Protocol
 import httpx
 
 from ..clusterinfo import UpstreamError, base_url
+from ..fault_client import AdminFaults
+from ..faults import ClusterFaults, FaultSource
 from ..model import ClusterModel, ClusterSnapshot, open_cluster_model
 
 __all__ = [
@@ -38,6 +41,11 @@ class Backend(Protocol):
 
     #: Where the cluster is read from, for the status line (``lookupd 127.0.0.1:4161``).
     description: str
+
+    @property
+    def faults(self) -> FaultSource | None:
+        """The cluster's faults (the Faults view), or None when there are none to read."""
+        ...
 
     async def refresh(self) -> ClusterSnapshot:
         """Read the cluster now; unreachable hosts are in the snapshot's ``errors``."""
@@ -105,8 +113,14 @@ BackendFactory = Callable[[], AbstractAsyncContextManager[Backend]]
 class ModelBackend:
     """A :class:`Backend` over a :class:`ClusterModel` and the HTTP client it uses."""
 
-    def __init__(self, model: ClusterModel) -> None:
+    def __init__(self, model: ClusterModel, *, admin_http_address: str | None = None) -> None:
         self.model = model
+        #: Through the admin service when given (it can restart nodes), else the nodes.
+        self.faults: FaultSource = (
+            AdminFaults(model.info.client, admin_http_address)
+            if admin_http_address
+            else ClusterFaults(model.info, model.lookupd_http_addresses, model.nsqd_http_addresses)
+        )
         if model.lookupd_http_addresses:
             self.description = "lookupd " + ", ".join(model.lookupd_http_addresses)
         else:
@@ -187,12 +201,14 @@ async def open_model_backend(
     nsqd_http_addresses: Sequence[str] = (),
     connect_timeout: float = 2.0,
     request_timeout: float = 5.0,
+    admin_http_address: str | None = None,
 ) -> AsyncIterator[Backend]:
-    """A :class:`ModelBackend` with its own HTTP client, closed on exit."""
+    """A :class:`ModelBackend` with its own HTTP client, closed on exit; its faults go
+    through the admin service at ``admin_http_address`` when given."""
     async with open_cluster_model(
         lookupd_http_addresses=lookupd_http_addresses,
         nsqd_http_addresses=nsqd_http_addresses,
         connect_timeout=connect_timeout,
         request_timeout=request_timeout,
     ) as model:
-        yield ModelBackend(model)
+        yield ModelBackend(model, admin_http_address=admin_http_address)

@@ -2,7 +2,8 @@
 
 Flags follow nsqadmin's (Go style, one or two dashes): ``--lookupd-http-address`` or
 ``--nsqd-http-address`` (each repeatable, not both; with neither, the box's lookupd at
-``127.0.0.1:4161``), plus ``--read-only`` and ``--interval``::
+``127.0.0.1:4161``), plus ``--read-only``, ``--interval`` and ``--admin-http-address`` (nsqbox's
+admin service: the Faults view then goes through it, and can restart the box's nodes)::
 
     nsqbox tui --lookupd-http-address 10.0.0.9:4161 --read-only
 """
@@ -37,6 +38,8 @@ class TUIOptions:
     interval: float = 2.0
     connect_timeout: float = 2.0
     request_timeout: float = 5.0
+    #: Faults (and restarting nodes) through this admin service instead of the nodes.
+    admin_http_address: str = ""
 
 
 def tui_flag_set() -> FlagSet:
@@ -48,6 +51,11 @@ def tui_flag_set() -> FlagSet:
     )
     flags.add_string_array("nsqd-http-address", "nsqd HTTP address (may be given multiple times)")
     flags.add_bool("read-only", False, "show the cluster, but offer no action that changes it")
+    flags.add_string(
+        "admin-http-address",
+        "",
+        "nsqbox's admin service, for the Faults view's restart, crash and start (nsqbox up's)",
+    )
     flags.add_duration("interval", 2.0, "time between refreshes")
     flags.add_duration("http-client-connect-timeout", 2.0, "timeout for HTTP connect")
     flags.add_duration("http-client-request-timeout", 5.0, "timeout for HTTP request")
@@ -86,6 +94,7 @@ def parse_tui_args(argv: Sequence[str]) -> TUIOptions | None:
         interval=interval,
         connect_timeout=float(flags["http-client-connect-timeout"].value.value),
         request_timeout=float(flags["http-client-request-timeout"].value.value),
+        admin_http_address=str(flags["admin-http-address"].value.value),
     )
 
 
@@ -100,6 +109,7 @@ def build_app(options: TUIOptions) -> AdminApp:
         nsqd_http_addresses=options.nsqd_http_addresses,
         connect_timeout=options.connect_timeout,
         request_timeout=options.request_timeout,
+        admin_http_address=options.admin_http_address or None,
     )
     return AdminApp(factory, interval=options.interval, read_only=options.read_only)
 

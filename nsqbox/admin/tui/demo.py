@@ -25,6 +25,7 @@ from ..stats import (
     aggregate_topics,
 )
 from .backend import Backend, Outcome
+from .demo_faults import DemoFaults
 
 __all__ = ["DEMO_TIME", "DemoBackend", "demo_snapshot", "open_demo_backend"]
 
@@ -156,6 +157,7 @@ class DemoBackend:
 
     def __init__(self, snapshot: ClusterSnapshot | None = None) -> None:
         self.snapshot = snapshot or demo_snapshot()
+        self.faults = DemoFaults()
         #: ``(method, args)`` of every action asked for.
         self.calls: list[tuple[str, tuple[object, ...]]] = []
 

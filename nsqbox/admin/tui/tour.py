@@ -18,6 +18,7 @@ from textual.pilot import Pilot
 from .app import AdminApp
 from .base import ClusterScreen
 from .demo import DEMO_TIME, DemoBackend, open_demo_backend
+from .faults import FaultsScreen
 from .tail import TailScreen, TailSource
 from .widgets import StatsTable
 
@@ -33,6 +34,7 @@ VIEWS: dict[str, str] = {
     "channel": "Channel: per-node rows and clients",
     "nodes": "Nodes: every nsqd, with tombstones and errors",
     "node": "Node: one nsqd's topics",
+    "faults": "Faults: the faults in force on every node, and the nodes",
     "tail": "Tail: live messages through an ephemeral channel",
     "confirm": "A destructive action asks first",
     "help": "Help: the keys of the view",
@@ -84,6 +86,8 @@ async def _walk(view: str, pilot: Pilot[Any], app: AdminApp) -> None:
     if view == "node":
         _select(app, "#nodes", "10.0.0.2:4151")
         await pilot.press("enter")
+    if view == "faults":
+        await _faults(pilot, app)
     if view == "tail":
         await _tail(pilot, app)
     if view == "confirm":
@@ -91,6 +95,16 @@ async def _walk(view: str, pilot: Pilot[Any], app: AdminApp) -> None:
     if view == "help":
         await pilot.press("question_mark")
     await _settle(pilot, app)
+
+
+async def _faults(pilot: Pilot[Any], app: AdminApp) -> None:
+    await pilot.press("f")
+    await _settle(pilot, app)
+    for _ in range(500):  # a bound, not a timing: each pass yields to the app
+        if isinstance(app.screen, FaultsScreen) and app.screen.loads:
+            return
+        await pilot.pause(0.01)
+    raise TimeoutError("the demo faults were not drawn")
 
 
 async def _tail(pilot: Pilot[Any], app: AdminApp) -> None:

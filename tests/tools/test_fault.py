@@ -1,0 +1,166 @@
+"""``nsqbox fault`` against a real ``nsqbox up`` child process, and node control in-process.
+
+The command runs in-process through ``nsqbox.cli.main`` (its own ``trio.run``), so most tests
+are synchronous; node control needs an admin service given a control, which the test runs on
+its own loop (:func:`tests.admin.conftest.start_controlled`) and drives with the command's
+:func:`~nsqbox.tools.fault.run_command`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from nsqbox import cli
+from nsqbox.admin.fault_client import AdminFaults
+from nsqbox.admin.faults import FaultError
+from nsqbox.tools.common import parse_args
+from nsqbox.tools.fault import fault_flag_set, parse_command, run_command
+from tests.admin.conftest import start_controlled
+from tests.tools.box_process import TIMEOUT, BoxProcess
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
+    process = BoxProcess(tmp_path_factory.mktemp("box"), "--nsqd-count=2")
+    try:
+        yield process
+        assert process.stop() == 0, process.stderr
+    finally:
+        process.kill()
+
+
+def fault(box: BoxProcess, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = cli.main(["fault", *args, f"--admin-http-address={box.ready['admin_http_address']}"])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def pub(box: BoxProcess, index: int, topic: str) -> int:
+    address = box.ready["nsqd_http_addresses"][index]
+    response = httpx.post(
+        f"http://{address}/pub", params={"topic": topic}, content=b"m", timeout=TIMEOUT
+    )
+    return response.status_code
+
+
+def test_add_list_lift(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    node0 = box.ready["nsqd_http_addresses"][0]
+    status, out, _ = fault(box, capsys, "list")
+    assert (status, out.splitlines()[0]) == (0, "no faults in force")
+    status, out, err = fault(
+        box, capsys, "add", "fail_publishes", "--node", node0, "--topic", "orders", "--count=2"
+    )
+    assert status == 0, err
+    match = re.fullmatch(rf"fault (\d+) on {re.escape(node0)}: fail_publishes topic=orders\n", out)
+    assert match, out
+    fault_id = match[1]
+    assert pub(box, 0, "orders") == 503
+    assert pub(box, 1, "orders") == 200
+
+    status, out, _ = fault(box, capsys, "list")
+    header, line = out.splitlines()[:2]  # then the nodes without fault routes, if any
+    assert header.split() == ["NODE", "ID", "KIND", "SCOPE", "LEFT", "SINCE"]
+    assert line.split()[:6] == [node0, fault_id, "fail_publishes", "topic=orders", "1", "commands"]
+    status, out, _ = fault(box, capsys, "list", "--json")
+    [listed] = json.loads(out)["faults"]
+    assert (listed["node"], listed["remaining"], listed["topic"]) == (node0, 1, "orders")
+
+    assert fault(box, capsys, "lift", fault_id, "--node", node0)[:2] == (
+        0,
+        f"lifted fault {fault_id}\n",
+    )
+    assert pub(box, 0, "orders") == 200
+    assert fault(box, capsys, "lift", fault_id, "--node", node0)[:2] == (
+        0,
+        "no such fault in force\n",
+    )
+
+
+def test_kinds_params_and_lift_all(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    node0, node1 = box.ready["nsqd_http_addresses"]
+    status, out, err = fault(box, capsys, "add", "disk_full", "--node", node1, "--duration=30s")
+    assert (status, out.split(": ")[1]) == (0, "disk_full *\n"), err
+    ping = httpx.get(f"http://{node1}/ping", timeout=TIMEOUT)
+    assert (ping.status_code, ping.text) == (500, "NOK - write: no space left on device")
+    status, out, err = fault(
+        box, capsys, "add", "time_out_in_flight", "--node", node0, "--param", "topic=orders"
+    )
+    assert (status, out) == (0, f"time_out_in_flight on {node0}: 0\n"), err
+    status, out, _ = fault(box, capsys, "lift", "--all", "--json")
+    assert (status, json.loads(out)) == (0, {"lifted": 1, "message": ""})
+    assert httpx.get(f"http://{node1}/ping", timeout=TIMEOUT).text == "OK"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["add", "fail_publishes"], "nsqbox fault add: MISSING_ARG_NODE: name one of 2 nsqds"),
+        (["add", "no_such", "--node", "0"], "NODE_NOT_FOUND"),
+        (["add", "Bad-Kind"], "nsqbox fault add: INVALID_KIND"),
+        (["add", "fail_publishes", "--node", "127.0.0.1:1"], "NODE_NOT_FOUND"),
+        (["lift", "x", "--node", "127.0.0.1:1"], "INVALID_ID"),
+        (["restart", "--node", "127.0.0.1:1"], "nsqbox fault restart: "),
+    ],
+)
+def test_refusals_exit_1(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    status, out, err = fault(box, capsys, *args)
+    assert (status, out) == (1, "")
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "no command"),
+        (["explode"], "unknown command 'explode'"),
+        (["add"], "add takes one fault kind"),
+        (["lift"], "lift takes one fault id, or --all"),
+        (["lift", "1", "--all"], "lift takes one fault id, or --all"),
+        (["restart"], "restart needs --node"),
+        (["add", "x", "--param", "novalue"], "--param takes key=value"),
+        (["list", "--admin-http-address=127.0.0.1:1"], "cannot reach the admin service"),
+    ],
+)
+def test_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    status = cli.main(["fault", *args])
+    out, err = capsys.readouterr()
+    assert (status, out) == (1, "")
+    assert message in err
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["fault", "--version"]) == 0
+    assert re.fullmatch(r"nsqbox fault v1\.3\.0 \(built w/\S+\)\n", capsys.readouterr().out)
+    assert cli.main(["fault", "-h"]) == 0
+    assert capsys.readouterr().err.startswith("Usage of nsqbox fault:\n")
+
+
+async def test_restart_crash_start(nursery: trio.Nursery, tmp_path: Path) -> None:
+    admin, node = await start_controlled(nursery, tmp_path)
+    flags = fault_flag_set()
+
+    async def run(*args: str) -> str:
+        command = parse_command(flags, parse_args(flags, [*args, f"--admin-http-address={admin}"]))
+        out = io.StringIO()
+        async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
+            await run_command(AdminFaults(client, command.admin), command, out)
+        return out.getvalue()
+
+    assert await run("crash", "--node", "0") == f"crash: nsqd {node} is down\n"
+    listing = await run("list")
+    assert f"node 0: nsqd {node} DOWN" in listing
+    with pytest.raises(FaultError, match="NODE_CONTROL_FAILED: nsqd 0 is not running"):
+        await run("crash", "--node", node)
+    assert await run("start", "--node", node) == f"start: nsqd {node} is running\n"
+    assert await run("restart", "--node", "0") == f"restart: nsqd {node} is running\n"
+    assert f"node 0: nsqd {node} running" in await run("list")
