@@ -123,6 +123,10 @@ class PrometheusServer:
         return self.log.read_text(errors="replace")[-4000:]
 
 
+#: How often a start is tried when another process took the port chosen for Prometheus.
+START_ATTEMPTS = 3
+
+
 @asynccontextmanager
 async def open_prometheus(
     directory: Path, jobs: dict[str, list[str]], *, interval: str = "1s"
@@ -130,7 +134,8 @@ async def open_prometheus(
     """Debian's Prometheus on 127.0.0.1 scraping ``jobs`` (job name: ``host:port`` targets).
 
     Its configuration, storage and log go in ``directory``; yields once it is ready and stops
-    it (killed if it lingers) on the way out. Skips the test when Prometheus is not installed.
+    it (killed if it lingers) on the way out, printing its log if the test failed. Skips the
+    test when Prometheus is not installed.
     """
     if PROMETHEUS is None:
         pytest.skip("prometheus is not installed (Debian's prometheus package)")
@@ -142,17 +147,38 @@ async def open_prometheus(
         ],
     }
     config_file = directory / "prometheus.yml"
-    log = directory / "prometheus.log"
-    # JSON is YAML
-    await trio.Path(config_file).write_text(json.dumps(config))
+    await trio.Path(config_file).write_text(json.dumps(config))  # JSON is YAML
+    for attempt in range(1, START_ATTEMPTS + 1):
+        server, process = await _start(directory, config_file, attempt)
+        try:
+            if await _ready(server, process):
+                break
+        except BaseException:
+            await _stop(process)
+            raise
+        await _stop(process)
+        if "address already in use" not in server.log_tail() or attempt == START_ATTEMPTS:
+            raise AssertionError(f"prometheus exited:\n{server.log_tail()}")
+    try:
+        yield server
+    except BaseException:
+        print(f"Prometheus log ({server.log}):\n{server.log_tail()}")
+        raise
+    finally:
+        await _stop(process)
+
+
+async def _start(
+    directory: Path, config_file: Path, attempt: int
+) -> tuple[PrometheusServer, trio.Process]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = PrometheusServer(f"http://127.0.0.1:{port}", log)
-    async with await trio.open_file(log, "wb") as log_file:
+    server = PrometheusServer(f"http://127.0.0.1:{port}", directory / f"prometheus-{attempt}.log")
+    async with await trio.open_file(server.log, "wb") as log_file:
         process = await trio.lowlevel.open_process(
             [
-                PROMETHEUS,
+                PROMETHEUS or "prometheus",
                 f"--config.file={config_file}",
                 f"--storage.tsdb.path={directory / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
@@ -161,23 +187,29 @@ async def open_prometheus(
             stdout=log_file.wrapped,
             stderr=subprocess.STDOUT,
         )
-    try:
-        async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+    return server, process
 
-            async def ready() -> bool:
-                if process.returncode is not None:
-                    raise AssertionError(f"prometheus exited:\n{server.log_tail()}")
-                try:
-                    return (await client.get(f"{server.url}/-/ready")).status_code == 200
-                except httpx.TransportError:
-                    return False
 
-            await eventually(ready, within=60, every=0.1)
-        yield server
-    finally:
-        process.terminate()
-        with trio.move_on_after(30):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+async def _ready(server: PrometheusServer, process: trio.Process) -> bool:
+    """True once Prometheus answers ``/-/ready``; False if it exits first."""
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+
+        async def ready_or_gone() -> bool:
+            if process.returncode is not None:
+                return True
+            try:
+                return (await client.get(f"{server.url}/-/ready")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await eventually(ready_or_gone, within=60, every=0.1)
+    return process.returncode is None
+
+
+async def _stop(process: trio.Process) -> None:
+    process.terminate()
+    with trio.move_on_after(30):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()

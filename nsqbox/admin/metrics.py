@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ..http.messages import Response
+from ..metrics.scrape import Scraper
 from ..metrics.snapshot import NodeSnapshot, connections_in
 from .clusterinfo import ClusterInfo, UpstreamError, gather
 from .stats import Producer
-
-if TYPE_CHECKING:
-    from ..metrics.exposition import Exposition
 
 __all__ = ["ClusterExporter"]
 
@@ -43,13 +40,13 @@ class ClusterExporter:
         self.info = info
         self.lookupds = list(lookupds)
         self.nsqds = list(nsqds)
-        self._exposition: Exposition | None = None
+        self.scraper = Scraper(node_label=True)
 
-    async def snapshots(self) -> tuple[list[tuple[str, NodeSnapshot | UpstreamError]], list[str]]:
-        """Every nsqd's ``/stats`` (or why it gave none) by node name, and the silent nodes.
+    async def snapshots(self) -> tuple[list[tuple[str, NodeSnapshot]], list[str]]:
+        """The nsqds that answered, by node name, and the names of those that did not.
 
-        The silent nodes are the ``--nsqd-http-address`` ones whose ``/info`` did not answer,
-        named as given (their own names are not known).
+        A ``--nsqd-http-address`` node whose ``/info`` did not answer is named as given (its
+        own name is not known).
         """
         found = await self.info.producers(self.lookupds, self.nsqds)
         # one entry per node name: a duplicate series would make Prometheus refuse the scrape
@@ -68,24 +65,15 @@ class ClusterExporter:
                 now=time.time(),
             )
 
-        results = await gather(producers, read)
-        return [(p.http_address, r) for p, r in zip(producers, results, strict=True)], silent
+        answered: list[tuple[str, NodeSnapshot]] = []
+        for producer, result in zip(producers, await gather(producers, read), strict=True):
+            if isinstance(result, UpstreamError):
+                silent.append(producer.http_address)
+            else:
+                answered.append((producer.http_address, result))
+        return answered, silent
 
     async def render(self, accept: str | None) -> Response:
         """The answer to a scrape whose ``Accept`` header is ``accept``."""
-        nodes, silent = await self.snapshots()
-        from ..metrics.families import MetricFamilies
-
-        if self._exposition is None:
-            from ..metrics.exposition import Exposition
-
-            self._exposition = Exposition()
-        families = MetricFamilies(node_label=True)
-        for node, snapshot in nodes:
-            if isinstance(snapshot, UpstreamError):
-                families.add_unreachable(node)
-            else:
-                families.add(snapshot, node)
-        for address in silent:
-            families.add_unreachable(address)
-        return self._exposition.render(accept, families.collect())
+        answered, unreachable = await self.snapshots()
+        return await self.scraper.render(accept, answered, unreachable)

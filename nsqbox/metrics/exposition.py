@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
 from ..http.messages import Response
 
@@ -34,7 +33,7 @@ class _Chain:
 
 
 class Exposition:
-    """What one ``/metrics`` route exports: ``collectors``, and this process's own metrics.
+    """What one ``/metrics`` route exports: the scrape's families, then the process's own.
 
     The process's metrics are ``prometheus_client``'s standard ``process_*`` (CPU, memory,
     file descriptors, start time; Linux only), ``python_info`` and ``python_gc_*``. Each
@@ -42,20 +41,15 @@ class Exposition:
     services in one process do not share or clash.
     """
 
-    def __init__(self, *collectors: Collector) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        for collector in collectors:
-            self.registry.register(collector)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
 
-    def render(self, accept: str | None, first: Iterable[Metric] = ()) -> Response:
-        """The answer to a scrape whose ``Accept`` header is ``accept``.
-
-        ``first`` adds families gathered for this scrape alone (the admin exporter reads its
-        nsqds before it renders).
-        """
+    def render(self, accept: str | None, first: Iterable[Metric]) -> Response:
+        """The answer to a scrape whose ``Accept`` header is ``accept``: ``first``, the families
+        built for this scrape, then the process's."""
         try:
             encode, content_type = choose_encoder(accept or "")
         except (TypeError, ValueError):  # a version it cannot compare ("version=abc")

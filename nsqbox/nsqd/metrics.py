@@ -7,8 +7,9 @@ Prometheus adds ``instance``) and the process's own ``process_*`` and ``python_*
 
 Collecting happens on scrape: a scrape reads the state ``/stats`` reads (topics, channels,
 their counters and queues), in O(topics + channels), and the message path does nothing for
-it. ``prometheus_client`` is imported by the first scrape, so an nsqd nobody scrapes does
-not load it.
+it; the text is written in a worker thread (:mod:`nsqbox.metrics.scrape`).
+``prometheus_client`` is imported by the first scrape, so an nsqd nobody scrapes does not
+load it.
 
 Unlike the ``/nsqbox/tap``, ``/nsqbox/peek`` and ``/nsqbox/faults`` routes, this one stays
 with ``--auth-http-address``: it reveals no message and changes nothing, and nsqd's own
@@ -22,16 +23,14 @@ import time
 from typing import TYPE_CHECKING
 
 from ..http import Request, Response, Router
+from ..metrics.scrape import Scraper
 from ..metrics.snapshot import NodeSnapshot
 from .stats import get_stats, stats_document
 
 if TYPE_CHECKING:
-    from prometheus_client.metrics_core import Metric
-
-    from ..metrics.exposition import Exposition
     from .nsqd import NSQD
 
-__all__ = ["NodeCollector", "add_metrics_route", "node_snapshot"]
+__all__ = ["add_metrics_route", "node_snapshot"]
 
 
 def node_snapshot(nsqd: NSQD) -> NodeSnapshot:
@@ -48,31 +47,12 @@ def node_snapshot(nsqd: NSQD) -> NodeSnapshot:
     )
 
 
-class NodeCollector:
-    """A ``prometheus_client`` collector of one nsqd's families, read on each scrape."""
-
-    def __init__(self, nsqd: NSQD) -> None:
-        self.nsqd = nsqd
-
-    def collect(self) -> list[Metric]:
-        """This scrape's families (a deleted topic's are gone)."""
-        from ..metrics.families import MetricFamilies
-
-        families = MetricFamilies()
-        families.add(node_snapshot(self.nsqd))
-        return families.collect()
-
-
 def add_metrics_route(router: Router, nsqd: NSQD) -> None:
     """Add ``GET /metrics`` for ``nsqd`` to its HTTP router."""
-    exposition: Exposition | None = None
+    scraper = Scraper()
 
     async def metrics(request: Request) -> Response:
-        nonlocal exposition
-        if exposition is None:
-            from ..metrics.exposition import Exposition
-
-            exposition = Exposition(NodeCollector(nsqd))
-        return exposition.render(request.header("Accept"))
+        # the state, read here at once; the text is written in a worker thread
+        return await scraper.render(request.header("Accept"), [("", node_snapshot(nsqd))])
 
     router.add("GET", "/metrics", metrics, log=False)

@@ -82,12 +82,7 @@ async def test_prometheus_gets_the_publish_rate(box: Box, tmp_path: Path) -> Non
                     assert result[0]["metric"]["node"] == node
             return True
 
-        try:
-            await eventually(rate_seen, within=DEADLINE, every=0.5)
-        except trio.TooSlowError:
-            raise AssertionError(
-                f"no publish rate; Prometheus log:\n{prometheus.log_tail()}"
-            ) from None
+        await eventually(rate_seen, within=DEADLINE, every=0.5)  # its log is printed if not
         nursery.cancel_scope.cancel()
         # the documented queries are PromQL Prometheus takes (their results depend on timing)
         queries = documented_queries()
