@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 
 __all__ = ["Fault", "FaultList", "check_limits"]
 
+#: Fault ids, unique in the process: a server started again (a restart) never gives
+#: a new fault the id of one a test still holds for its old self.
+_IDS = itertools.count(1)
+
 
 @dataclass
 class Fault:
@@ -73,7 +77,6 @@ class FaultList:
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
-        self._ids = itertools.count(1)
         self._faults: dict[int, Fault] = {}
 
     def _add(
@@ -94,7 +97,7 @@ class FaultList:
         check_limits(count, duration)
         until = None if duration is None else self._now() + duration
         fault = Fault(
-            next(self._ids),
+            next(_IDS),
             kind,
             topic,
             error,
