@@ -191,3 +191,4 @@ async def serve_cluster(
         with trio.fail_after(REGISTER_TIMEOUT):
             await wait_registered([n.nsqd for n in nsqds])
         task_status.started(cluster)
+        await trio.sleep_forever()  # the nursery stays open for restarts, every node down or not
