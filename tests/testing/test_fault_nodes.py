@@ -74,10 +74,14 @@ def test_a_crash_keeps_exactly_what_is_on_disk(
                 socket.create_connection(handle.nsqd_tcp_address.pair, timeout=TIMEOUT).close()
             handle.faults.start()
             # the channel was persisted when it was made; its messages only if on disk
-            channel = handle.wait_for(topic, "work", depth=survivors)
-            assert (channel.depth, channel.in_flight) == (survivors, 0)
-            if survivors:
-                assert sorted(handle.consume(topic, "work", survivors)) == sorted(BODIES)
+            channel = handle.wait_for(topic, "work", in_flight=0)
+            got = handle.consume(topic, "work", channel.depth) if channel.depth else []
+            assert set(got) == set(BODIES[:survivors])
+            # once each, but for a record read from a disk queue since its last sync:
+            # read again, never lost. The first PUB can be one: it is put while nsqd
+            # still announces the new topic to nsqlookupd, before the topic starts, so
+            # it waits in the topic's queue until the start hands it to the channel.
+            assert len(got) - survivors in (0, 1)
     finally:
         box.stop()
 
