@@ -176,6 +176,7 @@ class BoxAddresses:
     """What serve_box reports once every service listens."""
 
     lookupd: LookupdAddresses
+    #: The first start's (a restarted node keeps its ports; its NSQD is control.nsqd(i)).
     nsqds: tuple[NSQDAddresses, ...]
     admin: AdminAddresses
     data_paths: tuple[str, ...]
@@ -256,9 +257,14 @@ class BoxControl:
     def __len__(self) -> int:
         return len(self._runners)
 
+    def _runner(self, index: int) -> NodeRunner:
+        if not 0 <= index < len(self._runners):
+            raise IndexError(f"no nsqd {index}: the box has {len(self._runners)} (from 0)")
+        return self._runners[index]
+
     def state(self, index: int) -> str:
         """``"running"``, ``"stopped"`` (a clean stop) or ``"crashed"``."""
-        return self._runners[index].state
+        return self._runner(index).state
 
     def states(self) -> list[str]:
         """Every node's :meth:`state`, by index."""
@@ -266,23 +272,23 @@ class BoxControl:
 
     def nsqd(self, index: int) -> NSQD | None:
         """Node ``index``'s live NSQD, None while it is down."""
-        return self._runners[index].nsqd
+        return self._runner(index).nsqd
 
     async def stop(self, index: int) -> None:
         """Shut node ``index`` down cleanly, as SIGTERM would: everything persisted."""
-        await self._runners[index].stop()
+        await self._runner(index).stop()
 
     async def crash(self, index: int, *, restart: bool = False) -> None:
         """Stop node ``index`` as SIGKILL would: its memory queues, in-flight and
         deferred messages are lost, what is on disk survives; with ``restart``, start
         it again at once."""
-        await self._runners[index].crash()
+        await self._runner(index).crash()
         if restart:
             await self.start(index)
 
     async def start(self, index: int) -> None:
         """Start node ``index`` again (nothing when it runs)."""
-        await self._runners[index].start()
+        await self._runner(index).start()
 
     async def restart(self, index: int) -> None:
         """:meth:`stop` then :meth:`start`: a clean restart."""

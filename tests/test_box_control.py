@@ -62,8 +62,9 @@ async def test_box_control_crashes_stops_and_starts_one_node(
         assert await _depth(client, http[0], "orders") == 1
         await control.stop(1)
         assert control.state(1) == "stopped"
-        with pytest.raises(IndexError):
-            await control.start(2)
+        for index in (2, -1):
+            with pytest.raises(IndexError, match="the box has 2"):
+                await control.start(index)
 
 
 def _publish(address: str) -> None:

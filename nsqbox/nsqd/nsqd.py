@@ -305,7 +305,7 @@ class NSQD:
                 self._shutdown_failures.append(f"diskqueue({name}): metadata ({exc})")
 
     def abandon(self) -> None:
-        """A start that failed: release every file without writing anything to the data path."""
+        """A failed start (or a crash): release every file, writing nothing to the data path."""
         self.exiting = True
         for topic in self.topics.values():
             for channel in topic.channels.values():
@@ -325,13 +325,12 @@ class NSQD:
         (see :mod:`.diskqueue_files`). Topics and channels refuse further work
         (``exiting``); the caller then cancels the server, which skips :meth:`close`.
         """
-        self.crashed = self.exiting = True
+        self.crashed = True
         for topic in self.topics.values():
             topic.exiting = True
             for channel in topic.channels.values():
                 channel.exiting = True
-                channel.backend.release()
-            topic.backend.release()
+        self.abandon()
 
     def new_e2e_latency(self) -> Quantile | None:
         """A latency tracker when --e2e-processing-latency-percentile is set."""

@@ -57,6 +57,8 @@ class NodeRunner:
         self._scope: trio.CancelScope | None = None
         self._stopped: trio.Event | None = None
         self._bound = False
+        #: One change at a time: a stop waits for a start under way, and so on.
+        self._changing = trio.Lock()
 
     @property
     def nsqd(self) -> NSQD | None:
@@ -78,27 +80,30 @@ class NodeRunner:
         Later starts bind what the first one bound. With ``register``, returns once
         the node is registered with every nsqlookupd (``REGISTER_TIMEOUT`` at most).
         """
-        if self.running is not None:
-            return self.running
-        started: NSQDAddresses = await self._nursery.start(self._run)
-        self.running, self.state = started, "running"
-        if not self._bound:
-            self._bound = True
-            self.options = _bound_options(self.options, started)
-        if register:
-            with trio.fail_after(REGISTER_TIMEOUT):
-                await wait_registered([started.nsqd])
-        return started
+        async with self._changing:
+            if self.running is not None:
+                return self.running
+            started: NSQDAddresses = await self._nursery.start(self._run)
+            self.running, self.state = started, "running"
+            if not self._bound:
+                self._bound = True
+                self.options = _bound_options(self.options, started)
+            if register:
+                with trio.fail_after(REGISTER_TIMEOUT):
+                    await wait_registered([started.nsqd])
+            return started
 
     async def stop(self) -> None:
         """Shut the node down cleanly (it persists its messages); idempotent."""
-        await self._end("stopped")
+        async with self._changing:
+            await self._end("stopped")
 
     async def crash(self) -> None:
         """Stop the node as a SIGKILL would (:meth:`~.nsqd.NSQD.crash`); idempotent."""
-        if self.running is not None:
-            self.running.nsqd.crash()
-        await self._end("crashed")
+        async with self._changing:
+            if self.running is not None:
+                self.running.nsqd.crash()
+            await self._end("crashed")
 
     async def _end(self, state: str) -> None:
         scope, stopped = self._scope, self._stopped
