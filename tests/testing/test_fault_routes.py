@@ -214,3 +214,9 @@ def test_real_nsqd_says_faults_need_nsqbox(not_nsqbox: Address) -> None:
         faults.fail_publishes(count=1)
     with pytest.raises(NotImplementedError, match="404 to /nsqbox/faults"):
         faults.drop_connections()
+    with pytest.raises(FaultsUnsupported, match="faults need nsqbox's nsqd"):
+        faults.latency(0.1)
+    with pytest.raises(FaultsUnsupported, match="faults need nsqbox's nsqd"):
+        faults.stall(topic="orders")
+    with pytest.raises(FaultsUnsupported, match="restarts and crashes are not supported"):
+        faults.crash()
