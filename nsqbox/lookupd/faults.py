@@ -67,8 +67,8 @@ class LookupdFaults(FaultList):
     def _changed(self) -> None:
         kinds = self.kinds()
         self.hiding = HIDE_PRODUCERS in kinds
-        down = LOOKUPD_DOWN in kinds
-        if self.down and not down:
-            self._up.set()
-            self._up = trio.Event()
-        self.down = down
+        self.down = LOOKUPD_DOWN in kinds
+        # the waiting requests look again: answered if none is left, or they wait on
+        # until the ends of those that are
+        self._up.set()
+        self._up = trio.Event()

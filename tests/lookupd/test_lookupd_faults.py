@@ -110,3 +110,23 @@ async def test_bad_parameters_get_400(path: str, params: dict[str, str], message
         answer = await lookupd.http.post(path, params=params)
         assert (answer.status_code, answer.json()) == (400, {"message": message})
         assert await lookupd.get("/nsqbox/faults") == {"faults": []}
+
+
+async def test_a_request_waits_for_the_last_down_fault_to_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_lookupd() as lookupd:
+        forever = await _post(lookupd, "/nsqbox/faults/lookupd_down")
+        await _post(lookupd, "/nsqbox/faults/lookupd_down", duration="4")
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            answered: list[float] = []
+
+            async def ping() -> None:
+                assert (await lookupd.http.get("/ping")).text == "OK"
+                answered.append(trio.current_time() - started)
+
+            nursery.start_soon(ping)
+            await trio.sleep(1)
+            await lookupd.http.delete(f"/nsqbox/faults/{forever['id']}")  # one left, for 3 s
+        assert 4.0 <= answered[0] < 5.0
