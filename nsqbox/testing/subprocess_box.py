@@ -3,7 +3,9 @@
 The child is ``python -m nsqbox up --ready-json --ephemeral-ports``: one nsqlookupd and
 ``--nsqd-count`` nsqds (every one registered with the lookupd) on ports the OS picks,
 which it prints as one JSON line once everything listens. Start-up ends when the
-lookupd lists every nsqd.
+lookupd lists every nsqd. A box with one nsqd can stop it (SIGTERM), crash it
+(SIGKILL) and start it again: the whole process goes, and comes back on the ports
+it bound first, with the same data path.
 """
 
 from __future__ import annotations
