@@ -8,6 +8,7 @@ and gets its messages once the stall is lifted. Servers on 127.0.0.1 port 0.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,10 @@ def test_gnsq_consumer_is_cut_off_by_a_stall_and_recovers(
     assert got == [b"after the stall"]
 
 
-async def test_trio_consumer_read_timeout_fires_under_a_stall(tmp_path: Path) -> None:
+async def test_trio_consumer_read_timeout_fires_under_a_stall(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="nsqbox.client")
     async with trio.open_nursery() as nursery:
         box = await open_trio_box(nursery, ClusterSpec(lookupd=0), str(tmp_path))
         got: list[bytes] = []
@@ -152,13 +156,17 @@ async def test_trio_consumer_read_timeout_fires_under_a_stall(tmp_path: Path) ->
             nsqd_tcp_addresses=[box.nsqd_tcp_address],
             config=config,
         ):
-            await box.wait_for("orders", "work", clients=1)
+            await box.publish("orders", b"before")
+            await wait_until(lambda: got)  # connected, subscribed, receiving
             first = set(box.nsqds[0].clients)
             stall = box.faults.stall(user_agent="app/")
             await wait_until(lambda: not first & set(box.nsqds[0].clients))
+            # its own read timeout (server and client share this loop's clock: nsqd's,
+            # two heartbeats after the last NOP, comes later)
+            assert "connection closed: nothing received for 1.5s" in caplog.text
             await box.publish("orders", b"held")
-            assert got == []  # the new connection is stalled too, until the lift
+            assert got == [b"before"]  # the new connection is stalled too, until the lift
             assert stall.lift()
-            await wait_until(lambda: got)
-        assert got == [b"held"]
+            await wait_until(lambda: len(got) == 2)
+        assert got == [b"before", b"held"]
         await box.aclose()
