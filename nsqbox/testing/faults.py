@@ -157,9 +157,11 @@ class Faults:
         return self._run is not None and self._cluster is not None
 
     def _unsupported(self, what: str = "faults") -> FaultsUnsupported:
+        where = f"in {self._mode} mode" if self._mode else "here"
         return FaultsUnsupported(
-            f"{what} not supported in {self._mode} mode: they need nsqbox's servers "
-            "(thread, trio or subprocess mode, or noproc mode against nsqbox's servers)"
+            f"{what} not supported {where}: they need nsqbox's servers, run by the box "
+            "(thread, trio or subprocess mode; noproc mode against nsqbox's servers has "
+            "every fault but restarts and crashes)"
         )
 
     def _call(self, fn: Callable[[RunningCluster], T]) -> T:
