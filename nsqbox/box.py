@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -33,12 +34,15 @@ if TYPE_CHECKING:
 
     from nsqbox.admin.server import AdminAddresses
     from nsqbox.lookupd.server import LookupdAddresses
+    from nsqbox.nsqd.nsqd import NSQD
+    from nsqbox.nsqd.runner import NodeRunner
     from nsqbox.nsqd.server import NSQDAddresses
 
 __all__ = [
     "LOG_PREFIXES",
     "UP_DATA_PATH",
     "BoxAddresses",
+    "BoxControl",
     "BoxOptions",
     "NodeTag",
     "serve_box",
@@ -172,9 +176,12 @@ class BoxAddresses:
     """What serve_box reports once every service listens."""
 
     lookupd: LookupdAddresses
+    #: The first start's (a restarted node keeps its ports; its NSQD is control.nsqd(i)).
     nsqds: tuple[NSQDAddresses, ...]
     admin: AdminAddresses
     data_paths: tuple[str, ...]
+    #: Stop, crash and start the nsqds (None when the box was not made by serve_box).
+    control: BoxControl | None = None
 
     def ready(self) -> dict[str, Any]:
         """The ``--ready-json`` object: every address as ``host:port`` (node 0's unsuffixed)."""
@@ -234,6 +241,61 @@ async def _serve_node(
     await serve_nsqd(options, task_status=task_status)
 
 
+class BoxControl:
+    """Per-node control of a running box's nsqds (use it on the box's trio loop).
+
+    ``serve_box`` makes one and reports it as :attr:`BoxAddresses.control`. Each
+    node keeps its ports (its first start's) and its data path across restarts.
+    Every method returns once the node is down, or up again, listening and
+    registered with the box's nsqlookupd; each raises IndexError for a node the box
+    does not have.
+    """
+
+    def __init__(self, runners: Sequence[NodeRunner]) -> None:
+        self._runners = tuple(runners)
+
+    def __len__(self) -> int:
+        return len(self._runners)
+
+    def _runner(self, index: int) -> NodeRunner:
+        if not 0 <= index < len(self._runners):
+            raise IndexError(f"no nsqd {index}: the box has {len(self._runners)} (from 0)")
+        return self._runners[index]
+
+    def state(self, index: int) -> str:
+        """``"running"``, ``"stopped"`` (a clean stop) or ``"crashed"``."""
+        return self._runner(index).state
+
+    def states(self) -> list[str]:
+        """Every node's :meth:`state`, by index."""
+        return [runner.state for runner in self._runners]
+
+    def nsqd(self, index: int) -> NSQD | None:
+        """Node ``index``'s live NSQD, None while it is down."""
+        return self._runner(index).nsqd
+
+    async def stop(self, index: int) -> None:
+        """Shut node ``index`` down cleanly, as SIGTERM would: everything persisted."""
+        await self._runner(index).stop()
+
+    async def crash(self, index: int, *, restart: bool = False) -> None:
+        """Stop node ``index`` as SIGKILL would: its memory queues, in-flight and
+        deferred messages are lost, what is on disk survives; with ``restart``, start
+        it again at once."""
+        await self._runner(index).crash()
+        if restart:
+            await self.start(index)
+
+    async def start(self, index: int) -> None:
+        """Start node ``index`` again (nothing when it runs)."""
+        await self._runner(index).start()
+
+    async def restart(self, index: int) -> None:
+        """:meth:`stop` then :meth:`start`: a clean restart."""
+        await self.stop(index)
+        await self.start(index)
+
+
 async def serve_box(
     options: BoxOptions,
     *,
@@ -242,13 +304,15 @@ async def serve_box(
     """Run lookupd, the nsqds and the admin service until cancelled (``nursery.start`` it).
 
     Creates the data directories, then reports every bound address through ``task_status``
-    once all of them listen. Raises ValueError for options that cannot work (see
-    :meth:`BoxOptions.validate`), OSError when a directory or a port is not available.
+    once all of them listen (with the :class:`BoxControl` of the nsqds). Raises ValueError
+    for options that cannot work (see :meth:`BoxOptions.validate`), OSError when a
+    directory or a port is not available.
     """
     import trio
 
     from nsqbox.admin.server import serve_admin
     from nsqbox.lookupd.server import serve_lookupd
+    from nsqbox.nsqd.runner import NodeRunner
 
     options.validate()
     paths = tuple(options.data_path(i) for i in range(options.nsqd_count))
@@ -257,10 +321,16 @@ async def serve_box(
     async with trio.open_nursery() as nursery:
         lookupd: LookupdAddresses = await nursery.start(serve_lookupd, options.lookupd_options())
         registry = [_reachable(lookupd.tcp)]
-        nsqds = []
-        for index in range(options.nsqd_count):
-            node_options = options.node_options(index, registry)
-            nsqds.append(await nursery.start(_serve_node, index, node_options))
+        runners = [
+            NodeRunner(
+                nursery,
+                options.node_options(index, registry),
+                serve=functools.partial(_serve_node, index),
+            )
+            for index in range(options.nsqd_count)
+        ]
+        nsqds = [await runner.start(register=False) for runner in runners]
         admin_options = options.admin_options(_reachable(lookupd.http))
         admin: AdminAddresses = await nursery.start(serve_admin, admin_options)
-        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths))
+        control = BoxControl(runners)
+        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control))

@@ -21,6 +21,7 @@ from .. import NSQ_VERSION
 from ..wire.documents import LookupdNode, LookupdProducer
 from ..wire.lookupd import Identify
 from ..wire.names import is_ephemeral, is_valid_topic_name
+from .faults import LookupdFaults
 from .options import LookupdOptions
 from .registration_db import (
     ANY,
@@ -74,6 +75,8 @@ class NSQLookupd:
         self.tcp_port = 0
         self.http_port = 0
         self.hostname = socket.gethostname()
+        #: Faults on demand (tests): hidden producers, an HTTP API that stops answering.
+        self.faults = LookupdFaults(clock)
 
     # --- TCP V1 -----------------------------------------------------------------
 
@@ -189,6 +192,8 @@ class NSQLookupd:
             self.options.tombstone_lifetime,
             self.clock(),
         )
+        if self.faults.hiding and self.faults.hides(topic):
+            producers = []
         return self.channels(topic), [_producer_info(p.peer) for p in producers]
 
     def nodes(self) -> list[NodeInfo]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from .. import NSQ_VERSION
 from ..http.messages import HTTPError, Request
-from ..http.router import Router
+from ..http.router import Handler, Router
 from ..wire.documents import LookupDocument, NodesDocument
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .core import NSQLookupd
+from .fault_routes import add_fault_routes
 
 __all__ = ["build_router"]
 
@@ -98,13 +99,25 @@ def build_router(lookupd: NSQLookupd) -> Router:
             raise HTTPError(404, "CHANNEL_NOT_FOUND")
         return None
 
-    router.add("GET", "/ping", ping, plain_text=True)
-    router.add("GET", "/info", info)
-    router.add("GET", "/debug", debug)
-    router.add("GET", "/lookup", lookup)
-    router.add("GET", "/topics", topics)
-    router.add("GET", "/channels", channels)
-    router.add("GET", "/nodes", nodes)
+    faults = lookupd.faults
+
+    def answering(handler: Handler) -> Handler:
+        """``handler``, silent while the fault ``lookupd_down`` is in force."""
+
+        async def answer(request: Request) -> object:
+            if faults.down:
+                await faults.wait_up()
+            return await handler(request)
+
+        return answer
+
+    router.add("GET", "/ping", answering(ping), plain_text=True)
+    router.add("GET", "/info", answering(info))
+    router.add("GET", "/debug", answering(debug))
+    router.add("GET", "/lookup", answering(lookup))
+    router.add("GET", "/topics", answering(topics))
+    router.add("GET", "/channels", answering(channels))
+    router.add("GET", "/nodes", answering(nodes))
     mutating = {
         "/topic/create": create_topic,
         "/topic/delete": delete_topic,
@@ -114,5 +127,6 @@ def build_router(lookupd: NSQLookupd) -> Router:
     }
     for path, handler in mutating.items():
         # POST only, as nsqlookupd v1.3.0 (405 to GET): a link or an <img> cannot change state
-        router.add("POST", path, handler)
+        router.add("POST", path, answering(handler))
+    add_fault_routes(router, faults)
     return router

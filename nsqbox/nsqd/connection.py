@@ -171,6 +171,9 @@ class Connection:
         #: Bytes handed to send_all and not yet taken by the kernel (they count too).
         self._sending = 0
         self._drained = trio.Event()
+        #: Awaited before each write when set (faults: latency, a stall); None costs a check.
+        self.gate: Callable[[], Awaitable[None]] | None = None
+        self._gated: trio.CancelScope | None = None
 
     def __repr__(self) -> str:
         return repr(self._session)
@@ -243,6 +246,8 @@ class Connection:
                         self._closing = True
                         self._reader_ended()
                         self._wake.set()
+                        if self._gated is not None:  # a held write never delays the end
+                            self._gated.cancel()
         finally:
             self._disconnected()
             with trio.CancelScope(shield=True):
@@ -394,6 +399,8 @@ class Connection:
             data = self._out
             self._out = bytearray()
             self._sending = len(data)
+            if self.gate is not None:
+                await self._pass_gate(self.gate)
             hb = self.heartbeat_interval
             with trio.move_on_after(hb if hb > 0 else math.inf) as scope:
                 try:
@@ -412,6 +419,12 @@ class Connection:
                 if not self._closing:
                     self.now = clock()
                     self._drained_hook()  # deliveries paused on a full buffer resume
+
+    async def _pass_gate(self, gate: Callable[[], Awaitable[None]]) -> None:
+        """Await ``gate`` (the write waits); the reader's end cancels the wait."""
+        with trio.CancelScope() as self._gated:
+            await gate()
+        self._gated = None
 
     async def hold_writer(self) -> None:
         """Wait until the writer has sent everything queued, and keep it paused."""

@@ -7,12 +7,19 @@ purpose through its :class:`~.faults.NodeFaults`. Every route is under
 JSON; bad parameters get nsqd's ``400 {"message": "INVALID_..."}``.
 
 - ``GET /nsqbox/faults``: ``{"faults": [{"id", "kind", "topic", "error",
-  "remaining", "since"}]}``, the lasting faults in force, oldest first.
+  "remaining", "since", "channel", "user_agent", "client_id", "delay",
+  "jitter"}]}``, the lasting faults in force, oldest first.
 - ``POST /nsqbox/faults/fail_publishes?topic=&count=&duration=&error=``: publishes
   (to ``topic``, or any) fail, the next ``count`` commands or for ``duration``
   seconds or until lifted; the new fault's document.
 - ``POST /nsqbox/faults/disk_full?topic=&duration=&error=``: the same, and
   ``/ping`` answers ``500 NOK - <error>``; the new fault's document.
+- ``POST /nsqbox/faults/latency?delay=&jitter=&topic=&channel=&user_agent=``
+  ``&client_id=&count=&duration=``: each write to matching clients waits ``delay``
+  seconds (plus or minus up to ``jitter``); the new fault's document.
+- ``POST /nsqbox/faults/stall?topic=&channel=&user_agent=&client_id=&count=&duration=``:
+  nothing more is sent to matching clients (the first ``count`` connections); the
+  new fault's document.
 - ``POST /nsqbox/faults/time_out_in_flight?topic=&channel=``: time out what is in
   flight now; ``{"count": N}``.
 - ``POST /nsqbox/faults/drop_connections?topic=&channel=&user_agent=&reset=``:
@@ -27,11 +34,21 @@ client without a secret stop authorized clients' work.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from ..http import HTTPError, Request, Router
-from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from ..http.fault_params import (
+    FAULTS_PATH,
+    MAX_TEXT_LENGTH,
+    add_listing_routes,
+    arg,
+    channel_arg,
+    count_arg,
+    flag_arg,
+    seconds_arg,
+    text_arg,
+    topic_arg,
+)
 from .faults import DISK_FULL_ERROR, PUBLISH_FAILED_ERROR
 
 if TYPE_CHECKING:
@@ -40,71 +57,19 @@ if TYPE_CHECKING:
 __all__ = ["MAX_ERROR_LENGTH", "add_fault_routes"]
 
 #: The longest ``error`` a fault may report (it goes into every failed reply).
-MAX_ERROR_LENGTH = 1024
+MAX_ERROR_LENGTH = MAX_TEXT_LENGTH
 
 Doc = dict[str, object]
 
 
-def _arg(request: Request, name: str) -> str | None:
-    """A query parameter, None when absent or empty."""
-    values = request.args().get(name)
-    if not values or not values[0]:
-        return None
-    return values[0]
-
-
-def _topic(request: Request) -> str | None:
-    topic = _arg(request, "topic")
-    if topic is not None and not is_valid_topic_name(topic):
-        raise HTTPError(400, "INVALID_TOPIC")
-    return topic
-
-
-def _channel(request: Request) -> str | None:
-    channel = _arg(request, "channel")
-    if channel is not None and not is_valid_channel_name(channel):
-        raise HTTPError(400, "INVALID_CHANNEL")
-    return channel
-
-
-def _count(request: Request) -> int | None:
-    raw = _arg(request, "count")
-    if raw is None:
-        return None
-    if not raw.isdigit() or len(raw) > 18 or int(raw) < 1:
-        raise HTTPError(400, "INVALID_COUNT")
-    return int(raw)
-
-
-def _duration(request: Request) -> float | None:
-    raw = _arg(request, "duration")
-    if raw is None:
-        return None
-    try:
-        seconds = float(raw) if len(raw) <= 32 else math.nan
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise HTTPError(400, "INVALID_DURATION")
-    return seconds
-
-
-def _error(request: Request, default: str) -> str:
-    error = _arg(request, "error")
-    if error is None:
-        return default
-    if len(error) > MAX_ERROR_LENGTH or any(c in error for c in "\r\n\0"):
-        raise HTTPError(400, "INVALID_ERROR")
-    return error
-
-
-def _reset(request: Request) -> bool:
-    raw = _arg(request, "reset")
-    if raw is None or raw in ("false", "0"):
-        return False
-    if raw in ("true", "1"):
-        return True
-    raise HTTPError(400, "INVALID_RESET")
+def _scope(request: Request) -> dict[str, str | None]:
+    """Which clients latency or a stall holds."""
+    return {
+        "topic": topic_arg(request),
+        "channel": channel_arg(request),
+        "user_agent": text_arg(request, "user_agent"),
+        "client_id": text_arg(request, "client_id"),
+    }
 
 
 def add_fault_routes(router: Router, nsqd: NSQD) -> None:
@@ -116,42 +81,48 @@ def add_fault_routes(router: Router, nsqd: NSQD) -> None:
         return
     faults = nsqd.faults
 
-    async def listing(request: Request) -> Doc:
-        return {"faults": [fault.describe() for fault in faults.active()]}
-
     async def fail_publishes(request: Request) -> Doc:
-        topic, count, duration = _topic(request), _count(request), _duration(request)
-        error = _error(request, PUBLISH_FAILED_ERROR)
+        topic, count, duration = topic_arg(request), count_arg(request), seconds_arg(request)
+        error = text_arg(request, "error") or PUBLISH_FAILED_ERROR
         return faults.fail_publishes(topic, count=count, duration=duration, error=error).describe()
 
     async def disk_full(request: Request) -> Doc:
-        topic, duration = _topic(request), _duration(request)
-        error = _error(request, DISK_FULL_ERROR)
+        topic, duration = topic_arg(request), seconds_arg(request)
+        error = text_arg(request, "error") or DISK_FULL_ERROR
         return faults.disk_full(topic, duration=duration, error=error).describe()
 
+    async def latency(request: Request) -> Doc:
+        delay = seconds_arg(request, "delay", zero=True)
+        if delay is None:
+            raise HTTPError(400, "MISSING_ARG_DELAY")
+        jitter = seconds_arg(request, "jitter", zero=True) or 0.0
+        if jitter > delay:
+            raise HTTPError(400, "INVALID_JITTER")
+        count, duration = count_arg(request), seconds_arg(request)
+        fault = faults.latency(
+            delay, jitter=jitter, count=count, duration=duration, **_scope(request)
+        )
+        return fault.describe()
+
+    async def stall(request: Request) -> Doc:
+        count, duration = count_arg(request), seconds_arg(request)
+        return faults.stall(count=count, duration=duration, **_scope(request)).describe()
+
     async def time_out_in_flight(request: Request) -> Doc:
-        topic, channel = _topic(request), _channel(request)
+        topic, channel = topic_arg(request), channel_arg(request)
         return {"count": faults.time_out_in_flight(topic, channel)}
 
     async def drop_connections(request: Request) -> Doc:
-        topic, channel, reset = _topic(request), _channel(request), _reset(request)
-        user_agent = _arg(request, "user_agent")
+        topic, channel = topic_arg(request), channel_arg(request)
+        reset = flag_arg(request, "reset")
+        user_agent = arg(request, "user_agent")
         dropped = faults.drop_connections(topic, channel, user_agent=user_agent, reset=reset)
         return {"count": dropped}
 
-    async def lift(request: Request) -> Doc:
-        raw = request.params["id"]
-        if not raw.isdigit() or len(raw) > 18:
-            raise HTTPError(400, "INVALID_ID")
-        return {"lifted": faults.lift(int(raw))}
-
-    async def lift_all(request: Request) -> Doc:
-        return {"lifted": faults.lift_all()}
-
-    router.add("GET", "/nsqbox/faults", listing)
-    router.add("DELETE", "/nsqbox/faults", lift_all)
-    router.add("POST", "/nsqbox/faults/fail_publishes", fail_publishes)
-    router.add("POST", "/nsqbox/faults/disk_full", disk_full)
-    router.add("POST", "/nsqbox/faults/time_out_in_flight", time_out_in_flight)
-    router.add("POST", "/nsqbox/faults/drop_connections", drop_connections)
-    router.add("DELETE", "/nsqbox/faults/:id", lift)
+    add_listing_routes(router, faults)
+    router.add("POST", f"{FAULTS_PATH}/fail_publishes", fail_publishes)
+    router.add("POST", f"{FAULTS_PATH}/disk_full", disk_full)
+    router.add("POST", f"{FAULTS_PATH}/latency", latency)
+    router.add("POST", f"{FAULTS_PATH}/stall", stall)
+    router.add("POST", f"{FAULTS_PATH}/time_out_in_flight", time_out_in_flight)
+    router.add("POST", f"{FAULTS_PATH}/drop_connections", drop_connections)

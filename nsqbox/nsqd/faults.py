@@ -1,14 +1,17 @@
 """Faults on demand: one nsqd misbehaving on purpose, for tests (issue #18).
 
 :class:`NodeFaults` holds the active faults of one :class:`~.nsqd.NSQD` and acts
-the one-shot ones. Lasting faults (failed publishes, a full disk) are listed with
-:meth:`NodeFaults.active` and lifted with :meth:`NodeFaults.lift` or
-:meth:`NodeFaults.lift_all`; they end by themselves after ``count`` commands or
-``duration`` seconds when given. One-shot faults (time out what is in flight,
-drop connections) act at once and leave nothing behind.
+the one-shot ones. Lasting faults (failed publishes, a full disk, latency, a
+stall) are listed with :meth:`NodeFaults.active` and lifted with
+:meth:`NodeFaults.lift` or :meth:`NodeFaults.lift_all`; they end by themselves
+after ``count`` commands (writes, connections) or ``duration`` seconds when
+given. One-shot faults (time out what is in flight, drop connections) act at
+once and leave nothing behind.
 
 The hot path pays one attribute check per publish command: the node's
-``publish_fault`` is None unless a publish fault is active. A failed publish is
+``publish_fault`` is None unless a publish fault is active; and one per write
+of a connection's writer: its ``gate`` is None unless latency or a stall is
+active (:mod:`.write_faults`). A failed publish is
 what nsqd answers when its topic's put fails: ``E_PUB_FAILED PUB failed <error>``
 (``E_MPUB_FAILED``, ``E_DPUB_FAILED``; fatal, the connection closes) over TCP,
 ``503 EXITING`` over HTTP. A full disk also makes ``/ping`` answer
@@ -19,11 +22,12 @@ This module knows its node only as a :class:`FaultTarget`; it imports no server.
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from random import Random
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ..faultlist import Fault, FaultList
+from .write_faults import WriteGates
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -44,6 +48,12 @@ DISK_FULL_ERROR = "write: no space left on device"
 
 FAIL_PUBLISHES = "fail_publishes"
 DISK_FULL = "disk_full"
+LATENCY = "latency"
+STALL = "stall"
+#: Faults that fail publish commands.
+PUBLISH_KINDS = frozenset({FAIL_PUBLISHES, DISK_FULL})
+#: Faults that hold a connection's writer (:mod:`.write_faults`).
+WRITE_KINDS = frozenset({LATENCY, STALL})
 
 
 class FaultTarget(Protocol):
@@ -51,6 +61,7 @@ class FaultTarget(Protocol):
 
     publish_fault: Callable[[str], str | None] | None
     clients: dict[int, Any]
+    random: Random
 
     @property
     def options(self) -> NSQDOptions:
@@ -66,40 +77,14 @@ class FaultTarget(Protocol):
         ...
 
 
-@dataclass
-class Fault:
-    """One lasting fault: what it does, where, since when and until when."""
-
-    id: int
-    kind: str
-    topic: str | None
-    error: str
-    #: Publish commands it still fails (None: no limit).
-    remaining: int | None
-    #: When it ends, on the server clock (None: when lifted).
-    until: float | None
-    #: When it began (wall clock, seconds since the epoch).
-    since: float = field(default_factory=time.time)
-
-    def describe(self) -> dict[str, object]:
-        """A JSON-ready description (what ``active()`` lists)."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "topic": self.topic,
-            "error": self.error,
-            "remaining": self.remaining,
-            "since": self.since,
-        }
-
-
-class NodeFaults:
+class NodeFaults(FaultList):
     """The faults of one nsqd: lasting ones listed and liftable, one-shot ones acted."""
 
     def __init__(self, target: FaultTarget) -> None:
         self._target = target
-        self._ids = itertools.count(1)
-        self._faults: dict[int, Fault] = {}
+        #: Latency and stalls: the gates of the connections' writers.
+        self.gates = WriteGates(self, target)
+        super().__init__(target.now)
 
     # -- lasting faults --------------------------------------------------------
     def fail_publishes(
@@ -112,15 +97,7 @@ class NodeFaults:
         kind: str = FAIL_PUBLISHES,
     ) -> Fault:
         """Fail the next ``count`` publish commands (or all, for ``duration`` seconds)."""
-        if count is not None and count < 1:
-            raise ValueError("count must be at least 1")
-        if duration is not None and duration <= 0:
-            raise ValueError("duration must be positive")
-        until = None if duration is None else self._target.now() + duration
-        fault = Fault(next(self._ids), kind, topic, error, count, until)
-        self._faults[fault.id] = fault
-        self._target.publish_fault = self._check_publish
-        return fault
+        return self._add(kind, count=count, duration=duration, topic=topic, error=error)
 
     def disk_full(
         self,
@@ -132,48 +109,90 @@ class NodeFaults:
         """Publishes fail with ``error`` and ``/ping`` answers ``NOK - <error>``."""
         return self.fail_publishes(topic, duration=duration, error=error, kind=DISK_FULL)
 
+    def latency(
+        self,
+        delay: float,
+        *,
+        jitter: float = 0.0,
+        topic: str | None = None,
+        channel: str | None = None,
+        user_agent: str | None = None,
+        client_id: str | None = None,
+        count: int | None = None,
+        duration: float | None = None,
+    ) -> Fault:
+        """Every write to a matching client (responses, deliveries, heartbeats) waits
+        ``delay`` seconds, plus or minus up to ``jitter``: the next ``count`` writes, or
+        for ``duration`` seconds, or until lifted. A client matches when it is
+        subscribed to ``topic`` (and ``channel``), its user agent contains
+        ``user_agent`` and its IDENTIFY ``client_id`` is ``client_id``, as given;
+        every client by default."""
+        if not (0 <= jitter <= delay < float("inf")):
+            raise ValueError("delay must be at least 0, and jitter between 0 and delay")
+        return self._add(
+            LATENCY,
+            count=count,
+            duration=duration,
+            topic=topic,
+            channel=channel,
+            user_agent=user_agent,
+            client_id=client_id,
+            delay=delay,
+            jitter=jitter,
+        )
+
+    def stall(
+        self,
+        *,
+        topic: str | None = None,
+        channel: str | None = None,
+        user_agent: str | None = None,
+        client_id: str | None = None,
+        count: int | None = None,
+        duration: float | None = None,
+    ) -> Fault:
+        """Send nothing more to matching clients (matched as by :meth:`latency`), not
+        even heartbeats, until lifted or ``duration`` seconds are up; with ``count``,
+        only the first ``count`` connections it catches. Their read timeouts fire."""
+        return self._add(
+            STALL,
+            count=count,
+            duration=duration,
+            topic=topic,
+            channel=channel,
+            user_agent=user_agent,
+            client_id=client_id,
+        )
+
     @property
     def disk_error(self) -> str | None:
         """The error of the active full disk, if any (health reads it)."""
-        for fault in self._live():
+        for fault in self.active():
             if fault.kind == DISK_FULL:
                 return fault.error
         return None
 
-    def active(self) -> list[Fault]:
-        """The lasting faults now in force, oldest first."""
-        return self._live()
+    def write_faults(self) -> list[Fault]:
+        """The latency and stalls in force, oldest first."""
+        return [f for f in self.active() if f.kind in WRITE_KINDS]
 
-    def lift(self, fault_id: int) -> bool:
-        """End one fault; False when it had already ended."""
-        found = self._faults.pop(fault_id, None) is not None
-        if not self._faults:
-            self._target.publish_fault = None
-        return found
+    def _changed(self) -> None:
+        """Arm or disarm the hot path's checks for what is in force now."""
+        kinds = self.kinds()
+        self._target.publish_fault = self._check_publish if kinds & PUBLISH_KINDS else None
+        self.gates.arm(bool(kinds & WRITE_KINDS))
 
-    def lift_all(self) -> int:
-        """End every lasting fault; how many there were."""
-        count = len(self._live())
-        self._faults.clear()
-        self._target.publish_fault = None
-        return count
-
-    def _live(self) -> list[Fault]:
-        now = self._target.now()
-        for fault in list(self._faults.values()):
-            if fault.until is not None and now >= fault.until:
-                self.lift(fault.id)
-        return list(self._faults.values())
+    def _ended(self, fault: Fault) -> None:
+        self.gates.ended(fault)
 
     def _check_publish(self, topic: str) -> str | None:
         """The error a publish to ``topic`` fails with, or None (counts the command)."""
-        for fault in self._live():
+        for fault in self.active():
+            if fault.kind not in PUBLISH_KINDS:
+                continue
             if fault.topic is not None and fault.topic != topic:
                 continue
-            if fault.remaining is not None:
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self.lift(fault.id)
+            self.use(fault)
             return fault.error
         return None
 

@@ -61,6 +61,8 @@ class NSQD:
         self.http_port = 0
         self.https_port = 0
         self.exiting = False
+        #: Stopped by :meth:`crash`: nothing more is written to the data path.
+        self.crashed = False
         self.loading = False
         #: This server's own random numbers (queue-scan sampling, sample rates): it
         #: runs inside test suites and applications and must not move their
@@ -166,7 +168,7 @@ class NSQD:
 
     def persist_metadata(self) -> None:
         """Rewrite nsqd.dat (atomically) with every non-ephemeral topic and channel."""
-        if self.loading:
+        if self.loading or self.crashed:
             return
         topics = tuple(
             md.TopicMetadata(
@@ -303,12 +305,32 @@ class NSQD:
                 self._shutdown_failures.append(f"diskqueue({name}): metadata ({exc})")
 
     def abandon(self) -> None:
-        """A start that failed: release every file without writing anything to the data path."""
+        """A failed start (or a crash): release every file, writing nothing to the data path."""
         self.exiting = True
         for topic in self.topics.values():
             for channel in topic.channels.values():
                 channel.backend.release()
             topic.backend.release()
+
+    def crash(self) -> None:
+        """Stop as a SIGKILL would: from now on nothing is written to the data path.
+
+        What survives is what is on disk already: every record the disk queues
+        wrote (each put is a ``pwrite`` to the kernel, with no buffer in this
+        process, so a killed process loses none of them), their meta files as of
+        their last sync, and ``nsqd.dat`` as last persisted (it is rewritten on
+        every topic or channel change). Memory queues, in-flight and deferred
+        messages are lost. Opening the data path again salvages records past a
+        stale meta file and reads records popped since its last sync once more
+        (see :mod:`.diskqueue_files`). Topics and channels refuse further work
+        (``exiting``); the caller then cancels the server, which skips :meth:`close`.
+        """
+        self.crashed = True
+        for topic in self.topics.values():
+            topic.exiting = True
+            for channel in topic.channels.values():
+                channel.exiting = True
+        self.abandon()
 
     def new_e2e_latency(self) -> Quantile | None:
         """A latency tracker when --e2e-processing-latency-percentile is set."""

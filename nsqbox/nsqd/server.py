@@ -6,7 +6,8 @@ Listeners: TCP (protocol V2), HTTP, and HTTPS when TLS is configured
 ``403 TLS_REQUIRED``; ``tcp-https`` requires TLS on TCP only.
 
 Shutdown is cancellation: when the surrounding scope is cancelled the listeners
-close, every connection ends, and the NSQD persists what it holds.
+close, every connection ends, and the NSQD persists what it holds, unless
+:meth:`NSQD.crash` was called first (a crash persists nothing).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ async def handle_tcp(
         client = ClientV2(
             nsqd, stream, (str(remote[0]), int(remote[1])), tls_context=tls_context, auth=auth
         )
+        nsqd.faults.gates.attach(client)  # latency and stalls hold its writer (if any)
         await client.run(buf[4:])
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         logger.info("client(%s) connection error - %s", remote, exc)
@@ -200,7 +202,8 @@ async def serve_nsqd(
         if https is not None:
             logger.info("HTTPS: closing %s", format_address(https))
         try:
-            nsqd.close()  # raises ShutdownError, after flushing all it can, if anything failed
+            if not nsqd.crashed:  # a crash persists nothing (NSQD.crash)
+                nsqd.close()  # raises ShutdownError, after flushing all it can, if anything failed
         finally:
             logger.info("NSQ: stopping subsystems")
             logger.info("LOOKUP: closing")

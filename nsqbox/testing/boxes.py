@@ -79,6 +79,10 @@ class Box(Protocol):
         """Start a stopped nsqd again: same ports, same data path; registered on return."""
         ...
 
+    def crash_nsqd(self, node: int) -> None:
+        """Stop nsqd ``node`` as a SIGKILL would (what is on disk survives)."""
+        ...
+
 
 class TapCapture:
     """Capture by tapping the topic inside the server: every publish, nothing consumed.
@@ -174,6 +178,10 @@ class ThreadBox(AddressView):
         """Start a stopped nsqd again: same ports, same data path; registered on return."""
         self._loop.call_async(lambda: self.ops.start_nsqd(node))
 
+    def crash_nsqd(self, node: int) -> None:
+        """Stop nsqd ``node`` as a SIGKILL would (what is on disk survives)."""
+        self._loop.call_async(lambda: self.ops.crash_nsqd(node))
+
     def __repr__(self) -> str:
         return f"ThreadBox(nsqd={list(self.addresses.nsqd_tcp)})"
 
@@ -247,6 +255,10 @@ class NoProcBox(AddressView):
         raise NotImplementedError(NOT_OURS)
 
     def start_nsqd(self, node: int) -> None:
+        """Refused: the servers are not ours."""
+        raise NotImplementedError(NOT_OURS)
+
+    def crash_nsqd(self, node: int) -> None:
         """Refused: the servers are not ours."""
         raise NotImplementedError(NOT_OURS)
 

@@ -6,7 +6,6 @@ number of clusters (and pytest-xdist workers) run side by side.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Sequence
 
@@ -16,10 +15,10 @@ from ..goflags import FlagError, HelpRequested
 from ..lookupd.options import LookupdOptions, parse_lookupd_args
 from ..lookupd.server import LookupdAddresses, serve_lookupd
 from ..nsqd.config import ConfigError, parse_nsqd_args
-from ..nsqd.lookup import lookup_service
 from ..nsqd.nsqd import NSQD
 from ..nsqd.options import NSQDOptions
-from ..nsqd.server import NSQDAddresses, serve_nsqd
+from ..nsqd.runner import REGISTER_TIMEOUT, NodeRunner, wait_registered
+from ..nsqd.server import NSQDAddresses
 from .config import Address, BoxAddresses, ClusterSpec, SpecError
 
 __all__ = [
@@ -29,10 +28,8 @@ __all__ = [
     "lookupd_options",
     "nsqd_options",
     "serve_cluster",
+    "wait_registered",
 ]
-
-#: How long start-up waits for every nsqd to be registered with every nsqlookupd.
-REGISTER_TIMEOUT = 10.0
 
 
 class NodeStopped(RuntimeError):
@@ -42,9 +39,10 @@ class NodeStopped(RuntimeError):
 class RunningCluster:
     """The servers of a started cluster (``nsqd`` and ``lookupd`` in start order).
 
-    nsqds can be stopped and started again one by one (:meth:`stop_nsqd`,
-    :meth:`start_nsqd`): a stop is nsqd's clean shutdown (messages persisted), a start
-    binds the same ports and reopens the same data path. Use it on the cluster's loop.
+    nsqds can be stopped, crashed and started again one by one (:meth:`stop_nsqd`,
+    :meth:`crash_nsqd`, :meth:`start_nsqd`): a stop is nsqd's clean shutdown (messages
+    persisted), a crash a SIGKILL's (what is on disk survives), a start binds the same
+    ports and reopens the same data path. Use it on the cluster's loop.
     """
 
     def __init__(
@@ -53,30 +51,19 @@ class RunningCluster:
         nsqd_opts: Sequence[NSQDOptions],
         lookupd: Sequence[LookupdAddresses],
     ) -> None:
-        self._nursery = nursery
-        self._opts = list(nsqd_opts)
+        self.runners = [NodeRunner(nursery, opts) for opts in nsqd_opts]
         self.lookupd = tuple(lookupd)
-        self.nsqd: list[NSQDAddresses | None] = [None] * len(self._opts)
-        self._scopes: list[trio.CancelScope | None] = [None] * len(self._opts)
-        self._stopped: list[trio.Event | None] = [None] * len(self._opts)
         self.addresses = BoxAddresses(nsqd_tcp=(), nsqd_http=())
         #: Called with (index, NSQD) after a node started again.
         self.on_start: list[Callable[[int, NSQD], None]] = []
 
+    @property
+    def nsqd(self) -> list[NSQDAddresses | None]:
+        """Each nsqd's addresses and live container, None while it is down."""
+        return [runner.running for runner in self.runners]
+
     def started(self, nsqds: Sequence[NSQDAddresses]) -> None:
-        """Record the first start: addresses, and what restarts bind (the same ports)."""
-        self.nsqd = list(nsqds)
-        self._opts = [
-            dataclasses.replace(
-                opts,
-                tcp_address=str(Address.of(*n.tcp)),
-                http_address=str(Address.of(*n.http)) if n.http is not None else "",
-                https_address=str(Address.of(*n.https)) if n.https is not None else "",
-                broadcast_tcp_port=n.nsqd.options.broadcast_tcp_port,
-                broadcast_http_port=n.nsqd.options.broadcast_http_port,
-            )
-            for opts, n in zip(self._opts, nsqds, strict=True)
-        ]
+        """Record the first start's addresses (restarts bind the same ports)."""
         self.addresses = BoxAddresses(
             nsqd_tcp=tuple(Address.of(*n.tcp) for n in nsqds),
             nsqd_http=tuple(Address.of(*n.http) for n in nsqds if n.http is not None),
@@ -87,50 +74,34 @@ class RunningCluster:
     @property
     def nsqds(self) -> list[NSQD]:
         """The live NSQD containers (use them on the cluster's trio loop only)."""
-        return [self.node(i) for i in range(len(self.nsqd))]
+        return [self.node(i) for i in range(len(self.runners))]
 
     def node(self, index: int) -> NSQD:
         """nsqd number ``index``; NodeStopped when a test stopped it."""
-        running = self.nsqd[index]
-        if running is None:
-            raise NodeStopped(f"nsqd {index} is stopped (start it with start_nsqd({index}))")
-        return running.nsqd
+        nsqd = self.runners[index].nsqd
+        if nsqd is None:
+            state = self.runners[index].state
+            raise NodeStopped(f"nsqd {index} is {state} (start it with start_nsqd({index}))")
+        return nsqd
 
     def running(self) -> list[tuple[int, NSQD]]:
         """``(index, nsqd)`` of every nsqd that runs."""
-        return [(i, n.nsqd) for i, n in enumerate(self.nsqd) if n is not None]
-
-    async def run_nsqd(
-        self, index: int, *, task_status: trio.TaskStatus[NSQDAddresses] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Serve nsqd ``index`` until :meth:`stop_nsqd` (or the cluster) cancels it."""
-        scope = trio.CancelScope()
-        stopped = trio.Event()
-        self._scopes[index], self._stopped[index] = scope, stopped
-        try:
-            with scope:
-                await serve_nsqd(dataclasses.replace(self._opts[index]), task_status=task_status)
-        finally:
-            stopped.set()
+        return [(i, r.nsqd) for i, r in enumerate(self.runners) if r.nsqd is not None]
 
     async def stop_nsqd(self, index: int) -> None:
         """Shut nsqd ``index`` down cleanly (it persists its messages); idempotent."""
-        scope, stopped = self._scopes[index], self._stopped[index]
-        self.nsqd[index] = None
-        if scope is not None and stopped is not None:
-            scope.cancel()
-            await stopped.wait()
-        self._scopes[index] = self._stopped[index] = None
+        await self.runners[index].stop()
+
+    async def crash_nsqd(self, index: int) -> None:
+        """Stop nsqd ``index`` as a SIGKILL would (memory lost, disk kept); idempotent."""
+        await self.runners[index].crash()
 
     async def start_nsqd(self, index: int) -> NSQD:
         """Start nsqd ``index`` again: same ports, same data; registered when this returns."""
-        running = self.nsqd[index]
-        if running is not None:
-            return running.nsqd
-        started: NSQDAddresses = await self._nursery.start(self.run_nsqd, index)
-        self.nsqd[index] = started
-        with trio.fail_after(REGISTER_TIMEOUT):
-            await wait_registered([started.nsqd])
+        runner = self.runners[index]
+        if runner.nsqd is not None:
+            return runner.nsqd
+        started = await runner.start()
         for callback in self.on_start:
             callback(index, started.nsqd)
         return started.nsqd
@@ -189,14 +160,6 @@ def lookupd_options(spec: ClusterSpec) -> LookupdOptions:
     return command.options
 
 
-async def wait_registered(nsqds: Sequence[NSQD]) -> None:
-    """Wait until each nsqd's lookupd connections have acknowledged everything sent so far."""
-    for nsqd in nsqds:
-        service = lookup_service(nsqd)
-        if service is not None:
-            await service.wait_synced()
-
-
 async def serve_cluster(
     spec: ClusterSpec,
     data_root: str,
@@ -223,10 +186,9 @@ async def serve_cluster(
             opts.lookupd_tcp_addresses = [*registry, *opts.lookupd_tcp_addresses]
         # Each nsqd runs in a cancel scope of its own, so a test can stop one node.
         cluster = RunningCluster(nursery, nsqd_opts, lookupds)
-        nsqds: list[NSQDAddresses] = []
-        for index in range(len(nsqd_opts)):
-            nsqds.append(await nursery.start(cluster.run_nsqd, index))
+        nsqds = [await runner.start(register=False) for runner in cluster.runners]
         cluster.started(nsqds)
         with trio.fail_after(REGISTER_TIMEOUT):
             await wait_registered([n.nsqd for n in nsqds])
         task_status.started(cluster)
+        await trio.sleep_forever()  # the nursery stays open for restarts, every node down or not

@@ -1,10 +1,13 @@
-"""``nsqbox.faults`` over HTTP: subprocess mode, and noproc mode against nsqbox's nsqd.
+"""``nsqbox.faults`` over HTTP: subprocess mode, and noproc mode against nsqbox's servers.
 
-Each call goes to the nsqd's ``/nsqbox/faults`` routes
-(:mod:`nsqbox.nsqd.fault_routes`), so it does what the same call does in thread
-mode. A real nsqd has no such route: it answers 404, and the call raises
-:class:`~.faults.FaultsUnsupported` saying faults need nsqbox's nsqd. Bad
-arguments the server refuses (400) raise ValueError, as in thread mode.
+Each call goes to the nsqd's or nsqlookupd's ``/nsqbox/faults`` routes
+(:mod:`nsqbox.nsqd.fault_routes`, :mod:`nsqbox.lookupd.fault_routes`), so it does
+what the same call does in thread mode. A real nsqd or nsqlookupd has no such
+route: it answers 404, and the call raises :class:`~.faults.FaultsUnsupported`
+saying faults need nsqbox's servers (listing and lifting skip an nsqlookupd
+without them). Restarts and crashes go through the subprocess box (noproc mode
+cannot do them). Bad arguments the server refuses (400) raise ValueError, as in
+thread mode.
 """
 
 from __future__ import annotations
@@ -13,7 +16,17 @@ import json
 from typing import Any
 
 from .config import Address, BoxAddresses
-from .faults import ActiveFault, FaultInfo, Faults, FaultsUnsupported
+from .faults import (
+    LOOKUPD,
+    NSQD,
+    ActiveFault,
+    FaultInfo,
+    Faults,
+    FaultsUnsupported,
+    NodeControl,
+    Params,
+    fault_info,
+)
 from .remote import NSQHTTPError, http
 
 __all__ = ["Faults", "HTTPFaults", "faults_for"]
@@ -21,30 +34,41 @@ __all__ = ["Faults", "HTTPFaults", "faults_for"]
 _ROUTES = "/nsqbox/faults"
 
 
-def _no_routes(address: Address) -> str:
+def _no_routes(server: str, address: Address) -> str:
     return (
-        f"faults need nsqbox's nsqd: the nsqd at {address} answered 404 to {_ROUTES} "
-        "(a real NSQ nsqd, or nsqbox's with --auth-http-address, which turns the routes off)"
+        f"faults need nsqbox's {server}: the {server} at {address} answered 404 to {_ROUTES} "
+        "(a real NSQ server, or nsqbox's nsqd with --auth-http-address, which turns the "
+        "routes off)"
     )
 
 
-def _info(node: int, doc: dict[str, Any]) -> FaultInfo:
-    return FaultInfo(
-        node,
-        int(doc["id"]),
-        str(doc["kind"]),
-        doc["topic"],
-        str(doc["error"]),
-        doc["remaining"],
-        float(doc["since"]),
-    )
+def _query(params: Params) -> dict[str, str]:
+    """Parameters as the routes take them (None: not sent)."""
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, float):
+            out[key] = repr(value)
+        else:
+            out[key] = str(value)
+    return out
 
 
 class HTTPFaults(Faults):
-    """:class:`~.faults.Faults` through each nsqd's ``/nsqbox/faults`` routes."""
+    """:class:`~.faults.Faults` through each server's ``/nsqbox/faults`` routes."""
 
-    def __init__(self, addresses: BoxAddresses, *, timeout: float = 10.0, mode: str = "") -> None:
-        super().__init__(None, None, mode=mode)
+    def __init__(
+        self,
+        addresses: BoxAddresses,
+        *,
+        timeout: float = 10.0,
+        mode: str = "",
+        control: NodeControl | None = None,
+    ) -> None:
+        super().__init__(None, None, control=control, mode=mode)
         self._addresses = addresses
         self._timeout = timeout
         self._reachable: bool | None = None
@@ -54,112 +78,60 @@ class HTTPFaults(Faults):
         """Whether the box's nsqds have the routes (asked once, of the first nsqd)."""
         if self._reachable is None:
             try:
-                self._request("GET", 0, _ROUTES)
+                self._request("GET", NSQD, 0, _ROUTES)
                 self._reachable = True
             except FaultsUnsupported:
                 self._reachable = False
         return self._reachable
 
     def _request(
-        self, method: str, node: int, path: str, params: dict[str, str] | None = None
+        self, method: str, server: str, node: int, path: str, params: Params | None = None
     ) -> Any:
-        address = self._addresses.nsqd_http[node]
+        addresses = self._addresses
+        address = (addresses.lookupd_http if server == LOOKUPD else addresses.nsqd_http)[node]
         try:
-            body = http(method, address, path, params, timeout=self._timeout)
+            body = http(method, address, path, _query(params or {}), timeout=self._timeout)
         except NSQHTTPError as exc:
             if exc.status == 404:
-                raise FaultsUnsupported(_no_routes(address)) from None
+                raise FaultsUnsupported(_no_routes(server, address)) from None
             if exc.status == 400:
                 raise ValueError(str(exc)) from None
             raise
         return json.loads(body)
 
-    def _add(self, kind: str, node: int, params: dict[str, str | None]) -> ActiveFault:
-        sent = {key: value for key, value in params.items() if value is not None}
-        doc = self._request("POST", node, f"{_ROUTES}/{kind}", sent)
-        return ActiveFault(self, _info(node, doc))
+    def _each(self, method: str, path: str) -> list[tuple[str, int, Any]]:
+        """``method path`` on every server: nsqds, then the nsqlookupds that have the routes."""
+        addresses = self._addresses
+        answers = [
+            (NSQD, i, self._request(method, NSQD, i, path)) for i in range(len(addresses.nsqd_http))
+        ]
+        for i in range(len(addresses.lookupd_http)):
+            try:
+                answers.append((LOOKUPD, i, self._request(method, LOOKUPD, i, path)))
+            except FaultsUnsupported:
+                continue  # a real nsqlookupd beside nsqbox's nsqds: it has no faults
+        return answers
 
-    # -- lasting faults ------------------------------------------------------------
-    def fail_publishes(
-        self,
-        topic: str | None = None,
-        *,
-        count: int | None = None,
-        duration: float | None = None,
-        error: str | None = None,
-        node: int = 0,
-    ) -> ActiveFault:
-        """As :meth:`.Faults.fail_publishes`, through ``POST /nsqbox/faults/fail_publishes``."""
-        if count is not None and count < 1:
-            raise ValueError("count must be at least 1")
-        if duration is not None and duration <= 0:
-            raise ValueError("duration must be positive")
-        params = {
-            "topic": topic,
-            "count": None if count is None else str(count),
-            "duration": None if duration is None else repr(float(duration)),
-            "error": error,
-        }
-        return self._add("fail_publishes", node, params)
+    def _add(self, server: str, node: int, kind: str, params: Params) -> ActiveFault:
+        doc = self._request("POST", server, node, f"{_ROUTES}/{kind}", params)
+        return ActiveFault(self, fault_info(server, node, doc))
 
-    def disk_full(
-        self,
-        topic: str | None = None,
-        *,
-        duration: float | None = None,
-        error: str | None = None,
-        node: int = 0,
-    ) -> ActiveFault:
-        """As :meth:`.Faults.disk_full`, through ``POST /nsqbox/faults/disk_full``."""
-        if duration is not None and duration <= 0:
-            raise ValueError("duration must be positive")
-        params = {
-            "topic": topic,
-            "duration": None if duration is None else repr(float(duration)),
-            "error": error,
-        }
-        return self._add("disk_full", node, params)
+    def _act(self, node: int, kind: str, params: Params) -> int:
+        return int(self._request("POST", NSQD, node, f"{_ROUTES}/{kind}", params)["count"])
 
-    def active(self) -> list[FaultInfo]:
-        """Every lasting fault in force, on every node (``GET /nsqbox/faults``)."""
+    def _listing(self) -> list[FaultInfo]:
         return [
-            _info(node, doc)
-            for node in range(len(self._addresses.nsqd_http))
-            for doc in self._request("GET", node, _ROUTES)["faults"]
+            fault_info(server, node, doc)
+            for server, node, answer in self._each("GET", _ROUTES)
+            for doc in answer["faults"]
         ]
 
-    def lift(self, fault: FaultInfo) -> bool:
-        """End one fault (``DELETE /nsqbox/faults/:id``); False when it had already ended."""
-        return bool(self._request("DELETE", fault.node, f"{_ROUTES}/{fault.id}")["lifted"])
+    def _lift(self, fault: FaultInfo) -> bool:
+        path = f"{_ROUTES}/{fault.id}"
+        return bool(self._request("DELETE", fault.server, fault.node, path)["lifted"])
 
-    def lift_all(self) -> int:
-        """End every lasting fault on every node (``DELETE /nsqbox/faults``); how many."""
-        nodes = range(len(self._addresses.nsqd_http))
-        return sum(int(self._request("DELETE", node, _ROUTES)["lifted"]) for node in nodes)
-
-    # -- one-shot faults -----------------------------------------------------------
-    def time_out_in_flight(
-        self, topic: str | None = None, channel: str | None = None, *, node: int = 0
-    ) -> int:
-        """As :meth:`.Faults.time_out_in_flight`, through its POST route."""
-        params = {k: v for k, v in (("topic", topic), ("channel", channel)) if v is not None}
-        return int(self._request("POST", node, f"{_ROUTES}/time_out_in_flight", params)["count"])
-
-    def drop_connections(
-        self,
-        topic: str | None = None,
-        channel: str | None = None,
-        *,
-        user_agent: str | None = None,
-        reset: bool = False,
-        node: int = 0,
-    ) -> int:
-        """As :meth:`.Faults.drop_connections`, through its POST route."""
-        params = {"reset": "true" if reset else "false"}
-        for key, value in (("topic", topic), ("channel", channel), ("user_agent", user_agent)):
-            if value is not None:
-                params[key] = value
-        return int(self._request("POST", node, f"{_ROUTES}/drop_connections", params)["count"])
+    def _lift_all(self) -> int:
+        return sum(int(answer["lifted"]) for _, _, answer in self._each("DELETE", _ROUTES))
 
 
 def faults_for(box: object, mode: str) -> Faults:
@@ -167,11 +139,13 @@ def faults_for(box: object, mode: str) -> Faults:
     their loop, the others (subprocess, noproc) through the nsqds' HTTP routes."""
     from .boxes import ThreadBox
     from .config import BoxAddresses
+    from .subprocess_box import SubprocessBox
 
     if isinstance(box, ThreadBox):
-        return Faults(box.call, lambda: list(box.ops.nsqds))
+        return Faults(box.call, lambda: box.cluster, control=box)
     addresses = getattr(box, "addresses", None)
     if isinstance(addresses, BoxAddresses):
         timeout = getattr(getattr(box, "ops", None), "timeout", 10.0)
-        return HTTPFaults(addresses, timeout=float(timeout), mode=mode)
+        control = box if isinstance(box, SubprocessBox) else None
+        return HTTPFaults(addresses, timeout=float(timeout), mode=mode, control=control)
     return Faults(None, None, mode=mode)

@@ -99,14 +99,19 @@ class ClusterOps:
         self.cluster.node(node)  # IndexError for a node that does not exist
         await self.cluster.stop_nsqd(node)
 
+    async def crash_nsqd(self, node: int) -> None:
+        """Stop nsqd ``node`` as a SIGKILL would: memory queues and in-flight lost."""
+        self.cluster.node(node)  # IndexError for a node that does not exist
+        await self.cluster.crash_nsqd(node)
+
     async def start_nsqd(self, node: int) -> None:
         """Start nsqd ``node`` again (same ports and data), registered when this returns."""
         await self.cluster.start_nsqd(node)
 
     async def start_all(self) -> None:
         """Start every nsqd a test left stopped."""
-        for index, running in enumerate(self.cluster.nsqd):
-            if running is None:
+        for index, runner in enumerate(self.cluster.runners):
+            if runner.running is None:
                 await self.cluster.start_nsqd(index)
 
     # -- publishing --------------------------------------------------------------

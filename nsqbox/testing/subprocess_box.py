@@ -3,7 +3,9 @@
 The child is ``python -m nsqbox up --ready-json --ephemeral-ports``: one nsqlookupd and
 ``--nsqd-count`` nsqds (every one registered with the lookupd) on ports the OS picks,
 which it prints as one JSON line once everything listens. Start-up ends when the
-lookupd lists every nsqd.
+lookupd lists every nsqd. A box with one nsqd can stop it (SIGTERM), crash it
+(SIGKILL) and start it again: the whole process goes, and comes back on the ports
+it bound first, with the same data path.
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ from .state import BoxStats, CaptureSource
 
 __all__ = ["SubprocessBox", "option_flags"]
 
-#: Why subprocess mode cannot stop one node.
+#: Why subprocess mode cannot stop one node of several.
 ONE_PROCESS = (
-    "nsqbox: subprocess mode runs every node in one 'nsqbox up' process, so one nsqd "
-    "cannot be stopped alone; use thread mode (nsqbox_factory(mode='thread')) for restarts"
+    "nsqbox: subprocess mode runs every node in one 'nsqbox up' process, so one nsqd of "
+    "several cannot be stopped alone; use thread mode (nsqbox_factory(mode='thread')) or "
+    "a box with one nsqd for restarts"
 )
 
 
@@ -133,10 +136,13 @@ class _Child:
         output = "\n".join(f"    {line}" for line in lines) or "    (no output)"
         return f"nsqbox subprocess {self.name} {why}: {' '.join(self.argv)}\n{output}"
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after ``timeout``."""
+    def stop(self, timeout: float = 10.0, *, kill: bool = False) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` (at once with ``kill``)."""
         if self.popen.poll() is None:
-            self.popen.terminate()
+            if kill:
+                self.popen.kill()
+            else:
+                self.popen.terminate()
             try:
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -175,15 +181,27 @@ class SubprocessBox(AddressView):
                 "nsqlookupd flags; use thread mode for lookupd > 1 or lookupd_args"
             )
         self.spec = spec
-        env = dict(os.environ)
+        self._env = dict(os.environ)
         # The child runs this very nsqbox, installed or not.
         source = str(Path(nsqbox.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (source, env.get("PYTHONPATH")) if p)
-        argv = [python, "-m", "nsqbox", "up", "--ready-json", "--ephemeral-ports"]
-        argv += [f"--data-path={data_root}", f"--nsqd-count={spec.nsqd}"]
-        argv += [*spec.nsqd_args, *option_flags(spec.nsqd_options)]
-        deadline = time.monotonic() + start_timeout
-        self._child = _Child("nsqbox up", argv, env)
+        self._env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (source, self._env.get("PYTHONPATH")) if p
+        )
+        self._argv = [python, "-m", "nsqbox", "up", "--ready-json"]
+        self._argv += [f"--data-path={data_root}", f"--nsqd-count={spec.nsqd}"]
+        self._argv += [*spec.nsqd_args, *option_flags(spec.nsqd_options)]
+        self._start_timeout = start_timeout
+        self._timeout = timeout
+        #: What the first start bound: a restart binds the same (``nsqbox up`` flags).
+        self._bound: list[str] = []
+        self._down = False
+        self._spawn(["--ephemeral-ports"])
+
+    def _spawn(self, flags: list[str]) -> None:
+        """Start ``nsqbox up``; its servers listen and are registered when this returns."""
+        deadline = time.monotonic() + self._start_timeout
+        self._child = _Child("nsqbox up", [*self._argv, *flags], self._env)
+        spec = self.spec
         try:
             ready = json.loads(self._child.wait_for(("json",), deadline)["json"])
             lookupd = spec.lookupd > 0
@@ -193,11 +211,20 @@ class SubprocessBox(AddressView):
                 lookupd_tcp=(Address(ready["lookupd_tcp_address"]),) if lookupd else (),
                 lookupd_http=(Address(ready["lookupd_http_address"]),) if lookupd else (),
             )
-            self.ops = RemoteOps(self.addresses, timeout)
+            self.ops = RemoteOps(self.addresses, self._timeout)
             self._wait_registered(deadline)
         except BaseException:
             self.stop()
             raise
+        self._down = False
+        if not self._bound:
+            self._bound = [
+                f"--tcp-address={ready['nsqd_tcp_address']}",
+                f"--http-address={ready['nsqd_http_address'] or ''}",
+                f"--nsqlookupd-tcp-address={ready['lookupd_tcp_address']}",
+                f"--nsqlookupd-http-address={ready['lookupd_http_address']}",
+                f"--nsqadmin-http-address={ready['admin_http_address']}",
+            ]
 
     def _wait_registered(self, deadline: float) -> None:
         """Wait until the lookupd lists every nsqd."""
@@ -245,20 +272,41 @@ class SubprocessBox(AddressView):
     def end_test(
         self, mark: object, cleanup: Cleanup, owned: Collection[str], namespace: str
     ) -> None:
-        """Delete or empty every topic; forget them in nsqlookupd."""
+        """Start the process again if a test stopped it; delete or empty every topic;
+        forget them in nsqlookupd."""
+        if self._down:
+            self._spawn(self._bound)
         self.ops.reset(cleanup)
 
     def stop(self) -> None:
         """Terminate the process (SIGTERM: the servers shut down cleanly)."""
         self._child.stop()
 
+    def _one_node(self, node: int) -> None:
+        if self.spec.nsqd != 1:
+            raise NotImplementedError(ONE_PROCESS)
+        if node != 0:
+            raise IndexError(f"nsqd {node}: this box has one nsqd (node 0)")
+
     def stop_nsqd(self, node: int) -> None:
-        """Not in subprocess mode yet (every node shares one ``nsqbox up`` process)."""
-        raise NotImplementedError(ONE_PROCESS)
+        """Stop the ``nsqbox up`` process with SIGTERM (a clean shutdown of every server
+        in it); NotImplementedError unless the box has one nsqd."""
+        self._one_node(node)
+        self._child.stop()
+        self._down = True
+
+    def crash_nsqd(self, node: int) -> None:
+        """Kill the ``nsqbox up`` process (SIGKILL: nothing is flushed); NotImplementedError
+        unless the box has one nsqd."""
+        self._one_node(node)
+        self._child.stop(kill=True)
+        self._down = True
 
     def start_nsqd(self, node: int) -> None:
-        """Not in subprocess mode yet (every node shares one ``nsqbox up`` process)."""
-        raise NotImplementedError(ONE_PROCESS)
+        """Start the process again (same ports, same data path) if it was stopped."""
+        self._one_node(node)
+        if self._down:
+            self._spawn(self._bound)
 
     def __repr__(self) -> str:
         addresses = getattr(self, "addresses", None)

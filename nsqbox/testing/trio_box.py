@@ -20,10 +20,10 @@ from .capture import Capture
 from .cluster import RunningCluster, serve_cluster
 from .config import Address, ClusterSpec
 from .discovery import all_listed, producers_message
-from .faults import Faults
 from .handle import Bodies, BoxView, consume_bodies, new_namespace, normalize_bodies
 from .server_ops import ClusterOps
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
+from .trio_faults import TrioFaults
 
 __all__ = ["TrioBoxFactory", "TrioNSQBox", "open_trio_box"]
 
@@ -61,7 +61,7 @@ class TrioNSQBox(BoxView):
         self.namespace = new_namespace()
         self._scope = scope
         self._stopped = stopped
-        self._faults = Faults(lambda fn: fn(), lambda: self.ops.nsqds)
+        self._faults = TrioFaults(self.ops)
 
     async def aclose(self) -> None:
         """Stop the servers (they persist their data) and wait until they have."""
@@ -70,7 +70,7 @@ class TrioNSQBox(BoxView):
             await self._stopped.wait()
 
     @property
-    def faults(self) -> Faults:
+    def faults(self) -> TrioFaults:
         """Make the servers misbehave on purpose (docs/testing.md, "Testing under faults")."""
         return self._faults
 

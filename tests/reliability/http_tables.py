@@ -41,6 +41,18 @@ _FAULT_ADD: Final[frozenset[Answer]] = frozenset(
     }
 )
 
+_WRITE_FAULT_ADD: Final[frozenset[Answer]] = frozenset(
+    {
+        _OK,
+        (400, "INVALID_TOPIC"),
+        (400, "INVALID_CHANNEL"),
+        (400, "INVALID_USER_AGENT"),
+        (400, "INVALID_CLIENT_ID"),
+        (400, "INVALID_COUNT"),
+        (400, "INVALID_DURATION"),
+    }
+)
+
 NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("GET", "/ping"): frozenset({_OK}),
     ("GET", "/info"): frozenset({_OK}),
@@ -105,6 +117,9 @@ NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("DELETE", "/nsqbox/faults"): frozenset({_OK}),
     ("POST", "/nsqbox/faults/fail_publishes"): _FAULT_ADD,
     ("POST", "/nsqbox/faults/disk_full"): _FAULT_ADD,
+    ("POST", "/nsqbox/faults/latency"): _WRITE_FAULT_ADD
+    | {(400, "MISSING_ARG_DELAY"), (400, "INVALID_DELAY"), (400, "INVALID_JITTER")},
+    ("POST", "/nsqbox/faults/stall"): _WRITE_FAULT_ADD,
     ("POST", "/nsqbox/faults/time_out_in_flight"): frozenset(
         {_OK, (400, "INVALID_TOPIC"), (400, "INVALID_CHANNEL")}
     ),
@@ -139,6 +154,18 @@ LOOKUPD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("GET", "/channels"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC}),
     # POST only, as v1.3.0
     **{("POST", path): answers for path, answers in _LOOKUPD_MUTATING.items()},
+    # nsqbox's own: faults on demand (nsqbox/lookupd/fault_routes.py); not fuzzed
+    ("GET", "/nsqbox/faults"): frozenset({_OK}),
+    ("DELETE", "/nsqbox/faults"): frozenset({_OK}),
+    ("POST", "/nsqbox/faults/hide_producers"): frozenset(
+        {_OK, (400, "INVALID_TOPIC"), (400, "INVALID_DURATION")}
+    ),
+    ("POST", "/nsqbox/faults/lookupd_down"): frozenset({_OK, (400, "INVALID_DURATION")}),
+    ("DELETE", "/nsqbox/faults/:id"): frozenset({_OK, (400, "INVALID_ID")}),
+}
+#: What the fuzzer sends requests to: not the fault routes (lookupd_down silences it).
+FUZZED_LOOKUPD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
+    key: answers for key, answers in LOOKUPD_ROUTES.items() if not key[1].startswith("/nsqbox/")
 }
 
 

@@ -292,6 +292,8 @@ async def test_no_nsqbox_routes_with_auth(start_nsqd: StartNSQD, nursery: trio.N
             ("GET", "/nsqbox/faults"),
             ("POST", "/nsqbox/faults/fail_publishes"),
             ("POST", "/nsqbox/faults/drop_connections"),
+            ("POST", "/nsqbox/faults/latency"),
+            ("POST", "/nsqbox/faults/stall"),
             ("DELETE", "/nsqbox/faults"),
         ]:
             assert (await http.request(method, path)).status_code == 404, path

@@ -33,8 +33,8 @@ from tests.reliability.figures import (
     reliability_settings,
 )
 from tests.reliability.http_tables import (
+    FUZZED_LOOKUPD_ROUTES,
     FUZZED_NSQD_ROUTES,
-    LOOKUPD_ROUTES,
     Answer,
     Limits,
     allowed,
@@ -372,8 +372,8 @@ def test_lookupd_tcp_and_http_fuzz(tmp_path: Path) -> None:
                     seen["v1 " + (reply.split(b" ")[0][:20].decode("latin-1"))] += 1
 
             case()
-            sent = fuzz_http(lookupd, LOOKUPD_ROUTES, {}, LOOKUPD_BODY_LIMIT, seen)
-            raw = fuzz_raw_http(lookupd, _paths(LOOKUPD_ROUTES), seen)
+            sent = fuzz_http(lookupd, FUZZED_LOOKUPD_ROUTES, {}, LOOKUPD_BODY_LIMIT, seen)
+            raw = fuzz_raw_http(lookupd, _paths(FUZZED_LOOKUPD_ROUTES), seen)
             # the canary producer is still registered, with its channel
             assert peer.command(v1.encode_ping()) == b"OK"
             with httpx.Client(base_url=lookupd.http_url, timeout=IO_TIMEOUT) as client:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer, Publisher
 from nsqbox.client.errors import ConnectionClosed
 from nsqbox.testing import NoProcBox, NSQBox, SubprocessBox
@@ -84,9 +85,32 @@ def test_one_shot_faults_over_http(handle: NSQBox, http: httpx.Client) -> None:
             consumer.receive(timeout=TIMEOUT)
 
 
+def test_latency_and_stall_listed_and_lifted_over_http(http: httpx.Client) -> None:
+    latency = http.post(
+        "/nsqbox/faults/latency",
+        params={"delay": "0.25", "jitter": "0.05", "channel": "work", "count": "3"},
+    ).json()
+    assert (latency["kind"], latency["delay"], latency["jitter"]) == ("latency", 0.25, 0.05)
+    assert (latency["channel"], latency["remaining"]) == ("work", 3)
+    stall = http.post(
+        "/nsqbox/faults/stall", params={"user_agent": "app/1", "client_id": "c1"}
+    ).json()
+    assert (stall["kind"], stall["user_agent"], stall["client_id"]) == ("stall", "app/1", "c1")
+    listed = http.get("/nsqbox/faults").json()["faults"]
+    assert [f["id"] for f in listed] == [latency["id"], stall["id"]]
+    assert http.delete(f"/nsqbox/faults/{stall['id']}").json() == {"lifted": True}
+    assert http.delete("/nsqbox/faults").json() == {"lifted": 1}
+
+
 @pytest.mark.parametrize(
     ("method", "path", "params", "message"),
     [
+        ("POST", "/nsqbox/faults/latency", {}, "MISSING_ARG_DELAY"),
+        ("POST", "/nsqbox/faults/latency", {"delay": "-1"}, "INVALID_DELAY"),
+        ("POST", "/nsqbox/faults/latency", {"delay": "1", "jitter": "2"}, "INVALID_JITTER"),
+        ("POST", "/nsqbox/faults/stall", {"count": "0"}, "INVALID_COUNT"),
+        ("POST", "/nsqbox/faults/stall", {"user_agent": "a\nb"}, "INVALID_USER_AGENT"),
+        ("POST", "/nsqbox/faults/stall", {"channel": "#"}, "INVALID_CHANNEL"),
         ("POST", "/nsqbox/faults/fail_publishes", {"count": "0"}, "INVALID_COUNT"),
         ("POST", "/nsqbox/faults/fail_publishes", {"count": "x"}, "INVALID_COUNT"),
         ("POST", "/nsqbox/faults/fail_publishes", {"duration": "-1"}, "INVALID_DURATION"),
@@ -150,6 +174,25 @@ def test_subprocess_drop_and_lasting_faults_lifted_with_the_handle(
         assert second.faults.active() == []
 
 
+def test_subprocess_latency_and_stall_seen_by_a_consumer(remote: NSQBox) -> None:
+    topic = remote.name("orders")
+    with remote.faults.latency(0.01, topic=topic) as slow:
+        assert remote.faults.active() == [slow.info]
+        assert (slow.info.kind, slow.info.delay, slow.info.topic) == ("latency", 0.01, topic)
+        remote.publish(topic, [b"a", b"b", b"c"])
+        assert sorted(remote.consume(topic, "work", 3)) == [b"a", b"b", b"c"]
+    config = Config(user_agent="victim/1.0")
+    with BlockingConsumer(remote.nsqd_tcp_address, topic, "work", config=config) as consumer:
+        remote.wait_for(topic, "work", clients=1)
+        stall = remote.faults.stall(user_agent="victim", duration=60)
+        remote.publish(topic, b"held")
+        assert consumer.receive(timeout=0.5) == []  # sent to it, never written
+        assert stall.lift()
+        (message,) = consumer.receive(timeout=TIMEOUT)
+        assert message.body == b"held"
+        message.finish()
+
+
 # -- noproc mode ---------------------------------------------------------------------------
 
 
@@ -171,3 +214,9 @@ def test_real_nsqd_says_faults_need_nsqbox(not_nsqbox: Address) -> None:
         faults.fail_publishes(count=1)
     with pytest.raises(NotImplementedError, match="404 to /nsqbox/faults"):
         faults.drop_connections()
+    with pytest.raises(FaultsUnsupported, match="faults need nsqbox's nsqd"):
+        faults.latency(0.1)
+    with pytest.raises(FaultsUnsupported, match="faults need nsqbox's nsqd"):
+        faults.stall(topic="orders")
+    with pytest.raises(FaultsUnsupported, match="restarts and crashes are not supported"):
+        faults.crash()

@@ -1,0 +1,155 @@
+"""The lasting faults a server has in force: :class:`Fault` and :class:`FaultList` (issue #18).
+
+nsqd's faults (:mod:`nsqbox.nsqd.faults`) and nsqlookupd's
+(:mod:`nsqbox.lookupd.faults`) keep theirs the same way: numbered, listed
+oldest first, each lifted by id, or all at once, or by itself after ``count``
+uses or ``duration`` seconds on the server's clock. Both list them with the
+same JSON fields (:meth:`Fault.describe`), so one client reads both.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["Fault", "FaultList", "check_limits"]
+
+#: Fault ids, unique in the process: a server started again (a restart) never gives
+#: a new fault the id of one a test still holds for its old self.
+_IDS = itertools.count(1)
+
+
+@dataclass
+class Fault:
+    """One lasting fault: what it does, where, since when and until when."""
+
+    id: int
+    kind: str
+    topic: str | None = None
+    #: What a failed command reports (publish faults; empty for the others).
+    error: str = ""
+    #: Uses left: publish commands it fails, writes it delays, connections it may
+    #: stall (None: no limit).
+    remaining: int | None = None
+    #: When it ends, on the server clock (None: when lifted).
+    until: float | None = None
+    #: When it began (wall clock, seconds since the epoch).
+    since: float = field(default_factory=time.time)
+    #: Latency and stalls: the channel, and the clients (user agent containing
+    #: ``user_agent``; IDENTIFY's ``client_id``) they hold.
+    channel: str | None = None
+    user_agent: str | None = None
+    client_id: str | None = None
+    #: Latency: seconds each write waits, plus or minus up to ``jitter``.
+    delay: float | None = None
+    jitter: float | None = None
+
+    def describe(self) -> dict[str, object]:
+        """A JSON-ready description (what ``GET /nsqbox/faults`` lists)."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "topic": self.topic,
+            "error": self.error,
+            "remaining": self.remaining,
+            "since": self.since,
+            "channel": self.channel,
+            "user_agent": self.user_agent,
+            "client_id": self.client_id,
+            "delay": self.delay,
+            "jitter": self.jitter,
+        }
+
+
+def check_limits(count: int | None, duration: float | None) -> None:
+    """ValueError unless ``count`` is at least 1 and ``duration`` positive (or None)."""
+    if count is not None and count < 1:
+        raise ValueError("count must be at least 1")
+    if duration is not None and not (0 < duration < math.inf):
+        raise ValueError("duration must be positive")
+
+
+class FaultList:
+    """A server's lasting faults. Subclasses add the kinds and act on :meth:`_changed`."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._faults: dict[int, Fault] = {}
+
+    def _add(
+        self,
+        kind: str,
+        *,
+        count: int | None = None,
+        duration: float | None = None,
+        topic: str | None = None,
+        error: str = "",
+        channel: str | None = None,
+        user_agent: str | None = None,
+        client_id: str | None = None,
+        delay: float | None = None,
+        jitter: float | None = None,
+    ) -> Fault:
+        """A new fault of ``kind``, in force until lifted, ``count`` uses or ``duration``."""
+        check_limits(count, duration)
+        until = None if duration is None else self._now() + duration
+        fault = Fault(
+            next(_IDS),
+            kind,
+            topic,
+            error,
+            count,
+            until,
+            channel=channel,
+            user_agent=user_agent,
+            client_id=client_id,
+            delay=delay,
+            jitter=jitter,
+        )
+        self._faults[fault.id] = fault
+        self._changed()
+        return fault
+
+    def active(self) -> list[Fault]:
+        """The lasting faults now in force, oldest first."""
+        now = self._now()
+        for fault in list(self._faults.values()):
+            if fault.until is not None and now >= fault.until:
+                self.lift(fault.id)
+        return list(self._faults.values())
+
+    def lift(self, fault_id: int) -> bool:
+        """End one fault; False when it had already ended."""
+        fault = self._faults.pop(fault_id, None)
+        if fault is None:
+            return False
+        self._changed()
+        self._ended(fault)
+        return True
+
+    def lift_all(self) -> int:
+        """End every lasting fault; how many there were."""
+        live = self.active()
+        for fault in live:
+            self.lift(fault.id)
+        return len(live)
+
+    def use(self, fault: Fault) -> None:
+        """Count one use of ``fault``; it ends with its last."""
+        if fault.remaining is not None:
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                self.lift(fault.id)
+
+    def kinds(self) -> set[str]:
+        """The kinds of the faults held (expired ones included until listed)."""
+        return {fault.kind for fault in self._faults.values()}
+
+    def _changed(self) -> None:
+        """A fault was added or ended (subclasses arm or disarm their checks)."""
+
+    def _ended(self, fault: Fault) -> None:
+        """``fault`` ended (subclasses release what waits on it)."""

@@ -1,0 +1,123 @@
+"""What nsqd's and nsqlookupd's ``/nsqbox/faults`` routes share (issue #18).
+
+The query parameters of the fault routes, checked the same way on both
+servers (a bad one is ``400 {"message": "INVALID_<NAME>"}``), and the routes
+every fault list has: ``GET /nsqbox/faults`` lists the faults in force,
+``DELETE /nsqbox/faults/:id`` lifts one (``{"lifted": true|false}``),
+``DELETE /nsqbox/faults`` lifts them all (``{"lifted": N}``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..faultlist import FaultList
+from ..wire.names import is_valid_channel_name, is_valid_topic_name
+from .messages import HTTPError, Request
+from .router import Router
+
+__all__ = [
+    "FAULTS_PATH",
+    "MAX_TEXT_LENGTH",
+    "add_listing_routes",
+    "arg",
+    "channel_arg",
+    "count_arg",
+    "flag_arg",
+    "seconds_arg",
+    "text_arg",
+    "topic_arg",
+]
+
+#: Where the fault routes live (a prefix no NSQ route uses).
+FAULTS_PATH = "/nsqbox/faults"
+#: The longest free text a fault takes (an ``error``, a ``user_agent``...).
+MAX_TEXT_LENGTH = 1024
+
+Doc = dict[str, object]
+
+
+def arg(request: Request, name: str) -> str | None:
+    """A query parameter, None when absent or empty."""
+    values = request.args().get(name)
+    if not values or not values[0]:
+        return None
+    return values[0]
+
+
+def topic_arg(request: Request) -> str | None:
+    """``topic``: a valid topic name (INVALID_TOPIC)."""
+    topic = arg(request, "topic")
+    if topic is not None and not is_valid_topic_name(topic):
+        raise HTTPError(400, "INVALID_TOPIC")
+    return topic
+
+
+def channel_arg(request: Request) -> str | None:
+    """``channel``: a valid channel name (INVALID_CHANNEL)."""
+    channel = arg(request, "channel")
+    if channel is not None and not is_valid_channel_name(channel):
+        raise HTTPError(400, "INVALID_CHANNEL")
+    return channel
+
+
+def count_arg(request: Request) -> int | None:
+    """``count``: a whole number from 1 (INVALID_COUNT)."""
+    raw = arg(request, "count")
+    if raw is None:
+        return None
+    if not raw.isdigit() or len(raw) > 18 or int(raw) < 1:
+        raise HTTPError(400, "INVALID_COUNT")
+    return int(raw)
+
+
+def seconds_arg(request: Request, name: str = "duration", *, zero: bool = False) -> float | None:
+    """Seconds, finite and positive (or 0 with ``zero``): INVALID_<NAME>."""
+    raw = arg(request, name)
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw) if len(raw) <= 32 else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        raise HTTPError(400, f"INVALID_{name.upper()}")
+    return seconds
+
+
+def text_arg(request: Request, name: str) -> str | None:
+    """Free text of one line, at most MAX_TEXT_LENGTH characters: INVALID_<NAME>."""
+    text = arg(request, name)
+    if text is not None and (len(text) > MAX_TEXT_LENGTH or any(c in text for c in "\r\n\0")):
+        raise HTTPError(400, f"INVALID_{name.upper()}")
+    return text
+
+
+def flag_arg(request: Request, name: str) -> bool:
+    """``true``/``1`` or ``false``/``0`` (absent: false): INVALID_<NAME>."""
+    raw = arg(request, name)
+    if raw is None or raw in ("false", "0"):
+        return False
+    if raw in ("true", "1"):
+        return True
+    raise HTTPError(400, f"INVALID_{name.upper()}")
+
+
+def add_listing_routes(router: Router, faults: FaultList) -> None:
+    """Listing and lifting: ``GET``/``DELETE /nsqbox/faults``, ``DELETE /nsqbox/faults/:id``."""
+
+    async def listing(request: Request) -> Doc:
+        return {"faults": [fault.describe() for fault in faults.active()]}
+
+    async def lift(request: Request) -> Doc:
+        raw = request.params["id"]
+        if not raw.isdigit() or len(raw) > 18:
+            raise HTTPError(400, "INVALID_ID")
+        return {"lifted": faults.lift(int(raw))}
+
+    async def lift_all(request: Request) -> Doc:
+        return {"lifted": faults.lift_all()}
+
+    router.add("GET", FAULTS_PATH, listing)
+    router.add("DELETE", FAULTS_PATH, lift_all)
+    router.add("DELETE", f"{FAULTS_PATH}/:id", lift)
