@@ -32,6 +32,7 @@ from nsqbox.nsqd.options import NSQDOptions
 if TYPE_CHECKING:
     import trio
 
+    from nsqbox.admin.control import ControlledNode
     from nsqbox.admin.server import AdminAddresses
     from nsqbox.lookupd.server import LookupdAddresses
     from nsqbox.nsqd.nsqd import NSQD
@@ -296,6 +297,52 @@ class BoxControl:
         await self.start(index)
 
 
+def _node_name(options: NSQDOptions, node: NSQDAddresses) -> str:
+    """An nsqd's ``host:port`` as lookupd lists it (and so as the admin service names it)."""
+    port = options.broadcast_http_port or (node.http[1] if node.http else 0)
+    return format_address((options.effective_broadcast_address(), port))
+
+
+class AdminNodeControl:
+    """The box's nsqds as the admin service's ``NodeControl``: ``/api/faults/restart``,
+    ``crash`` and ``start``, ``nsqbox fault restart`` and the TUI's node actions."""
+
+    def __init__(self, control: BoxControl, names: Sequence[str]) -> None:
+        self._control = control
+        self._names = tuple(names)
+
+    def nodes(self) -> list[ControlledNode]:
+        """Every nsqd of the box, running or not."""
+        from nsqbox.admin.control import ControlledNode
+
+        states = self._control.states()
+        return [
+            ControlledNode(index, "nsqd", name, states[index] == "running")
+            for index, name in enumerate(self._names)
+        ]
+
+    def _require(self, index: int, running: bool, action: str) -> None:
+        from nsqbox.admin.control import NodeControlError
+
+        state = self._control.state(index)
+        if (state == "running") != running:
+            raise NodeControlError(f"nsqd {index} is {state}: nothing to {action}")
+
+    async def restart(self, index: int) -> None:
+        """A clean stop and a start (a node that is down is started)."""
+        await self._control.restart(index)
+
+    async def crash(self, index: int) -> None:
+        """Stop as SIGKILL would; refused for a node that is not running."""
+        self._require(index, True, "crash")
+        await self._control.crash(index)
+
+    async def start(self, index: int) -> None:
+        """Start a node that is down; refused for a running one."""
+        self._require(index, False, "start")
+        await self._control.start(index)
+
+
 async def serve_box(
     options: BoxOptions,
     *,
@@ -330,7 +377,11 @@ async def serve_box(
             for index in range(options.nsqd_count)
         ]
         nsqds = [await runner.start(register=False) for runner in runners]
-        admin_options = options.admin_options(_reachable(lookupd.http))
-        admin: AdminAddresses = await nursery.start(serve_admin, admin_options)
         control = BoxControl(runners)
+        names = [
+            _node_name(runner.options, node) for runner, node in zip(runners, nsqds, strict=True)
+        ]
+        admin_options = options.admin_options(_reachable(lookupd.http))
+        serve = functools.partial(serve_admin, control=AdminNodeControl(control, names))
+        admin: AdminAddresses = await nursery.start(serve, admin_options)
         task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control))

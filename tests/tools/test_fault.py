@@ -103,7 +103,7 @@ def test_kinds_params_and_lift_all(box: BoxProcess, capsys: pytest.CaptureFixtur
     ("args", "message"),
     [
         (["add", "fail_publishes"], "nsqbox fault add: MISSING_ARG_NODE: name one of 2 nsqds"),
-        (["add", "no_such", "--node", "0"], "NODE_NOT_FOUND"),
+        (["add", "no_such", "--node", "0"], "UNKNOWN_FAULT: nsqd 127.0.0.1:"),
         (["add", "Bad-Kind"], "nsqbox fault add: INVALID_KIND"),
         (["add", "fail_publishes", "--node", "127.0.0.1:1"], "NODE_NOT_FOUND"),
         (["lift", "x", "--node", "127.0.0.1:1"], "INVALID_ID"),
@@ -164,3 +164,28 @@ async def test_restart_crash_start(nursery: trio.Nursery, tmp_path: Path) -> Non
     assert await run("start", "--node", node) == f"start: nsqd {node} is running\n"
     assert await run("restart", "--node", "0") == f"restart: nsqd {node} is running\n"
     assert f"node 0: nsqd {node} running" in await run("list")
+
+
+def test_the_box_crashes_and_starts_its_nodes(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``nsqbox up`` gives its admin service the box's node control."""
+    node1 = box.ready["nsqd_http_addresses"][1]
+    assert fault(box, capsys, "crash", "--node", "1")[:2] == (0, f"crash: nsqd {node1} is down\n")
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://{node1}/ping", timeout=TIMEOUT)
+    status, out, _ = fault(box, capsys, "list")
+    assert f"node 1: nsqd {node1} DOWN" in out
+    status, _, err = fault(box, capsys, "crash", "--node", node1)
+    assert status == 1
+    assert "NODE_CONTROL_FAILED: nsqd 1 is crashed: nothing to crash" in err
+    assert fault(box, capsys, "start", "--node", "1")[:2] == (
+        0,
+        f"start: nsqd {node1} is running\n",
+    )
+    assert pub(box, 1, "after-crash") == 200
+    assert fault(box, capsys, "restart", "--node", node1)[:2] == (
+        0,
+        f"restart: nsqd {node1} is running\n",
+    )
+    assert pub(box, 1, "after-crash") == 200
