@@ -31,7 +31,8 @@ from ..model import ClusterSnapshot
 from .backend import Backend, BackendFactory, Outcome
 from .channel import ChannelScreen
 from .help import HelpScreen
-from .navigation import OpenChannel, OpenNode, OpenTopic
+from .messages import MessagesScreen
+from .navigation import OpenChannel, OpenMessages, OpenNode, OpenTopic
 from .nodes import NodeScreen, NodesScreen
 from .topic import TopicScreen
 from .topics import TopicsScreen
@@ -201,6 +202,10 @@ class AdminApp(App[int]):
     @on(OpenChannel)
     def _open_channel(self, message: OpenChannel) -> None:
         self.push_screen(ChannelScreen(message.topic, message.channel))
+
+    @on(OpenMessages)
+    def _open_messages(self, message: OpenMessages) -> None:
+        self.push_screen(MessagesScreen(message.topic, message.channel))
 
     @on(OpenNode)
     def _open_node(self, message: OpenNode) -> None:
