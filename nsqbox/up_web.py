@@ -1,0 +1,78 @@
+"""``nsqbox up --web``: the box, and the admin TUI served as a web page beside it.
+
+The box runs as ``nsqbox up`` runs it (trio, until SIGINT or SIGTERM); once it listens,
+:func:`serve_web_tui` starts textual-serve (:class:`~nsqbox.admin.tui.web.WebTUIThread`: an
+asyncio loop in a thread of its own) on ``--web-host``:``--web-port``. textual-serve starts
+one ``nsqbox tui --lookupd-http-address <the box's lookupd>`` subprocess per browser tab, so
+the box itself stays one process and each tab's TUI reads it over HTTP, as any tool would.
+``--read-only`` passes on to those TUIs (and to ``--tui``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+from nsqbox.addresses import dialable
+from nsqbox.admin.tui.cli import TUIOptions, tui_command
+from nsqbox.admin.tui.web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT, WebTUIThread
+from nsqbox.box import BoxAddresses, BoxOptions
+from nsqbox.goflags import FlagSet
+
+__all__ = ["WebFlags", "add_web_flags", "serve_web_tui", "web_flags"]
+
+
+@dataclass(frozen=True, slots=True)
+class WebFlags:
+    """Where ``--web`` serves the TUI, and whether its TUIs are read-only."""
+
+    host: str = DEFAULT_WEB_HOST
+    port: int = DEFAULT_WEB_PORT
+    read_only: bool = False
+
+
+def add_web_flags(flags: FlagSet) -> None:
+    """``--web``, ``--web-host``, ``--web-port`` and ``--read-only``."""
+    flags.add_bool("web", False, "serve the admin TUI as a web page (a TUI per browser tab)")
+    flags.add_string("web-host", DEFAULT_WEB_HOST, "with --web: the address to listen on")
+    flags.add_int(
+        "web-port", DEFAULT_WEB_PORT, "with --web: the port to listen on (0: any free port)"
+    )
+    flags.add_bool("read-only", False, "with --tui or --web: offer no action that changes it")
+
+
+def web_flags(flags: FlagSet) -> WebFlags:
+    """The flags' values; ValueError for a port out of range."""
+    port = int(flags["web-port"].value.value)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--web-port {port} not in [0, 65535]")
+    return WebFlags(str(flags["web-host"].value.value), port, bool(flags["read-only"].value.value))
+
+
+async def serve_web_tui(
+    addresses: BoxAddresses,
+    options: BoxOptions,
+    web: WebFlags,
+    *,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the TUI of the box at ``addresses`` until cancelled; reports the page's URL.
+
+    OSError (from :meth:`nursery.start`) when the port cannot be had.
+    """
+    nsqd = options.nsqd
+    tui = TUIOptions(
+        lookupd_http_addresses=(dialable(addresses.ready()["lookupd_http_address"]),),
+        read_only=web.read_only,
+        connect_timeout=nsqd.http_client_connect_timeout,
+        request_timeout=nsqd.http_client_request_timeout,
+    )
+    server = WebTUIThread(tui_command(tui), web.host, web.port)
+    url = await trio.to_thread.run_sync(server.start)
+    task_status.started(url)
+    try:
+        await trio.sleep_forever()
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(server.stop)
