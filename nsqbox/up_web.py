@@ -11,14 +11,16 @@ the box itself stays one process and each tab's TUI reads it over HTTP, as any t
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import trio
+from typing import TYPE_CHECKING
 
 from nsqbox.addresses import dialable
 from nsqbox.admin.tui.cli import TUIOptions, tui_command
 from nsqbox.admin.tui.web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT, WebTUIThread
 from nsqbox.box import BoxAddresses, BoxOptions
 from nsqbox.goflags import FlagSet
+
+if TYPE_CHECKING:  # trio loads when the box runs, not for ``nsqbox up -h``
+    import trio
 
 __all__ = ["WebFlags", "add_web_flags", "serve_web_tui", "web_flags"]
 
@@ -55,12 +57,13 @@ async def serve_web_tui(
     options: BoxOptions,
     web: WebFlags,
     *,
-    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[str],
 ) -> None:
-    """Serve the TUI of the box at ``addresses`` until cancelled; reports the page's URL.
-
-    OSError (from :meth:`nursery.start`) when the port cannot be had.
+    """Serve the TUI of the box at ``addresses`` until cancelled (``nursery.start`` it: it
+    reports the page's URL); OSError when the port cannot be had.
     """
+    import trio
+
     nsqd = options.nsqd
     tui = TUIOptions(
         lookupd_http_addresses=(dialable(addresses.ready()["lookupd_http_address"]),),

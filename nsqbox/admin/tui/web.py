@@ -26,7 +26,7 @@ import threading
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from ...addresses import format_address
+from ...addresses import dialable, format_address
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -59,6 +59,12 @@ def _new_server(command: str, host: str, port: int, sessions: set[asyncio.Task[A
         async def on_startup(self, app: web.Application) -> None:
             """Say nothing (the command line prints the URL)."""
 
+        async def handle_index(self, request: web.Request) -> web.StreamResponse:
+            """The page, its links and websocket pointing back at the host the browser asked
+            (so a server on 0.0.0.0 or behind a name works)."""
+            self.public_url = f"{request.scheme}://{request.host}"  # no await before its use
+            return await super().handle_index(request)
+
         async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
             """One tab: its TUI subprocess, for as long as the websocket lasts."""
             task = asyncio.current_task()
@@ -75,7 +81,9 @@ def _new_server(command: str, host: str, port: int, sessions: set[asyncio.Task[A
 class WebTUI:
     """textual-serve serving ``command`` on ``host``:``port`` (0: any free port)."""
 
-    def __init__(self, command: str, host: str = DEFAULT_WEB_HOST, port: int = DEFAULT_WEB_PORT):
+    def __init__(
+        self, command: str, host: str = DEFAULT_WEB_HOST, port: int = DEFAULT_WEB_PORT
+    ) -> None:
         self.command = command
         self.host = host
         self.port = port
@@ -100,8 +108,7 @@ class WebTUI:
             await runner.cleanup()
             raise
         host, port = runner.addresses[0][:2]
-        self.url = f"http://{format_address((host, port))}"
-        server.public_url = self.url  # the page points its websocket here
+        self.url = f"http://{dialable(format_address((host, port)))}"
         self._runner = runner
         return self.url
 
@@ -150,7 +157,9 @@ def run_web(command: str, host: str, port: int, *, announce: str = "nsqbox tui")
 class WebTUIThread:
     """A :class:`WebTUI` on an asyncio loop in a thread of its own (beside a trio program)."""
 
-    def __init__(self, command: str, host: str = DEFAULT_WEB_HOST, port: int = DEFAULT_WEB_PORT):
+    def __init__(
+        self, command: str, host: str = DEFAULT_WEB_HOST, port: int = DEFAULT_WEB_PORT
+    ) -> None:
         self.web_tui = WebTUI(command, host, port)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
