@@ -85,8 +85,8 @@ def running(argv: list[str], *, stdout: bool = False) -> Iterator[subprocess.Pop
 # -- nsqbox tui --web, over textual-serve's websocket ------------------------------------------
 
 
-async def session_text(url: str, wanted: str) -> str:
-    """Open a session (a TUI process) at ``url``; its screen text once it shows ``wanted``."""
+async def session_text(url: str, *wanted: str) -> str:
+    """Open a session (a TUI process) at ``url``; what it drew once that shows all ``wanted``."""
     import aiohttp  # textual-serve's own dependency
 
     seen = b""
@@ -97,7 +97,7 @@ async def session_text(url: str, wanted: str) -> str:
                 if message.type is aiohttp.WSMsgType.BINARY:
                     seen += message.data
                     text = ESCAPES.sub(b"", seen).decode("utf-8", "replace")
-                    if wanted in text:
+                    if all(w in text for w in wanted):
                         return text
     raise AssertionError(f"the session ended without showing {wanted!r}")
 
@@ -116,9 +116,9 @@ def test_tui_web_serves_the_tui_with_its_flags(nsq: Any) -> None:
         assert page.status_code == 200
         assert f'data-session-websocket-url="{url.replace("http", "ws")}/ws"' in page.text
         assert "<script" in page.text  # textual-serve's, from its static files
-        text = asyncio.run(session_text(url, "READ-ONLY"))
-        assert f"lookupd {lookupd}" in text
-        assert "webbed" in text
+        # the tab's TUI got the flags: it reads that lookupd, it is read-only
+        text = asyncio.run(session_text(url, f"lookupd {lookupd}", "READ-ONLY", "webbed"))
+        assert "Delete" not in text
 
 
 def test_up_web_refuses_web_with_tui() -> None:
