@@ -69,7 +69,7 @@ class MessageScreen(Screen[None]):
         details.add_column(style="bold cyan", no_wrap=True)
         details.add_column()
         for label, value in self.message.details(self.host.tz):
-            details.add_row(label, value)
+            details.add_row(label, Text(value))
         yield Header(icon="◆")
         yield Static(details, id="details")
         yield Static(Text(f"body: {kind.value}"), id="kind")

@@ -205,9 +205,13 @@ def save_messages(
         try:
             write_messages(target, listed)
         except OSError as exc:
-            screen.notify(f"{target}: {exc}", title="save failed", severity="error", timeout=15)
+            screen.notify(
+                f"{target}: {exc}", title="save failed", severity="error", timeout=15, markup=False
+            )
             return
-        screen.notify(f"{fmt.plural(len(listed), 'message')} to {target}", title="saved")
+        screen.notify(
+            f"{fmt.plural(len(listed), 'message')} to {target}", title="saved", markup=False
+        )
 
     def asked(target: Path | None) -> None:
         if target is None:

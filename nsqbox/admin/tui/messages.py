@@ -164,7 +164,7 @@ class MessagesScreen(ClusterScreen):
             fmt.wall_clock(message.timestamp / 1e9, tz) if message.timestamp else fmt.NONE,
             fmt.number(message.size),
             Text(message.left, justify="right"),
-            preview(message.body, PREVIEW),
+            Text(preview(message.body, PREVIEW)),  # a str cell would be read as markup
         )
         haystack = message.body.decode("utf-8", "replace")
         return Row(str(index), cells), haystack
