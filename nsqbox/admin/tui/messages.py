@@ -43,6 +43,9 @@ BODY_BYTES = 1024 * 1024
 #: Characters of body in the table.
 PREVIEW = 44
 
+#: What a node that has not (or no longer) the topic or channel answers, as the view says it.
+_ABSENT = {"TOPIC_NOT_FOUND": "no such topic here", "CHANNEL_NOT_FOUND": "no such channel here"}
+
 COLUMNS = (
     Column("node", "Node"),
     Column("id", "ID"),
@@ -211,7 +214,9 @@ class MessagesScreen(ClusterScreen):
         if self.listing:
             text.append(" · listing…", "dim")
         for report in self.reports:
-            if report.error:
+            if report.error in _ABSENT:
+                text.append(f"\n{report.node}: {_ABSENT[report.error]}", "dim")
+            elif report.error:
                 text.append(f"\n✗ {report.node}: {report.error}", "yellow")
             if report.disk_error:
                 text.append(f"\n✗ {report.node}: disk queue: {report.disk_error}", "yellow")
