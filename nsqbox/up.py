@@ -36,7 +36,7 @@ from nsqbox.nsqd.config import (
     nsqd_flag_set,
 )
 from nsqbox.nsqd.options import NSQDOptions
-from nsqbox.up_web import WebFlags, add_web_flags, web_flags
+from nsqbox.up_web import WebFlags, add_up_web_flags, web_flags
 
 if TYPE_CHECKING:
     import trio
@@ -79,7 +79,7 @@ def up_flag_set(defaults: BoxOptions) -> FlagSet:
         "ready-json", False, "once listening, print the addresses as one JSON line on stdout"
     )
     flags.add_bool("tui", False, "run the terminal admin UI with the box inside it")
-    add_web_flags(flags)
+    add_up_web_flags(flags)
     return flags
 
 

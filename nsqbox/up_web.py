@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nsqbox.addresses import dialable
-from nsqbox.admin.tui.cli import TUIOptions, tui_command
+from nsqbox.admin.tui.cli import TUIOptions, add_web_flags, tui_command, web_port
 from nsqbox.admin.tui.web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT, WebTUIThread
 from nsqbox.box import BoxAddresses, BoxOptions
 from nsqbox.goflags import FlagSet
@@ -22,7 +22,7 @@ from nsqbox.goflags import FlagSet
 if TYPE_CHECKING:  # trio loads when the box runs, not for ``nsqbox up -h``
     import trio
 
-__all__ = ["WebFlags", "add_web_flags", "serve_web_tui", "web_flags"]
+__all__ = ["WebFlags", "add_up_web_flags", "serve_web_tui", "web_flags"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,22 +34,16 @@ class WebFlags:
     read_only: bool = False
 
 
-def add_web_flags(flags: FlagSet) -> None:
-    """``--web``, ``--web-host``, ``--web-port`` and ``--read-only``."""
-    flags.add_bool("web", False, "serve the admin TUI as a web page (a TUI per browser tab)")
-    flags.add_string("web-host", DEFAULT_WEB_HOST, "with --web: the address to listen on")
-    flags.add_int(
-        "web-port", DEFAULT_WEB_PORT, "with --web: the port to listen on (0: any free port)"
-    )
-    flags.add_bool("read-only", False, "with --tui or --web: offer no action that changes it")
+def add_up_web_flags(flags: FlagSet) -> None:
+    """``--web``, ``--web-host``, ``--web-port`` (as ``nsqbox tui``'s) and ``--read-only``."""
+    add_web_flags(flags)
+    flags.add_bool("read-only", False, "with --tui or --web: offer no action that changes the box")
 
 
 def web_flags(flags: FlagSet) -> WebFlags:
     """The flags' values; ValueError for a port out of range."""
-    port = int(flags["web-port"].value.value)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"--web-port {port} not in [0, 65535]")
-    return WebFlags(str(flags["web-host"].value.value), port, bool(flags["read-only"].value.value))
+    host = str(flags["web-host"].value.value)
+    return WebFlags(host, web_port(flags), bool(flags["read-only"].value.value))
 
 
 async def serve_web_tui(

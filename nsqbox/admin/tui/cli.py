@@ -31,11 +31,13 @@ if TYPE_CHECKING:  # Textual loads only when the app runs, not for -h or --versi
 __all__ = [
     "DEFAULT_LOOKUPD_HTTP",
     "TUIOptions",
+    "add_web_flags",
     "main",
     "parse_tui_args",
     "tui_argv",
     "tui_command",
     "tui_flag_set",
+    "web_port",
 ]
 
 #: Where ``nsqbox tui`` looks with no address: the lookupd ``nsqbox up`` runs.
@@ -70,13 +72,26 @@ def tui_flag_set() -> FlagSet:
     flags.add_duration("interval", 2.0, "time between refreshes")
     flags.add_duration("http-client-connect-timeout", 2.0, "timeout for HTTP connect")
     flags.add_duration("http-client-request-timeout", 5.0, "timeout for HTTP request")
-    flags.add_bool("web", False, "serve the TUI as a web page (a TUI per browser tab)")
+    add_web_flags(flags)
+    flags.add_bool("version", False, "print version string")
+    return flags
+
+
+def add_web_flags(flags: FlagSet) -> None:
+    """``--web``, ``--web-host`` and ``--web-port`` (``nsqbox tui``'s and ``nsqbox up``'s)."""
+    flags.add_bool("web", False, "serve the admin TUI as a web page (a TUI per browser tab)")
     flags.add_string("web-host", DEFAULT_WEB_HOST, "with --web: the address to listen on")
     flags.add_int(
         "web-port", DEFAULT_WEB_PORT, "with --web: the port to listen on (0: any free port)"
     )
-    flags.add_bool("version", False, "print version string")
-    return flags
+
+
+def web_port(flags: FlagSet) -> int:
+    """``--web-port``; ValueError when it is not a port."""
+    port = int(flags["web-port"].value.value)
+    if not 0 <= port <= 65535:
+        raise ValueError("--web-port must be in [0, 65535]")
+    return port
 
 
 class UsageError(Exception):
@@ -103,9 +118,10 @@ def parse_tui_args(argv: Sequence[str]) -> TUIOptions | None:
     interval = float(flags["interval"].value.value)
     if interval <= 0:
         raise UsageError("--interval must be positive")
-    port = int(flags["web-port"].value.value)
-    if not 0 <= port <= 65535:
-        raise UsageError("--web-port must be in [0, 65535]")
+    try:
+        port = web_port(flags)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return TUIOptions(
         lookupd_http_addresses=lookupds,
         nsqd_http_addresses=nsqds,
