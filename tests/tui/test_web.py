@@ -30,6 +30,8 @@ from typing import IO, Any
 import httpx
 import pytest
 
+from tests.reliability.blocking import wait_for
+
 from .conftest import TIMEOUT
 
 CHROMIUM = Path(os.environ.get("NSQBOX_CHROMIUM", "/usr/bin/chromium"))
@@ -82,6 +84,20 @@ def running(argv: list[str], *, stdout: bool = False) -> Iterator[subprocess.Pop
                 stream.close()
 
 
+def tab_processes(lookupd: str) -> list[int]:
+    """The ``nsqbox tui`` processes still running for ``lookupd`` (Linux's /proc; else none)."""
+    flag = f"--lookupd-http-address={lookupd}".encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if b"tui" in argv and flag in argv:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
 # -- nsqbox tui --web, over textual-serve's websocket ------------------------------------------
 
 
@@ -119,6 +135,7 @@ def test_tui_web_serves_the_tui_with_its_flags(nsq: Any) -> None:
         # the tab's TUI got the flags: it reads that lookupd, it is read-only
         text = asyncio.run(session_text(url, f"lookupd {lookupd}", "READ-ONLY", "webbed"))
         assert "Delete" not in text
+    wait_for(lambda: tab_processes(lookupd) == [], timeout=TIMEOUT)  # it ended with its tab
 
 
 def test_up_web_refuses_web_with_tui() -> None:
@@ -265,3 +282,6 @@ def test_up_web_in_a_browser(browser: Any, tmp_path: Path) -> None:
         [topic] = stats["topics"]
         [channel] = topic["channels"]  # peeking took nothing
         assert (channel["depth"], channel["deferred_count"]) == (2, 1)
+        assert len(tab_processes(ready["lookupd_http_address"])) == 1  # the open tab's
+    # stopping the box (the tab still open) ends the tab's TUI
+    wait_for(lambda: tab_processes(ready["lookupd_http_address"]) == [], timeout=TIMEOUT)
