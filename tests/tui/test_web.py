@@ -66,15 +66,19 @@ def stop(process: subprocess.Popen[Any]) -> None:
 
 
 @contextmanager
-def running(argv: list[str], *, stdout: bool = False) -> Iterator[subprocess.Popen[str]]:
-    """``python -m nsqbox ARGV`` until the block ends (then stopped as by Ctrl-C)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nsqbox", *argv],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def running(argv: list[str], log: Path, *, read: str) -> Iterator[subprocess.Popen[str]]:
+    """``python -m nsqbox ARGV`` until the block ends (then stopped as by Ctrl-C).
+
+    ``read`` (``stdout`` or ``stderr``) is piped to the test, the other goes to ``log``.
+    """
+    with log.open("w") as other:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nsqbox", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if read == "stdout" else other,
+            stderr=subprocess.PIPE if read == "stderr" else other,
+            text=True,
+        )
     try:
         yield process
     finally:
@@ -118,11 +122,11 @@ async def session_text(url: str, *wanted: str) -> str:
     raise AssertionError(f"the session ended without showing {wanted!r}")
 
 
-def test_tui_web_serves_the_tui_with_its_flags(nsq: Any) -> None:
+def test_tui_web_serves_the_tui_with_its_flags(nsq: Any, tmp_path: Path) -> None:
     nsq.publish("webbed", b"x")
     lookupd = str(nsq.lookupd_http_address)
     argv = ["tui", "--web", "--web-port=0", "--read-only", f"--lookupd-http-address={lookupd}"]
-    with running(argv) as process:
+    with running(argv, tmp_path / "stdout.log", read="stderr") as process:
         assert process.stderr is not None
         line = read_line(process.stderr, process, "serving line")
         found = re.search(r"serving the TUI at (http://127\.0\.0\.1:\d+)", line)
@@ -242,7 +246,8 @@ def test_up_web_in_a_browser(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.keys import Keys
 
     argv = ["up", "--web", "--web-port=0", "--ephemeral-ports", "--ready-json"]
-    with running([*argv, f"--data-path={tmp_path / 'data'}"], stdout=True) as box:
+    argv.append(f"--data-path={tmp_path / 'data'}")
+    with running(argv, tmp_path / "stderr.log", read="stdout") as box:
         assert box.stdout is not None
         ready = json.loads(read_line(box.stdout, box, "ready line"))
         nsqd = f"http://{ready['nsqd_http_address']}"
