@@ -11,6 +11,7 @@ import socket
 
 __all__ = [
     "broadcast_address",
+    "dialable",
     "format_address",
     "is_loopback",
     "parse_address",
@@ -34,6 +35,16 @@ def format_address(address: str | tuple[str, int]) -> str:
     """The canonical ``host:port`` key for an address (IPv6 hosts in brackets)."""
     host, port = parse_address(address)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def dialable(address: str) -> str:
+    """``host:port`` a local client can dial: a wildcard host becomes loopback."""
+    host, _, port = address.rpartition(":")
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host in ("[::]", "::"):
+        host = "[::1]"
+    return f"{host}:{port}"
 
 
 def split_host_port(address: str) -> tuple[str, int]:

@@ -8,7 +8,8 @@ port 0; the banner and ``--ready-json`` show the ports bound.
 
 ``nsqbox up`` takes nsqd's flags (applied to every node) and its own; ``--config`` names a TOML
 file holding either, keyed by flag name with ``-`` turned into ``_``. ``--tui`` runs the terminal
-admin UI with the box inside it (:mod:`nsqbox.up_tui`); only then is Textual imported.
+admin UI with the box inside it (:mod:`nsqbox.up_tui`); only then is Textual imported. ``--web``
+serves that TUI as a web page beside the box (:mod:`nsqbox.up_web`).
 SIGINT or SIGTERM shuts everything down; each nsqd persists its messages and metadata as it stops.
 """
 
@@ -35,6 +36,7 @@ from nsqbox.nsqd.config import (
     nsqd_flag_set,
 )
 from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.up_web import WebFlags, add_up_web_flags, web_flags
 
 if TYPE_CHECKING:
     import trio
@@ -77,6 +79,7 @@ def up_flag_set(defaults: BoxOptions) -> FlagSet:
         "ready-json", False, "once listening, print the addresses as one JSON line on stdout"
     )
     flags.add_bool("tui", False, "run the terminal admin UI with the box inside it")
+    add_up_web_flags(flags)
     return flags
 
 
@@ -131,14 +134,17 @@ def main(argv: list[str]) -> int:
     try:
         options, ready_json = resolve_up_options(flags, command.options)
         options.validate()
+        web = web_flags(flags)
     except (ConfigError, ValueError) as exc:
         return fatal(f"failed to start nsqbox - {exc}")
     if flags["tui"].value.value:
+        if flags["web"].value.value:
+            return fatal("failed to start nsqbox - use --tui or --web, not both")
         # Textual loads only here: the TUI hosts the box as a trio guest run.
         from nsqbox.up_tui import run_box_tui
 
-        return run_box_tui(options)
-    return run(options, ready_json=ready_json)
+        return run_box_tui(options, read_only=web.read_only)
+    return run(options, ready_json=ready_json, web=web if flags["web"].value.value else None)
 
 
 @dataclass(slots=True)
@@ -146,8 +152,15 @@ class _RunState:
     started: bool = False
 
 
-def run(options: BoxOptions, *, ready_json: bool = False, label: str = "nsqbox up") -> int:
-    """Run the box until SIGINT or SIGTERM; the exit status."""
+def run(
+    options: BoxOptions,
+    *,
+    ready_json: bool = False,
+    label: str = "nsqbox up",
+    web: WebFlags | None = None,
+) -> int:
+    """Run the box until SIGINT or SIGTERM (and its TUI as a web page with ``web``); the
+    exit status."""
     import trio  # here, not at the top: ``nsqbox up -h`` should not pay for it
 
     from nsqbox.nsqd.metadata import MetadataError
@@ -162,7 +175,7 @@ def run(options: BoxOptions, *, ready_json: bool = False, label: str = "nsqbox u
     message: str | None = None
     interrupted = False
     try:
-        trio.run(_run_until_signal, options, ready_json, label, state)
+        trio.run(_run_until_signal, options, ready_json, label, state, web)
     except* KeyboardInterrupt:
         interrupted = True
     except* ShutdownError as group:  # each failure was logged already: a summary line
@@ -179,17 +192,26 @@ def run(options: BoxOptions, *, ready_json: bool = False, label: str = "nsqbox u
 
 
 async def _run_until_signal(
-    options: BoxOptions, ready_json: bool, label: str, state: _RunState
+    options: BoxOptions, ready_json: bool, label: str, state: _RunState, web: WebFlags | None
 ) -> None:
 
     from nsqbox.service import serve_until_signalled
+    from nsqbox.up_web import serve_web_tui
 
     async def start(nursery: trio.Nursery) -> None:
         addresses: BoxAddresses = await nursery.start(serve_box, options)
+        ready = addresses.ready()
+        banner = addresses.banner(label)
+        if web is not None:
+            url = await nursery.start(serve_web_tui, addresses, options, web)
+            ready["tui_web_url"] = url
+            lines = banner.splitlines(keepends=True)  # before the last, "running; Ctrl-C stops"
+            lines.insert(-1, f"{label}: admin TUI in a browser at {url} (a TUI process per tab)\n")
+            banner = "".join(lines)
         state.started = True
-        sys.stderr.write(addresses.banner(label))
+        sys.stderr.write(banner)
         sys.stderr.flush()
         if ready_json:
-            print(json.dumps(addresses.ready()), flush=True)
+            print(json.dumps(ready), flush=True)
 
     await serve_until_signalled(start, logger)

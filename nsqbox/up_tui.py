@@ -23,6 +23,7 @@ import outcome
 import trio
 from textual.binding import Binding
 
+from nsqbox.addresses import dialable
 from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
 from nsqbox.admin.tui.guest import TrioGuest
@@ -106,16 +107,6 @@ class BoxApp(AdminApp):
     def action_logs(self) -> None:
         """Show the box's log."""
         self.push_screen(LogScreen(self.logs))
-
-
-def dialable(address: str) -> str:
-    """``host:port`` a local client can dial: a wildcard host becomes loopback."""
-    host, _, port = address.rpartition(":")
-    if host in ("0.0.0.0", ""):
-        host = "127.0.0.1"
-    elif host in ("[::]", "::"):
-        host = "[::1]"
-    return f"{host}:{port}"
 
 
 def run_box_tui(options: BoxOptions, *, read_only: bool = False, interval: float = 2.0) -> int:

@@ -6,6 +6,7 @@ Real nsqd on 127.0.0.1 port 0 (TCP and HTTP), real consumers over TCP.
 from __future__ import annotations
 
 import base64
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,21 +35,15 @@ async def peek(http: httpx.AsyncClient, server: NSQDWithHTTP, **params: Any) -> 
     return response.json()
 
 
-async def peek_all(
-    http: httpx.AsyncClient, server: NSQDWithHTTP, **params: Any
-) -> tuple[list[Any], int]:
-    """Every message, page by page; and the largest response, in bytes."""
+async def peek_all(http: httpx.AsyncClient, server: NSQDWithHTTP, **params: Any) -> list[Any]:
+    """Every message, page by page."""
     messages: list[Any] = []
-    largest = 0
     cursor = ""
     while True:
-        response = await http.get(f"{server.url}/nsqbox/peek", params={**params, "cursor": cursor})
-        assert response.status_code == 200, response.text
-        largest = max(largest, len(response.content))
-        doc = response.json()
+        doc = await peek(http, server, **params, cursor=cursor)
         messages += doc["messages"]
         if doc["next"] is None:
-            return messages, largest
+            return messages
         cursor = doc["next"]
 
 
@@ -182,7 +177,7 @@ async def test_disk_without_moving_the_read_position(
     assert 0 < backend.positions[0] < backend.positions[2]  # records span several files
 
     before = on_disk(backend, tmp_path)
-    listed, _ = await peek_all(client, server, topic="d", channel="c", limit=7, body_bytes=6)
+    listed = await peek_all(client, server, topic="d", channel="c", limit=7, body_bytes=6)
     assert [(m["state"], body(m), m["size"]) for m in listed] == [
         ("disk", b[:6], len(b)) for b in bodies[5:]
     ]
@@ -219,13 +214,45 @@ async def test_paging_a_deep_queue_in_bounded_pages(
     channel = server.nsqd.topics["deep"].channels["c"]
     assert state_of(channel) == (total, total - in_memory, 0, 0)
 
-    listed, largest = await peek_all(
-        client, server, topic="deep", channel="c", limit=1000, body_bytes=64
-    )
-    assert [body(m) for m in listed] == [b"%06d" % i for i in range(total)]
-    assert [m["state"] for m in listed] == ["memory"] * in_memory + ["disk"] * (total - in_memory)
-    assert len({m["id"] for m in listed}) == total
+    # page through it all, keeping only the ids: what each page costs while it is listed
+    # (server and client, traced) must not grow with how far into the queue it is
+    ids: set[str] = set()
+    states: list[str] = []
+    costs: list[int] = []
+    largest = 0
+    cursor = ""
+    tracemalloc.start()
+    try:
+        while cursor is not None:
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            response = await client.get(
+                f"{server.url}/nsqbox/peek",
+                params={"topic": "deep", "channel": "c", "limit": 1000, "body_bytes": 64,
+                        "cursor": cursor},
+            )  # fmt: skip
+            doc = response.json()
+            costs.append(tracemalloc.get_traced_memory()[1] - before)
+            assert response.status_code == 200, doc
+            largest = max(largest, len(response.content))
+            start = len(states)
+            assert [body(m) for m in doc["messages"]] == [
+                b"%06d" % i for i in range(start, start + len(doc["messages"]))
+            ]
+            ids.update(m["id"] for m in doc["messages"])
+            states += [m["state"] for m in doc["messages"]]
+            cursor = doc["next"]
+            del doc, response
+    finally:
+        tracemalloc.stop()
+    assert states == ["memory"] * in_memory + ["disk"] * (total - in_memory)
+    assert len(ids) == total
+    assert len(costs) >= total // 1000  # (the last may be empty)
     assert largest < 200 * 1000  # a page, whatever the depth
+    # flat: the last pages (deep in the disk queue) cost what the first did, and a page
+    # costs a small part of what the whole queue's listing would (~100 pages of it)
+    assert max(costs) < 8 * 1024 * 1024, costs
+    assert max(costs[-10:]) < 2 * max(costs[:10]) + 512 * 1024, costs
     assert state_of(channel) == (total, total - in_memory, 0, 0)
 
 

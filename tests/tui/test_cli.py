@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 
 import pytest
 
@@ -14,6 +16,8 @@ from nsqbox.admin.tui.cli import (
     build_app,
     main,
     parse_tui_args,
+    tui_argv,
+    tui_command,
 )
 from nsqbox.goflags import FlagError
 
@@ -57,8 +61,9 @@ def test_flags_go_style() -> None:
         (["--interval=0s"], UsageError, "must be positive"),
         (["extra"], UsageError, "unexpected argument 'extra'"),
         (["--nope"], FlagError, "flag provided but not defined: -nope"),
+        (["--web", "--web-port=70000"], UsageError, r"--web-port must be in \[0, 65535\]"),
     ],
-    ids=["both", "interval", "argument", "unknown"],
+    ids=["both", "interval", "argument", "unknown", "web-port"],
 )
 def test_bad_command_lines(argv: list[str], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
@@ -79,3 +84,35 @@ def test_build_app() -> None:
     app = build_app(TUIOptions(nsqd_http_addresses=("127.0.0.1:4151",), read_only=True))
     assert isinstance(app, AdminApp)
     assert (app.read_only, app.interval) == (True, 2.0)
+
+
+def test_web_flags_and_the_command_each_tab_runs() -> None:
+    options = parse_tui_args(
+        [
+            "--web",
+            "--web-host=0.0.0.0",
+            "--web-port=0",
+            "--nsqd-http-address=10.0.0.1:4151",
+            "--nsqd-http-address=10.0.0.2:4151",
+            "--read-only",
+            "--interval=1.5s",
+            "--http-client-connect-timeout=250ms",
+        ]
+    )
+    assert options is not None
+    assert (options.web, options.web_host, options.web_port) == (True, "0.0.0.0", 0)
+    assert parse_tui_args([]) == TUIOptions(
+        lookupd_http_addresses=(DEFAULT_LOOKUPD_HTTP,), web=False, web_port=4172
+    )
+    # the tabs' TUIs get the same flags, the web ones aside
+    argv = tui_argv(options)
+    assert not any(a.startswith("--web") for a in argv)
+    again = parse_tui_args(argv)
+    assert again is not None
+    assert again == TUIOptions(
+        nsqd_http_addresses=("10.0.0.1:4151", "10.0.0.2:4151"),
+        read_only=True,
+        interval=1.5,
+        connect_timeout=0.25,
+    )
+    assert shlex.split(tui_command(options)) == [sys.executable, "-m", "nsqbox", "tui", *argv]

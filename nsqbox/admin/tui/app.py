@@ -32,7 +32,8 @@ from .backend import Backend, BackendFactory, Outcome
 from .channel import ChannelScreen
 from .faults import FaultsScreen
 from .help import HelpScreen
-from .navigation import OpenChannel, OpenNode, OpenTopic
+from .messages import MessagesScreen
+from .navigation import OpenChannel, OpenMessages, OpenNode, OpenTopic
 from .nodes import NodeScreen, NodesScreen
 from .topic import TopicScreen
 from .topics import TopicsScreen
@@ -203,6 +204,10 @@ class AdminApp(App[int]):
     @on(OpenChannel)
     def _open_channel(self, message: OpenChannel) -> None:
         self.push_screen(ChannelScreen(message.topic, message.channel))
+
+    @on(OpenMessages)
+    def _open_messages(self, message: OpenMessages) -> None:
+        self.push_screen(MessagesScreen(message.topic, message.channel))
 
     @on(OpenNode)
     def _open_node(self, message: OpenNode) -> None:

@@ -23,6 +23,8 @@ from ..clusterinfo import UpstreamError, base_url
 from ..fault_client import AdminFaults
 from ..faults import ClusterFaults, FaultSource
 from ..model import ClusterModel, ClusterSnapshot, open_cluster_model
+from ..peek import PeekResult, peek_nodes
+from ..stats import Producer
 
 __all__ = [
     "Backend",
@@ -59,6 +61,23 @@ class Backend(Protocol):
         self, topic: str, channel: str | None = None, *, node: str = "*"
     ) -> list[float | None]:
         """Rates between consecutive refreshes, oldest first (for sparklines)."""
+        ...
+
+    async def peek(
+        self,
+        nodes: Sequence[Producer],
+        topic: str,
+        channel: str = "",
+        *,
+        cursor: str = "",
+        limit: int | None = None,
+        body_bytes: int | None = None,
+    ) -> PeekResult:
+        """One page of what ``channel`` (or the topic) holds on ``nodes``, changing nothing.
+
+        nsqbox's peek route (:func:`~nsqbox.admin.peek.peek_nodes`): real nsqd is reported
+        as not supported; ``cursor`` is the previous page's ``next``.
+        """
         ...
 
     async def create_topic(self, topic: str, channel: str = "") -> Outcome:
@@ -140,6 +159,27 @@ class ModelBackend:
     ) -> list[float | None]:
         """See :meth:`ClusterModel.rate_series`."""
         return self.model.rate_series(topic, channel, node=node)
+
+    async def peek(
+        self,
+        nodes: Sequence[Producer],
+        topic: str,
+        channel: str = "",
+        *,
+        cursor: str = "",
+        limit: int | None = None,
+        body_bytes: int | None = None,
+    ) -> PeekResult:
+        """See :func:`~nsqbox.admin.peek.peek_nodes`."""
+        return await peek_nodes(
+            self.model.info,
+            nodes,
+            topic,
+            channel,
+            limit=limit,
+            body_bytes=body_bytes,
+            cursor=cursor,
+        )
 
     async def create_topic(self, topic: str, channel: str = "") -> Outcome:
         """See :meth:`ClusterActions.create_topic`."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import Static
 
 from . import format as fmt
 from .cells import channel_cells, features
 from .detail import DetailScreen
+from .navigation import OpenMessages
 from .operations import ACTION_BINDINGS, Target
 from .widgets import Column, RatePlot, Row, StatsTable
 
@@ -60,6 +62,7 @@ class ChannelScreen(DetailScreen):
         ACTION_BINDINGS["delete"],
         ACTION_BINDINGS["publish"],
         ACTION_BINDINGS["tail"],
+        Binding("m", "messages", "Messages"),
     ]
     rows_id = "clients"
     rows_title = "Clients"
@@ -130,3 +133,7 @@ class ChannelScreen(DetailScreen):
         if channel is None:
             return None
         return Target(self.topic, self.channel, None, channel.paused, channel.depth)
+
+    def action_messages(self) -> None:
+        """List the messages the channel holds (nothing is taken)."""
+        self.post_message(OpenMessages(self.topic, self.channel))

@@ -6,10 +6,15 @@ Flags follow nsqadmin's (Go style, one or two dashes): ``--lookupd-http-address`
 admin service: the Faults view then goes through it, and can restart the box's nodes)::
 
     nsqbox tui --lookupd-http-address 10.0.0.9:4161 --read-only
+
+``--web`` serves the same TUI as a web page instead (:mod:`.web`: textual-serve, on
+``--web-host``:``--web-port``, 127.0.0.1:4172 by default); each browser tab runs
+``nsqbox tui`` with the other flags as given.
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,11 +23,23 @@ from typing import TYPE_CHECKING
 
 from ... import program_version
 from ...goflags import FlagError, FlagSet, HelpRequested
+from ...gosyntax import format_duration_ns
+from .web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT
 
 if TYPE_CHECKING:  # Textual loads only when the app runs, not for -h or --version
     from .app import AdminApp
 
-__all__ = ["DEFAULT_LOOKUPD_HTTP", "TUIOptions", "main", "parse_tui_args", "tui_flag_set"]
+__all__ = [
+    "DEFAULT_LOOKUPD_HTTP",
+    "TUIOptions",
+    "add_web_flags",
+    "main",
+    "parse_tui_args",
+    "tui_argv",
+    "tui_command",
+    "tui_flag_set",
+    "web_port",
+]
 
 #: Where ``nsqbox tui`` looks with no address: the lookupd ``nsqbox up`` runs.
 DEFAULT_LOOKUPD_HTTP = "127.0.0.1:4161"
@@ -40,6 +57,10 @@ class TUIOptions:
     request_timeout: float = 5.0
     #: Faults (and restarting nodes) through this admin service instead of the nodes.
     admin_http_address: str = ""
+    #: Serve the TUI as a web page (on ``web_host``:``web_port``) instead of running it here.
+    web: bool = False
+    web_host: str = DEFAULT_WEB_HOST
+    web_port: int = DEFAULT_WEB_PORT
 
 
 def tui_flag_set() -> FlagSet:
@@ -59,8 +80,26 @@ def tui_flag_set() -> FlagSet:
     flags.add_duration("interval", 2.0, "time between refreshes")
     flags.add_duration("http-client-connect-timeout", 2.0, "timeout for HTTP connect")
     flags.add_duration("http-client-request-timeout", 5.0, "timeout for HTTP request")
+    add_web_flags(flags)
     flags.add_bool("version", False, "print version string")
     return flags
+
+
+def add_web_flags(flags: FlagSet) -> None:
+    """``--web``, ``--web-host`` and ``--web-port`` (``nsqbox tui``'s and ``nsqbox up``'s)."""
+    flags.add_bool("web", False, "serve the admin TUI as a web page (a TUI per browser tab)")
+    flags.add_string("web-host", DEFAULT_WEB_HOST, "with --web: the address to listen on")
+    flags.add_int(
+        "web-port", DEFAULT_WEB_PORT, "with --web: the port to listen on (0: any free port)"
+    )
+
+
+def web_port(flags: FlagSet) -> int:
+    """``--web-port``; ValueError when it is not a port."""
+    port = int(flags["web-port"].value.value)
+    if not 0 <= port <= 65535:
+        raise ValueError("--web-port must be in [0, 65535]")
+    return port
 
 
 class UsageError(Exception):
@@ -87,6 +126,10 @@ def parse_tui_args(argv: Sequence[str]) -> TUIOptions | None:
     interval = float(flags["interval"].value.value)
     if interval <= 0:
         raise UsageError("--interval must be positive")
+    try:
+        port = web_port(flags)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return TUIOptions(
         lookupd_http_addresses=lookupds,
         nsqd_http_addresses=nsqds,
@@ -95,7 +138,30 @@ def parse_tui_args(argv: Sequence[str]) -> TUIOptions | None:
         connect_timeout=float(flags["http-client-connect-timeout"].value.value),
         request_timeout=float(flags["http-client-request-timeout"].value.value),
         admin_http_address=str(flags["admin-http-address"].value.value),
+        web=bool(flags["web"].value.value),
+        web_host=str(flags["web-host"].value.value),
+        web_port=port,
     )
+
+
+def tui_argv(options: TUIOptions) -> list[str]:
+    """The terminal TUI's flags that ask for what ``options`` says (no web flags)."""
+    argv = [f"--lookupd-http-address={a}" for a in options.lookupd_http_addresses]
+    argv += [f"--nsqd-http-address={a}" for a in options.nsqd_http_addresses]
+    if options.read_only:
+        argv.append("--read-only")
+    for flag, seconds in (
+        ("interval", options.interval),
+        ("http-client-connect-timeout", options.connect_timeout),
+        ("http-client-request-timeout", options.request_timeout),
+    ):
+        argv.append(f"--{flag}={format_duration_ns(round(seconds * 1e9))}")
+    return argv
+
+
+def tui_command(options: TUIOptions) -> str:
+    """The shell command textual-serve runs for each tab: this Python, ``-m nsqbox tui``."""
+    return shlex.join([sys.executable, "-m", "nsqbox", "tui", *tui_argv(options)])
 
 
 def build_app(options: TUIOptions) -> AdminApp:
@@ -130,6 +196,10 @@ def main(argv: list[str]) -> int:
     if options is None:
         print(program_version("nsqbox tui"))
         return 0
+    if options.web:
+        from .web import run_web  # aiohttp and textual-serve load only here
+
+        return run_web(tui_command(options), options.web_host, options.web_port)
     app = build_app(options)
     app.run()
     return app.return_code or 0

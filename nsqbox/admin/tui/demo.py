@@ -9,11 +9,12 @@ to :data:`DEMO_TIME` (show them in UTC for the same picture everywhere).
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from ..clusterinfo import UpstreamError
 from ..model import ClusterSnapshot, NodeSnapshot
+from ..peek import PeekResult
 from ..stats import (
     ChannelStats,
     ClientStats,
@@ -26,6 +27,7 @@ from ..stats import (
 )
 from .backend import Backend, Outcome
 from .demo_faults import DemoFaults
+from .demo_messages import demo_peek
 
 __all__ = ["DEMO_TIME", "DemoBackend", "demo_snapshot", "open_demo_backend"]
 
@@ -179,6 +181,19 @@ class DemoBackend:
     def rate(self, topic: str, channel: str | None = None, *, node: str = "*") -> float | None:
         """The last point of :meth:`rate_series`."""
         return self.rate_series(topic, channel, node=node)[-1]
+
+    async def peek(
+        self,
+        nodes: Sequence[Producer],
+        topic: str,
+        channel: str = "",
+        *,
+        cursor: str = "",
+        limit: int | None = None,
+        body_bytes: int | None = None,
+    ) -> PeekResult:
+        """A fixed page (:mod:`.demo_messages`), whatever the cursor."""
+        return demo_peek(nodes, topic, channel)
 
     async def _record(self, name: str, *args: object) -> Outcome:
         self.calls.append((name, args))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-__all__ = ["OpenChannel", "OpenNode", "OpenTopic"]
+__all__ = ["OpenChannel", "OpenMessages", "OpenNode", "OpenTopic"]
 
 
 @dataclass
@@ -34,3 +34,11 @@ class OpenNode(Message):
     """Show the Node view of ``node`` (its HTTP address)."""
 
     node: str
+
+
+@dataclass
+class OpenMessages(Message):
+    """Show the Messages view of ``channel`` of ``topic`` (None: the topic's own messages)."""
+
+    topic: str
+    channel: str | None = None

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 from rich.console import RenderableType
 from rich.text import Text
 from textual import on
+from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from . import format as fmt
 from .cells import channel_cells, paused_cell
 from .detail import DetailScreen
-from .navigation import OpenChannel
+from .navigation import OpenChannel, OpenMessages
 from .operations import ACTION_BINDINGS, Target
 from .widgets import Column, RatePlot, Row, StatsTable
 
@@ -64,6 +65,7 @@ class TopicScreen(DetailScreen):
         ACTION_BINDINGS["create"],
         ACTION_BINDINGS["publish"],
         ACTION_BINDINGS["tail"],
+        Binding("m", "messages", "Messages"),
     ]
     creates_channels = True
     rows_id = "channels"
@@ -153,3 +155,7 @@ class TopicScreen(DetailScreen):
     def on_descendant_focus(self) -> None:
         """What the keys act on depends on the focused table."""
         self.refresh_bindings()
+
+    def action_messages(self) -> None:
+        """List the messages the topic itself holds (nothing is taken)."""
+        self.post_message(OpenMessages(self.topic))

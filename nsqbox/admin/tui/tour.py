@@ -19,6 +19,7 @@ from .app import AdminApp
 from .base import ClusterScreen
 from .demo import DEMO_TIME, DemoBackend, open_demo_backend
 from .faults import FaultsScreen
+from .messages import MessagesScreen
 from .tail import TailScreen, TailSource
 from .widgets import StatsTable
 
@@ -36,6 +37,8 @@ VIEWS: dict[str, str] = {
     "node": "Node: one nsqd's topics",
     "faults": "Faults: the faults in force on every node, and the nodes",
     "tail": "Tail: live messages through an ephemeral channel",
+    "messages": "Messages: what a channel holds, listed without taking anything",
+    "message": "One message opened: details and its body as pretty JSON",
     "confirm": "A destructive action asks first",
     "help": "Help: the keys of the view",
 }
@@ -72,14 +75,17 @@ async def _walk(view: str, pilot: Pilot[Any], app: AdminApp) -> None:
     if view not in VIEWS:
         raise ValueError(f"no view {view!r} (views: {', '.join(VIEWS)})")
     await _settle(pilot, app)
-    if view in ("topic", "channel", "tail", "confirm"):
+    channel = view in ("channel", "messages", "message")
+    if channel or view in ("topic", "tail", "confirm"):
         _select(app, "#topics", "orders")
-    if view in ("topic", "channel"):
+    if channel or view == "topic":
         await pilot.press("enter")
         await _settle(pilot, app)
-    if view == "channel":
+    if channel:
         _select(app, "#channels", "billing")
         await pilot.press("enter")
+    if view in ("messages", "message"):
+        await _messages(pilot, app, open_one=view == "message")
     if view in ("nodes", "node"):
         await pilot.press("n")
         await _settle(pilot, app)
@@ -105,6 +111,22 @@ async def _faults(pilot: Pilot[Any], app: AdminApp) -> None:
             return
         await pilot.pause(0.01)
     raise TimeoutError("the demo faults were not drawn")
+
+
+async def _messages(pilot: Pilot[Any], app: AdminApp, *, open_one: bool) -> None:
+    await _settle(pilot, app)
+    await pilot.press("m")
+    await _settle(pilot, app)
+    screen = app.screen
+    for _ in range(500):  # a bound, not a timing: each pass yields to the app
+        if isinstance(screen, MessagesScreen) and screen.loads:
+            break
+        await pilot.pause(0.01)
+    else:
+        raise TimeoutError("the demo messages were not listed")
+    if open_one:
+        _select(app, "#messages", "1")
+        await pilot.press("enter")
 
 
 async def _tail(pilot: Pilot[Any], app: AdminApp) -> None:

@@ -1,0 +1,234 @@
+"""What can be done with listed messages: republish a copy of one, save the list to a file.
+
+Both ask first. :func:`republish` asks for a topic (and the nsqd to publish through), then
+confirms, then publishes a copy of the body through nsqd's ``/pub`` — a new message with a new
+id, the way people replay a dead letter; the message itself stays where it is.
+:func:`save_messages` asks for a path (and before overwriting a file), then writes one JSON
+line per message (:func:`~.peeked.json_line`). ``--read-only`` refuses both: republishing
+changes the cluster, and saving writes on the machine the TUI runs on (with ``--web``, the
+server's machine, not the browser's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Input, Label, Select
+
+from ...wire.names import is_valid_name
+from . import format as fmt
+from .base import AdminHost
+from .modals import _MODAL_CSS, _VALID_NAME, ConfirmScreen, PublishRequest
+from .peeked import Listed, json_line
+
+__all__ = ["RepublishScreen", "SaveScreen", "republish", "save_messages", "write_messages"]
+
+
+class _FormScreen(ModalScreen[Any]):
+    """A form whose primary button (or Enter in an input) submits :meth:`answer`."""
+
+    BINDINGS = [("escape", "cancel", "Cancel")]
+
+    def answer(self) -> object:
+        """The form's value, or a string saying what is wrong with it."""
+        raise NotImplementedError
+
+    def action_cancel(self) -> None:
+        """Close without an answer."""
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#ok")
+    def _submit(self) -> None:
+        answer = self.answer()
+        if isinstance(answer, str):
+            self.query_one("#problem", Label).update(answer)
+            return
+        self.dismiss(answer)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
+class RepublishScreen(_FormScreen):
+    """Name the topic (and the nsqd) a copy of ``message`` goes to; a PublishRequest or None."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="RepublishScreen")
+
+    def __init__(self, message: Listed, nodes: Sequence[str], topic: str) -> None:
+        super().__init__()
+        self.message = message
+        self.nodes = list(nodes)
+        self.node = message.node if message.node in self.nodes else next(iter(self.nodes), "")
+        self.topic = topic
+
+    def compose(self) -> ComposeResult:
+        """What is copied, the nsqd, the topic, Cancel and Republish."""
+        with Vertical():
+            yield Label(f"Republish a copy of message {self.message.id}", classes="title")
+            yield Label(f"{fmt.plural(self.message.size, 'byte')}, now {self.message.where}")
+            yield Label("Through nsqd")
+            yield Select(
+                [(n, n) for n in self.nodes],
+                value=self.node or Select.NULL,
+                allow_blank=not self.nodes,
+                id="node",
+            )
+            yield Label("To topic")
+            yield Input(self.topic, placeholder="topic", id="topic", validators=[_VALID_NAME])
+            yield Label("", id="problem")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Republish", id="ok", variant="primary")
+
+    def on_mount(self) -> None:
+        """The topic has the focus."""
+        self.query_one("#topic", Input).focus()
+
+    def answer(self) -> PublishRequest | str:
+        """The request, or what is wrong."""
+        node = self.query_one("#node", Select).value
+        topic = self.query_one("#topic", Input).value.strip()
+        if not isinstance(node, str) or not node:
+            return "no nsqd to publish through"
+        if not is_valid_name(topic):
+            return f"invalid topic name {topic!r}"
+        return PublishRequest(node, topic, self.message.body)
+
+
+class SaveScreen(_FormScreen):
+    """Name the file the listed messages are written to; its path or None."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="SaveScreen")
+
+    def __init__(self, count: int, path: str) -> None:
+        super().__init__()
+        self.count = count
+        self.path = path
+
+    def compose(self) -> ComposeResult:
+        """The path, Cancel and Save."""
+        with Vertical():
+            yield Label(f"Save {fmt.plural(self.count, 'listed message')}", classes="title")
+            yield Label("One JSON object per line: id, node, state, attempts, timestamp, size,")
+            yield Label("body (base64), text (when UTF-8), truncated.")
+            yield Label("File (on the machine the TUI runs on)")
+            yield Input(self.path, placeholder="path", id="path")
+            yield Label("", id="problem")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Save", id="ok", variant="primary")
+
+    def on_mount(self) -> None:
+        """The path has the focus."""
+        self.query_one("#path", Input).focus()
+
+    def answer(self) -> Path | str:
+        """The path, or what is wrong with it."""
+        raw = self.query_one("#path", Input).value.strip()
+        if not raw:
+            return "a file name is needed"
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            return f"{path} is a directory"
+        if not path.parent.is_dir():
+            return f"no directory {path.parent}"
+        return path
+
+
+def republish(
+    screen: Screen[Any], host: AdminHost, message: Listed, nodes: Sequence[str], topic: str
+) -> None:
+    """Ask for a topic, confirm, then publish a copy of ``message`` there."""
+    if host.read_only:
+        screen.notify("read-only: not republishing", severity="warning")
+        return
+    if message.truncated:
+        screen.notify(
+            f"only the first {len(message.body):,} of its {message.size:,} bytes were listed: "
+            "not republishing a part of it",
+            severity="error",
+        )
+        return
+
+    def asked(request: PublishRequest | None) -> None:
+        if request is None:
+            return
+        label = f"republish message {message.id} to topic {request.topic}"
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                host.perform(label, lambda b: b.publish(request.node, request.topic, request.body))
+
+        text = (
+            f"A copy of its {fmt.plural(message.size, 'byte')} is published to topic "
+            f"{request.topic} through {request.node}: a new message, with a new id. The "
+            f"message itself stays {message.where} on {message.node}."
+        )
+        screen.app.push_screen(
+            ConfirmScreen(f"Republish to {request.topic}?", text, "Republish", danger=False),
+            confirmed,
+        )
+
+    screen.app.push_screen(RepublishScreen(message, nodes, topic), asked)
+
+
+def write_messages(path: Path, messages: Sequence[Listed]) -> None:
+    """Write ``messages`` to ``path``, one JSON line each (OSError if it cannot)."""
+    with path.open("w", encoding="utf-8") as out:
+        out.writelines(json_line(m) + "\n" for m in messages)
+
+
+def save_messages(
+    screen: Screen[Any],
+    host: AdminHost,
+    messages: Sequence[Listed],
+    path: str,
+) -> None:
+    """Ask for a path (``path`` proposed), confirm an overwrite, write ``messages`` there."""
+    if host.read_only:
+        screen.notify("read-only: not saving", severity="warning")
+        return
+    if not messages:
+        screen.notify("no message listed: nothing to save", severity="warning")
+        return
+    listed = list(messages)
+
+    def write(target: Path) -> None:
+        try:
+            write_messages(target, listed)
+        except OSError as exc:
+            screen.notify(
+                f"{target}: {exc}", title="save failed", severity="error", timeout=15, markup=False
+            )
+            return
+        screen.notify(
+            f"{fmt.plural(len(listed), 'message')} to {target}", title="saved", markup=False
+        )
+
+    def asked(target: Path | None) -> None:
+        if target is None:
+            return
+        if not target.exists():
+            write(target)
+            return
+
+        def overwrite(yes: bool | None) -> None:
+            if yes:
+                write(target)
+
+        screen.app.push_screen(
+            ConfirmScreen(
+                f"Overwrite {target}?", "The file exists; saving replaces it.", "Overwrite"
+            ),
+            overwrite,
+        )
+
+    screen.app.push_screen(SaveScreen(len(listed), path), asked)

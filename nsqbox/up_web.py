@@ -1,0 +1,75 @@
+"""``nsqbox up --web``: the box, and the admin TUI served as a web page beside it.
+
+The box runs as ``nsqbox up`` runs it (trio, until SIGINT or SIGTERM); once it listens,
+:func:`serve_web_tui` starts textual-serve (:class:`~nsqbox.admin.tui.web.WebTUIThread`: an
+asyncio loop in a thread of its own) on ``--web-host``:``--web-port``. textual-serve starts
+one ``nsqbox tui --lookupd-http-address <the box's lookupd>`` subprocess per browser tab, so
+the box itself stays one process and each tab's TUI reads it over HTTP, as any tool would.
+``--read-only`` passes on to those TUIs (and to ``--tui``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nsqbox.addresses import dialable
+from nsqbox.admin.tui.cli import TUIOptions, add_web_flags, tui_command, web_port
+from nsqbox.admin.tui.web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT, WebTUIThread
+from nsqbox.box import BoxAddresses, BoxOptions
+from nsqbox.goflags import FlagSet
+
+if TYPE_CHECKING:  # trio loads when the box runs, not for ``nsqbox up -h``
+    import trio
+
+__all__ = ["WebFlags", "add_up_web_flags", "serve_web_tui", "web_flags"]
+
+
+@dataclass(frozen=True, slots=True)
+class WebFlags:
+    """Where ``--web`` serves the TUI, and whether its TUIs are read-only."""
+
+    host: str = DEFAULT_WEB_HOST
+    port: int = DEFAULT_WEB_PORT
+    read_only: bool = False
+
+
+def add_up_web_flags(flags: FlagSet) -> None:
+    """``--web``, ``--web-host``, ``--web-port`` (as ``nsqbox tui``'s) and ``--read-only``."""
+    add_web_flags(flags)
+    flags.add_bool("read-only", False, "with --tui or --web: offer no action that changes the box")
+
+
+def web_flags(flags: FlagSet) -> WebFlags:
+    """The flags' values; ValueError for a port out of range."""
+    host = str(flags["web-host"].value.value)
+    return WebFlags(host, web_port(flags), bool(flags["read-only"].value.value))
+
+
+async def serve_web_tui(
+    addresses: BoxAddresses,
+    options: BoxOptions,
+    web: WebFlags,
+    *,
+    task_status: trio.TaskStatus[str],
+) -> None:
+    """Serve the TUI of the box at ``addresses`` until cancelled (``nursery.start`` it: it
+    reports the page's URL); OSError when the port cannot be had.
+    """
+    import trio
+
+    nsqd = options.nsqd
+    tui = TUIOptions(
+        lookupd_http_addresses=(dialable(addresses.ready()["lookupd_http_address"]),),
+        read_only=web.read_only,
+        connect_timeout=nsqd.http_client_connect_timeout,
+        request_timeout=nsqd.http_client_request_timeout,
+    )
+    server = WebTUIThread(tui_command(tui), web.host, web.port)
+    url = await trio.to_thread.run_sync(server.start)
+    task_status.started(url)
+    try:
+        await trio.sleep_forever()
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(server.stop)
