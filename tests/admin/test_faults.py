@@ -57,7 +57,11 @@ async def test_add_list_and_lift_on_one_node(box: Box) -> None:
     )
     assert (nodes[node1]["faults"], nodes[node1]["error"]) == (0, "")
     assert nodes[box.lookupd_http]["role"] == "nsqlookupd"
-    assert listing["control"] is None
+    # The box gives its admin service node control over its nsqds.
+    assert listing["control"] == [
+        {"index": 0, "role": "nsqd", "node": node0, "running": True},
+        {"index": 1, "role": "nsqd", "node": node1, "running": True},
+    ]
 
     lifted = await call(box, "DELETE", f"/api/faults/{node0}/{fault['id']}")
     assert lifted == (200, {"lifted": True, "node": node0, "message": ""})
