@@ -75,7 +75,7 @@ class SegmentPartition(InputPartition):
 
     @property
     def address(self) -> str:
-        """The nsqd TCP address of the slot (``host:port/i``)."""
+        """The nsqd TCP address of the slot (``host:port`` of ``host:port/i``)."""
         return self.slot.rpartition("/")[0]
 
     def __repr__(self) -> str:
@@ -102,6 +102,9 @@ def pull_segment(options: ReadOptions, partition: SegmentPartition) -> Segment:
     )
     wal = WriteAheadLog(_wal_root(options))
     messages: list[Message] = []
+    if wal.committed() >= partition.seq:
+        # A straggler of a batch Spark committed already: its rows go nowhere.
+        return Segment(messages_to_batch([], options.topic, options.channel))
     try:
         try:
             fetcher.connect(force=True)
@@ -120,8 +123,9 @@ def pull_segment(options: ReadOptions, partition: SegmentPartition) -> Segment:
                 messages = [m for m in messages if m.timestamp <= partition.cutoff_ns]
         segment = Segment(messages_to_batch(messages, options.topic, options.channel), newer)
         if wal.stage(partition.seq, partition.slot, segment):
-            fetcher.finish(messages)  # staged: safe to let nsqd forget them
-            messages = []
+            if wal.committed() < partition.seq:  # else trimmed meanwhile: hand them back
+                fetcher.finish(messages)  # staged: safe to let nsqd forget them
+                messages = []
             return segment
         # Another attempt of this task staged first: its rows are the partition's.
         staged = wal.read(partition.seq, partition.slot)
@@ -159,7 +163,7 @@ class NSQPartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     # -- the driver side ---------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
         """A new query starts after the last sequence in the log (none: 0)."""
-        return {"seq": max(self.wal.sequences(), default=0), "slots": []}
+        return {"seq": max([*self.wal.sequences(), self.wal.committed()]), "slots": []}
 
     def _slots(self) -> list[str]:
         now = time.monotonic()

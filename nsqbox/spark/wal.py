@@ -14,7 +14,8 @@ exactly as Spark gets them. A segment is written once and never changed:
   instead of pulling from NSQ.
 
 Only then are the messages FINished (by the caller). The log is trimmed when
-Spark commits a batch: every sequence up to the committed one is removed.
+Spark commits a batch: the highest committed sequence is recorded, then every
+sequence up to it is removed.
 
 Pure: pyarrow and the filesystem, no pyspark, no NSQ.
 """
@@ -37,6 +38,8 @@ __all__ = ["Segment", "WriteAheadLog", "slot_file_name"]
 #: ``availableNow`` run began (handed back, not staged): that run is done.
 NEWER_KEY = b"nsqbox.newer"
 _SEQ = re.compile(r"^\d{20}$")
+#: The file holding the highest committed sequence.
+COMMITTED = "committed"
 
 
 def slot_file_name(slot: str) -> str:
@@ -122,8 +125,24 @@ class WriteAheadLog:
             return []
         return sorted(int(p.name) for p in self.root.iterdir() if _SEQ.match(p.name))
 
+    def committed(self) -> int:
+        """The highest sequence Spark committed (0 before the first :meth:`trim`)."""
+        try:
+            return int((self.root / COMMITTED).read_text())
+        except (FileNotFoundError, ValueError):
+            return 0
+
     def trim(self, upto: int) -> int:
-        """Remove every sequence ``<= upto`` (Spark committed it); how many were removed."""
+        """Remove every sequence ``<= upto`` (Spark committed it); how many were removed.
+
+        The committed mark is written first: a straggling task of a committed batch
+        (a speculative copy Spark has not stopped yet) sees it and stages nothing.
+        """
+        if upto > self.committed():
+            self.root.mkdir(parents=True, exist_ok=True)
+            draft = self.root / f".{COMMITTED}.{uuid.uuid4().hex}.tmp"
+            draft.write_text(str(upto))
+            os.replace(draft, self.root / COMMITTED)
         removed = 0
         for seq in self.sequences():
             if seq > upto:

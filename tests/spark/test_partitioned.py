@@ -149,3 +149,19 @@ def test_partitioned_stream_in_spark_reads_every_message_once(
     assert stats["requeue_count"] == stats["timeout_count"] == 0
     # committed batches are trimmed: only the last (empty) batch's sequence remains
     assert len(WriteAheadLog(tmp_path / "wal").sequences()) <= 1
+
+
+def test_a_straggler_of_a_committed_batch_pulls_nothing(
+    nsqbox: NSQBox, topic: str, tmp_path: Path
+) -> None:
+    publish(nsqbox, topic, [b"s%02d" % i for i in range(10)])
+    source = reader(nsqbox.nsqd_tcp_address, topic, tmp_path / "wal")
+    source.commit({"seq": 3, "slots": []})
+    # a speculative copy of a task of batch 3 that Spark has not stopped yet
+    late = SegmentPartition(3, f"{nsqbox.nsqd_tcp_address}/0", quota=10)
+    assert ids(source, late) == []
+    assert WriteAheadLog(tmp_path / "wal").sequences() == []
+    assert source.initialOffset()["seq"] == 3
+    # the messages were never taken: the next batch gets them
+    following = SegmentPartition(4, f"{nsqbox.nsqd_tcp_address}/0", quota=10)
+    assert len(ids(source, following)) == 10

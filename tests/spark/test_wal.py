@@ -62,3 +62,14 @@ def test_trim_removes_committed_sequences(tmp_path: Path) -> None:
 )
 def test_slot_file_names(slot: str, name: str) -> None:
     assert slot_file_name(slot) == name
+
+
+def test_trim_records_the_committed_sequence_first(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal")
+    assert wal.committed() == 0
+    wal.stage(4, "n/0", Segment(batch("x")))
+    wal.trim(4)
+    assert wal.committed() == 4
+    wal.trim(2)  # an older commit (a restarted query) never lowers the mark
+    assert wal.committed() == 4
+    assert sorted(p.name for p in (tmp_path / "wal").iterdir()) == ["committed"]
