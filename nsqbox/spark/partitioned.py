@@ -62,6 +62,10 @@ __all__ = ["NSQPartitionedStreamReader", "SegmentPartition"]
 
 log = logging.getLogger("nsqbox.spark")
 
+#: A pull keeps collecting while messages arrive within this gap: a short batch costs
+#: Spark a whole micro-batch (a few hundred ms) more, a longer gap only this much.
+PULL_LINGER = 0.2
+
 
 class SegmentPartition(InputPartition):
     """One slot of one sequence: which nsqd to pull from, how much, and where to stage it."""
@@ -112,7 +116,7 @@ def pull_segment(options: ReadOptions, partition: SegmentPartition) -> Segment:
             # A node that went away: an empty segment, its messages stay on it.
             log.warning("partition %s: cannot read nsqd: %s", partition.slot, exc)
         else:
-            messages = fetcher.take(partition.quota, options.poll_timeout)
+            messages = fetcher.take(partition.quota, options.poll_timeout, linger=PULL_LINGER)
             fetcher.stop_receiving()  # RDY 0: nothing more arrives while this stages
         newer = False
         if partition.cutoff_ns is not None:
