@@ -36,6 +36,8 @@ class NSQDataSource(DataSource):
     ``timestamp`` (publish time), ``attempts``, ``topic``, ``channel`` and
     ``nsqd_address``. Writing publishes the ``body`` (or ``value``) column,
     binary or string, to the ``topic`` option or a ``topic`` column.
+    ``option("reader", "partitioned")`` streams on the executors through a
+    write-ahead log (``walPath``) instead of one process beside the driver.
     See ``docs/spark.md`` for every option.
     """
 
