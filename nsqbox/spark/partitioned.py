@@ -189,11 +189,11 @@ class NSQPartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         # availableNow: the last batch this run planned met no message, or a newer one.
         if seq not in self._planned:
             return False
-        segments = [self.wal.read(seq, slot) for slot in slots]
-        if any(s is None for s in segments):
+        summaries = [self.wal.summary(seq, slot) for slot in slots]
+        if any(s is None for s in summaries):
             return False
-        return all(s.batch.num_rows == 0 for s in segments if s) or any(
-            s.newer for s in segments if s
+        return all(rows == 0 for rows, _ in filter(None, summaries)) or any(
+            newer for _, newer in filter(None, summaries)
         )
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:

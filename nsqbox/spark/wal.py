@@ -119,6 +119,16 @@ class WriteAheadLog:
         batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
         return Segment(batch, newer)
 
+    def summary(self, seq: int, slot: str) -> tuple[int, bool] | None:
+        """``(rows, newer)`` of a staged segment without reading its rows (None: not staged)."""
+        try:
+            with pa.memory_map(str(self.path(seq, slot))) as source:
+                reader = pa.ipc.open_file(source)
+                rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+                return rows, (reader.schema.metadata or {}).get(NEWER_KEY) == b"1"
+        except FileNotFoundError:
+            return None
+
     def sequences(self) -> list[int]:
         """The sequences present, in order."""
         if not self.root.is_dir():

@@ -165,3 +165,24 @@ def test_a_straggler_of_a_committed_batch_pulls_nothing(
     # the messages were never taken: the next batch gets them
     following = SegmentPartition(4, f"{nsqbox.nsqd_tcp_address}/0", quota=10)
     assert len(ids(source, following)) == 10
+
+
+def test_available_now_stops_at_messages_published_after_it_began(
+    nsqbox: NSQBox, topic: str, tmp_path: Path
+) -> None:
+    create_channel(nsqbox, topic, CHANNEL)
+    publish(nsqbox, topic, [b"old-%d" % i for i in range(5)])
+    source = reader(nsqbox.nsqd_tcp_address, topic, tmp_path / "wal")
+    source.prepareForTriggerAvailableNow()
+    publish(nsqbox, topic, [b"new-%d" % i for i in range(5)])
+    start = source.initialOffset()
+    end = source.latestOffset(start, ReadAllAvailable())
+    assert end["seq"] == 1
+    assert end["cutoff"] > 0
+    (partition,) = source.partitions(start, end)
+    rows = [bytes(b) for batch in source.read(partition) for b in batch.column(1).to_pylist()]
+    assert sorted(rows) == [b"old-%d" % i for i in range(5)]
+    # the newer ones went back to nsqd at once, and the run is over
+    stats = channel_stats(nsqbox, topic, CHANNEL)
+    assert (stats["depth"], stats["in_flight_count"]) == (5, 0)
+    assert source.latestOffset(end, ReadAllAvailable()) == end

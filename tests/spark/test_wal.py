@@ -27,6 +27,8 @@ def test_a_segment_is_staged_once_and_read_back(tmp_path: Path) -> None:
     assert segment.batch.column(0).to_pylist() == ["a", "b"]
     assert segment.batch.schema == SCHEMA
     assert not segment.newer
+    assert wal.summary(1, "127.0.0.1:4150/0") == (2, False)
+    assert wal.summary(2, "127.0.0.1:4150/0") is None
     # no draft files are left behind
     assert [p.name for p in (tmp_path / "wal").rglob("*")] == [
         "00000000000000000001",
@@ -41,6 +43,7 @@ def test_empty_and_newer_segments(tmp_path: Path) -> None:
     assert segment is not None
     assert segment.batch.num_rows == 0
     assert segment.newer
+    assert wal.summary(3, "a/0") == (0, True)
     assert segment.batch.schema == SCHEMA  # the flag is not part of the rows' schema
 
 
