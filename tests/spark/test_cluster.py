@@ -42,8 +42,8 @@ from nsqbox.spark.wal import WriteAheadLog
 from nsqbox.testing import NSQBoxFactory
 from nsqbox.testing.waiting import poll
 
+from .conftest import read_line
 from .standalone import StandaloneCluster, free_port
-from .test_recovery import read_line
 
 pytestmark = [
     pytest.mark.spark_cluster,
