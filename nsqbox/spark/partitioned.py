@@ -65,6 +65,9 @@ log = logging.getLogger("nsqbox.spark")
 #: A pull keeps collecting while messages arrive within this gap: a short batch costs
 #: Spark a whole micro-batch (a few hundred ms) more, a longer gap only this much.
 PULL_LINGER = 0.2
+#: With no nsqd known for the topic, lookupd is asked again after this long (Spark asks
+#: for the latest offset every few milliseconds while there is no data).
+NO_NODES_RETRY = 1.0
 
 
 class SegmentPartition(InputPartition):
@@ -172,11 +175,14 @@ class NSQPartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def _slots(self) -> list[str]:
         now = time.monotonic()
         connection = self.options.connection
-        if not connection.lookupd or now - self._nodes_at >= self.options.lookupd_poll_interval:
+        interval = self.options.lookupd_poll_interval
+        if not self._nodes:  # no nsqd has the topic yet: look again soon, not at every call
+            interval = min(interval, NO_NODES_RETRY)
+        if not connection.lookupd or now - self._nodes_at >= interval:
             nodes = discover_nsqd(connection, self.options.topic)
-            if nodes or not connection.lookupd:
+            if nodes or not connection.lookupd:  # lookupd unreachable: keep the nodes known
                 self._nodes = sorted(nodes)
-                self._nodes_at = now
+            self._nodes_at = now
         per_node = self.options.partitions_per_node
         return [f"{node}/{i}" for node in self._nodes for i in range(per_node)]
 

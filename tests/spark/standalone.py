@@ -117,22 +117,28 @@ class StandaloneCluster:
         )
 
     def executor_python_workers(self) -> list[int]:
-        """PIDs of the Python workers forked by the executors' ``pyspark.daemon``."""
-        daemons = set()
-        children: dict[int, list[int]] = {}
+        """PIDs of the Python workers forked by this cluster's executors' ``pyspark.daemon``.
+
+        Executors stay in their worker's process group; ``pyspark.daemon`` makes a group of
+        its own, so it is found as a child of an executor. Other Spark sessions on the
+        machine are left alone.
+        """
+        groups = {proc.pid for proc in self._procs}
+        table = []  # (pid, ppid, pgrp, is a pyspark.daemon)
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
                 cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-                stat = (entry / "stat").read_text()
+                stat = (entry / "stat").read_text().rpartition(")")[2].split()
             except OSError:
                 continue
-            ppid = int(stat.rpartition(")")[2].split()[1])
-            if b"pyspark.daemon" in cmdline:
-                children.setdefault(ppid, []).append(int(entry.name))
-                daemons.add(int(entry.name))
-        return [pid for daemon in daemons for pid in children.get(daemon, [])]
+            table.append(
+                (int(entry.name), int(stat[1]), int(stat[2]), b"pyspark.daemon" in cmdline)
+            )
+        ours = {pid for pid, _, pgrp, _ in table if pgrp in groups}  # the JVMs
+        daemons = {pid for pid, ppid, _, daemon in table if daemon and ppid in ours}
+        return [pid for pid, ppid, _, _ in table if ppid in daemons]
 
     def python_worker_reading(self, ports: set[int]) -> int | None:
         """An executor Python worker with a TCP connection to one of ``ports`` (a task pulling)."""

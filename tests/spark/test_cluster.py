@@ -6,14 +6,16 @@ subprocess (``cluster_query``) so that it can be killed. Two nsqd nodes
 registered with nsqlookupd hold the messages; the query finds them through
 lookupd and archives every micro-batch to Parquet.
 
-The run: publish, start the query; when batch 1 starts, SIGKILL one of the
-executors' Python workers; when batch 3 has been written (read, staged,
+The run: publish half the messages to node 0, start the query; when batch 1
+starts, SIGKILL the executor Python worker that reads node 1 (which has no
+message yet, so its partition waits there), then publish the other half to
+node 1; when batch 3 has been written (read, staged,
 FINished, not committed), SIGKILL the driver's process group. Restart the query
 from its checkpoint (``availableNow``): batch 3 is replayed from the write-ahead
 log and must hold the very messages of its first attempt, and the output must
 hold every published message. A message may appear twice only where
 ``docs/spark.md`` says: a copy that nsqd delivered again (``attempts`` > 1)
-because a staged segment's FIN never reached it (the killed Python worker).
+because a staged segment's FIN never reached it.
 
 Selected with ``-m spark_cluster``; runs in CI with the rest of the suite.
 """
@@ -137,8 +139,13 @@ def archive_with_kills(
     """The scenario of the module docstring; ``publish(topic, bodies, node)``."""
     topic = f"archive_{os.getpid()}_{free_port()}"
     bodies = [b"msg-%07d" % i for i in range(count)]
-    for node in range(len(nsqd_tcp)):
-        publish(topic, bodies[node :: len(nsqd_tcp)], node)
+    # Node 1 has the topic and the channel, and no message until its Python worker is
+    # killed: till then its partition waits pollTimeout for one in every batch, in the
+    # open, where the test can find it. Node 0 has its half from the start.
+    for path in (f"topic/create?topic={topic}", f"channel/create?topic={topic}&channel={CHANNEL}"):
+        request = urllib.request.Request(f"http://{nsqd_http[1]}/{path}", method="POST")
+        urllib.request.urlopen(request, timeout=10).close()
+    publish(topic, bodies[0::2], 0)
     out, wal = work / "out", work / "wal"
     config: dict[str, Any] = {
         "master": cluster.url,
@@ -154,15 +161,16 @@ def archive_with_kills(
     first = Driver(cluster, work, "first", config)
     try:
         first.until("START 1")
-        # SIGKILL a Python worker of an executor while it pulls from an nsqd: its task fails
+        # SIGKILL a Python worker of an executor while it reads from node 1: its task fails
         # and Spark runs it again, on a new worker
-        ports = {int(address.rpartition(":")[2]) for address in nsqd_tcp}
+        port = int(nsqd_tcp[1].rpartition(":")[2])
         victim = poll(
-            lambda: _found(cluster.python_worker_reading(ports)),
+            lambda: _found(cluster.python_worker_reading({port})),
             STEP,
-            lambda _: "no executor Python worker ever read from nsqd",
+            lambda _: "no executor Python worker ever read from nsqd node 1",
         )
         os.kill(victim, signal.SIGKILL)
+        publish(topic, bodies[1::2], 1)
         lines = first.until("BLOCKED 3")
         first_attempt = sorted(batch_ids(out, 3))
         assert first_attempt

@@ -20,7 +20,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from nsqbox.spark.options import parse_read_options
 from nsqbox.spark.partitioned import NSQPartitionedStreamReader, SegmentPartition, pull_segment
 from nsqbox.spark.wal import WriteAheadLog
-from nsqbox.testing import NSQBox
+from nsqbox.testing import NSQBox, NSQBoxFactory
 
 from .conftest import TIMEOUT, channel_stats, create_channel, publish
 
@@ -186,3 +186,33 @@ def test_available_now_stops_at_messages_published_after_it_began(
     stats = channel_stats(nsqbox, topic, CHANNEL)
     assert (stats["depth"], stats["in_flight_count"]) == (5, 0)
     assert source.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_partitions_follow_the_nodes_lookupd_knows(
+    nsqbox_factory: NSQBoxFactory, topic: str, tmp_path: Path
+) -> None:
+    box = nsqbox_factory(nsqd=2, lookupd=1)
+    first, second = (str(a) for a in box.nsqd_tcp_addresses)
+    options = {
+        "lookupd": str(box.lookupd_http_address),
+        "topic": topic,
+        "channel": CHANNEL,
+        "reader": "partitioned",
+        "walPath": str(tmp_path / "wal"),
+        "partitionsPerNode": "2",
+        "lookupdPollInterval": "1ms",
+    }
+    source = NSQPartitionedStreamReader(parse_read_options(options))
+    start = source.initialOffset()
+    assert source.latestOffset(start, ReadAllAvailable()) == start  # no node has the topic
+    box.publish(topic, [b"a"], node=0)
+    end = source.latestOffset(start, ReadAllAvailable())
+    assert end["slots"] == [f"{first}/0", f"{first}/1"]
+    box.publish(topic, [b"b"], node=1)
+    later = source.latestOffset(end, ReadAllAvailable())
+    assert later["slots"] == sorted([f"{first}/0", f"{first}/1", f"{second}/0", f"{second}/1"])
+    assert later["quota"] == 1000 // 4
+    parts = source.partitions(end, later)
+    assert [(p.seq, p.address) for p in parts] == [
+        (2, a.rpartition("/")[0]) for a in later["slots"]
+    ]
