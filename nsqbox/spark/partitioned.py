@@ -97,7 +97,11 @@ def _offset(offset: dict[str, Any]) -> tuple[int, list[str]]:
 
 
 def pull_segment(options: ReadOptions, partition: SegmentPartition) -> Segment:
-    """Pull up to the partition's quota from its nsqd (what :meth:`read` stages)."""
+    """Pull up to the partition's quota from its nsqd, stage it, then FIN it (for :meth:`read`)."""
+    wal = WriteAheadLog(_wal_root(options))
+    if wal.committed() >= partition.seq:
+        # A straggler of a batch Spark committed already: its rows go nowhere.
+        return Segment(messages_to_batch([], options.topic, options.channel))
     fetcher = Fetcher(
         options.topic,
         options.channel,
@@ -107,11 +111,7 @@ def pull_segment(options: ReadOptions, partition: SegmentPartition) -> Segment:
         lambda: [partition.address],
         max_in_flight=partition.quota,
     )
-    wal = WriteAheadLog(_wal_root(options))
     messages: list[Message] = []
-    if wal.committed() >= partition.seq:
-        # A straggler of a batch Spark committed already: its rows go nowhere.
-        return Segment(messages_to_batch([], options.topic, options.channel))
     try:
         try:
             fetcher.connect(force=True)
