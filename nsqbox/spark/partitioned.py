@@ -48,9 +48,7 @@ from .wal import Segment, WriteAheadLog
 if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 else:
-    from pyspark.sql.streaming.datasource import ReadLimit
-
-    try:  # pyspark >= 4.2
+    try:  # pyspark >= 4.2 (older versions cannot run this reader, but may import it)
         from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
     except ImportError:  # pragma: no cover - depends on the installed pyspark
 

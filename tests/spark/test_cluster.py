@@ -35,7 +35,11 @@ from typing import IO, Any
 
 import pytest
 
+from .session import pyspark_version
+
 pytest.importorskip("pyspark")
+if pyspark_version() < (4, 2):
+    pytest.skip("the partitioned reader needs pyspark >= 4.2", allow_module_level=True)
 
 import pyarrow.parquet as pq
 
@@ -49,6 +53,8 @@ from .standalone import StandaloneCluster, free_port
 
 pytestmark = [
     pytest.mark.spark_cluster,
+    # the test finds the executors' Python workers and their sockets in /proc
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc"),
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
 

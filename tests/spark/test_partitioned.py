@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .session import pyspark_version
+
 pytest.importorskip("pyspark")
+if pyspark_version() < (4, 2):
+    pytest.skip("the partitioned reader needs pyspark >= 4.2", allow_module_level=True)
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
