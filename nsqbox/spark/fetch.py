@@ -322,12 +322,13 @@ class Fetcher:
         *,
         keep_alive: Callable[[], None] | None = None,
         keep_alive_interval: float | None = None,
+        linger: float = LINGER,
     ) -> list[Message]:
         """Up to ``limit`` messages: the buffer first, then what arrives.
 
         Waits up to ``wait`` seconds for the first message, then keeps
-        collecting while messages arrive within a short linger (for at most
-        ``MAX_COLLECT`` seconds past ``wait``). Calls ``keep_alive`` every
+        collecting while messages arrive within ``linger`` of each other (for
+        at most ``MAX_COLLECT`` seconds past ``wait``). Calls ``keep_alive`` every
         ``keep_alive_interval`` seconds meanwhile. Extra messages stay buffered
         for the next call.
         """
@@ -348,7 +349,7 @@ class Fetcher:
                 if self._buffer:
                     if collect_until is None:
                         collect_until = max(deadline, now + MAX_COLLECT)
-                    if now >= collect_until or not self._wait(LINGER):
+                    if now >= collect_until or not self._wait(linger):
                         break
                     continue
                 if now >= deadline:

@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 Compression = Literal["none", "snappy", "deflate"]
+StreamReaderKind = Literal["simple", "partitioned"]
 
 #: Every option the source understands, lower-cased (Spark matches option names
 #: case-insensitively).
@@ -59,6 +60,9 @@ _READ_KEYS = {
     "maxmessages",
     "idletimeout",
     "lookupdpollinterval",
+    "reader",
+    "walpath",
+    "partitionspernode",
 }
 _WRITE_KEYS = {"topic", "batchsize", "batchbytes"}
 #: What Spark itself adds: ``load(path)``/``save(path)`` and the streaming writer's settings.
@@ -154,6 +158,13 @@ class ReadOptions:
     idle_timeout: float = 1.0
     #: Streaming with ``lookupd``: how often to look for new nsqd nodes.
     lookupd_poll_interval: float = 60.0
+    #: Streaming: ``simple`` (one process beside the driver) or ``partitioned``
+    #: (executors, staged in a write-ahead log).
+    reader: StreamReaderKind = "simple"
+    #: Partitioned streaming: the write-ahead log's directory (required there).
+    wal_path: str | None = None
+    #: Partitioned streaming: partitions (tasks, each with its own connections) per nsqd.
+    partitions_per_node: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -296,6 +307,15 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     connection = _connection(opts)
     if not connection.nsqd and not connection.lookupd:
         raise OptionError("reading format('nsq') needs 'nsqd' or 'lookupd' addresses")
+    reader = opts.get("reader", "simple").strip().lower() or "simple"
+    if reader not in ("simple", "partitioned"):
+        raise OptionError(f"option 'reader' must be simple or partitioned, not {reader!r}")
+    wal_path = opts.get("walpath", "").strip() or None
+    if reader == "partitioned" and wal_path is None:
+        raise OptionError(
+            "reader 'partitioned' needs the option 'walPath' (a directory every executor "
+            "and the driver can write, e.g. next to the checkpoint)"
+        )
     return ReadOptions(
         topic=_topic(topic),
         channel=channel,
@@ -306,6 +326,9 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_messages=_int(opts, "maxmessages", 10_000),
         idle_timeout=_duration(opts, "idletimeout", 1.0) or 0.0,
         lookupd_poll_interval=_duration(opts, "lookupdpollinterval", 60.0) or 60.0,
+        reader=reader,  # type: ignore[arg-type]
+        wal_path=wal_path,
+        partitions_per_node=_int(opts, "partitionspernode", 1),
     )
 
 

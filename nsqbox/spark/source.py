@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     SimpleDataSourceStreamReader,
@@ -16,6 +17,7 @@ from pyspark.sql.types import StructType
 
 from .batch_reader import NSQBatchReader
 from .options import OptionError, ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from .partitioned import NSQPartitionedStreamReader
 from .rows import READ_COLUMNS, BodyColumns
 from .stream_reader import NSQStreamReader
 from .writer import NSQStreamWriter, NSQWriter
@@ -34,6 +36,8 @@ class NSQDataSource(DataSource):
     ``timestamp`` (publish time), ``attempts``, ``topic``, ``channel`` and
     ``nsqd_address``. Writing publishes the ``body`` (or ``value``) column,
     binary or string, to the ``topic`` option or a ``topic`` column.
+    ``option("reader", "partitioned")`` streams on the executors through a
+    write-ahead log (``walPath``) instead of one process beside the driver.
     See ``docs/spark.md`` for every option.
     """
 
@@ -70,6 +74,19 @@ class NSQDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         """``spark.read.format("nsq")``: drain up to ``maxMessages`` or until idle."""
         return NSQBatchReader(self._read_options(schema))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream`` with ``reader`` ``partitioned``: read on the executors.
+
+        With the default ``simple`` reader this says "not implemented", and Spark
+        uses :meth:`simpleStreamReader` instead.
+        """
+        options = self._read_options(schema)
+        if options.reader != "partitioned":
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+            )
+        return NSQPartitionedStreamReader(options)
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         """``spark.readStream.format("nsq")``: at-least-once micro-batches."""

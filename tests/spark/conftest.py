@@ -15,10 +15,12 @@ that need it start with ``pytest.importorskip("pyspark")``.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
@@ -82,3 +84,13 @@ def create_channel(box: NSQBox, topic: str, channel: str) -> None:
         request = urllib.request.Request(f"http://{box.nsqd_http_address}/{path}", method="POST")
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
+
+
+def read_line(stream: IO[str], timeout: float) -> str:
+    """The next line of a subprocess's output, or AssertionError after ``timeout``."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=timeout).strip()
+    except queue.Empty:
+        raise AssertionError(f"no output from the query process in {timeout}s") from None

@@ -112,3 +112,18 @@ def test_options_pickle() -> None:
     # Spark ships readers and writers, options included, to other processes.
     opts = parse_read_options({**READ, "tls": "true"})
     assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+def test_reader_choice() -> None:
+    simple = parse_read_options(READ)
+    assert (simple.reader, simple.wal_path, simple.partitions_per_node) == ("simple", None, 1)
+    opts = parse_read_options(
+        {**READ, "Reader": "Partitioned", "walPath": "/data/wal", "partitionsPerNode": "3"}
+    )
+    assert (opts.reader, opts.wal_path, opts.partitions_per_node) == ("partitioned", "/data/wal", 3)
+    with pytest.raises(OptionError, match="needs the option 'walPath'"):
+        parse_read_options({**READ, "reader": "partitioned"})
+    with pytest.raises(OptionError, match="must be simple or partitioned"):
+        parse_read_options({**READ, "reader": "kafka"})
+    with pytest.raises(OptionError, match="'partitionspernode' must be >= 1"):
+        parse_read_options({**READ, "partitionsPerNode": "0"})

@@ -15,13 +15,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,7 +27,7 @@ pytest.importorskip("pyspark")
 
 from nsqbox.testing import NSQBox
 
-from .conftest import TIMEOUT, channel_stats, publish
+from .conftest import TIMEOUT, channel_stats, publish, read_line
 from .query_process import STREAM_OPTIONS, write_batch
 from .session import ROOT, needs_available_now, spark_env
 
@@ -43,16 +41,6 @@ pytestmark = [
 CHANNEL = "spark"
 BATCH = 50
 N = 3 * BATCH
-
-
-def read_line(stream: IO[str], timeout: float) -> str:
-    """The next line of a subprocess's output, or AssertionError after ``timeout``."""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
-    try:
-        return lines.get(timeout=timeout).strip()
-    except queue.Empty:
-        raise AssertionError(f"no output from the query process in {timeout}s") from None
 
 
 def batch_files(out: Path) -> dict[int, list[str]]:
