@@ -37,7 +37,7 @@ SUBCOMMANDS: dict[str, str] = {
     "fault": "nsqbox.tools.fault:main",
 }
 
-#: One line of help per command, including the ones still to come.
+#: One line of help per command.
 SUMMARIES: dict[str, str] = {
     "up": "run the whole box in one process: nsqlookupd, nsqd(s) and the admin service",
     "nsqd": "run an nsqd; takes NSQ nsqd's flags",
@@ -48,7 +48,6 @@ SUMMARIES: dict[str, str] = {
     "tail": "print the messages of a topic",
     "stat": "print topic and channel statistics",
     "fault": "make the box misbehave on purpose: list, add and lift faults, restart nodes",
-    "bench": "measure publish and consume throughput",
 }
 
 # How nsqd labels fatal start-up errors (main.go's logFatal always uses this prefix).
