@@ -171,8 +171,12 @@ class ClusterSpec:
     nsqd_args: tuple[str, ...] = ()
     lookupd_args: tuple[str, ...] = ()
     nsqd_options: Mapping[str, Any] = field(default_factory=dict)
+    #: The box's broker clock: ``"real"`` or ``"manual"`` (docs/testing.md, "Testing time").
+    clock: str = "real"
 
     def __post_init__(self) -> None:
+        if self.clock not in ("real", "manual"):
+            raise ValueError(f"clock must be 'real' or 'manual' (got {self.clock!r})")
         if self.nsqd < 1:
             raise ValueError(f"a box needs at least one nsqd (got nsqd={self.nsqd})")
         if self.lookupd < 0:

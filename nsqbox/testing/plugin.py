@@ -219,12 +219,14 @@ def _spec(
 ) -> ClusterSpec:
     from .config import ClusterSpec, split_args
 
+    clock = str(nsqd_options.pop("clock", "real"))  # the box's, not an nsqd option
     return ClusterSpec(
         nsqd=nsqd,
         lookupd=lookupd,
         nsqd_args=split_args(nsqd_args),
         lookupd_args=split_args(lookupd_args),
         nsqd_options=nsqd_options,
+        clock=clock,
     )
 
 
