@@ -220,6 +220,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "cleanup": Cleanup,
     "python": str,
     "data_path": str,
+    "clock": str,
     "nsqd_tcp_address": _addresses,
     "nsqd_http_address": _addresses,
     "lookupd_tcp_address": _addresses,
@@ -241,6 +242,7 @@ class BoxConfig:
     cleanup: Cleanup = Cleanup.DELETE
     python: str = ""
     data_path: str = "auto"
+    clock: str = "real"
     nsqd_tcp_address: tuple[Address, ...] = (Address("127.0.0.1:4150"),)
     nsqd_http_address: tuple[Address, ...] = (Address("127.0.0.1:4151"),)
     lookupd_tcp_address: tuple[Address, ...] = (Address("127.0.0.1:4160"),)
@@ -276,6 +278,7 @@ class BoxConfig:
             lookupd=self.lookupd_count,
             nsqd_args=self.nsqd_args,
             lookupd_args=self.lookupd_args,
+            clock=self.clock,
         )
 
     def noproc_addresses(self) -> BoxAddresses:

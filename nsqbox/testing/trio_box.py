@@ -273,6 +273,7 @@ class TrioBoxFactory(Protocol):
         lookupd: int = 1,
         nsqd_args: str | Sequence[str] = (),
         lookupd_args: str | Sequence[str] = (),
+        clock: str = "real",
         **nsqd_options: Any,
     ) -> Awaitable[TrioNSQBox]:
         """Start a box in the test's nursery; its handle."""
