@@ -187,6 +187,8 @@ class BoxAddresses:
     data_paths: tuple[str, ...]
     #: Stop, crash and start the nsqds (None when the box was not made by serve_box).
     control: BoxControl | None = None
+    #: The broker clock every node of the box shares (None when not made by serve_box).
+    clock: BrokerClock | None = None
 
     def ready(self) -> dict[str, Any]:
         """The ``--ready-json`` object: every address as ``host:port`` (node 0's unsuffixed)."""
@@ -343,4 +345,4 @@ async def serve_box(
         admin_options = options.admin_options(_reachable(lookupd.http))
         admin: AdminAddresses = await nursery.start(serve_admin, admin_options)
         control = BoxControl(runners)
-        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control))
+        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control, clock))
