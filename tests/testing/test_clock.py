@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import trio
 
 from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
@@ -24,6 +26,7 @@ from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.clock import ClockUnsupported, HTTPClock
 from nsqbox.testing.config import BoxAddresses, ClusterSpec
 from nsqbox.testing.subprocess_box import SubprocessBox
+from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.testing.waiting import poll
 
 from .conftest import TIMEOUT
@@ -255,3 +258,20 @@ def test_a_real_nsqd_has_no_clock(not_nsqbox: Any) -> None:
     clock = HTTPClock(BoxAddresses(nsqd_tcp=(not_nsqbox,), nsqd_http=(not_nsqbox,)), mode="noproc")
     with pytest.raises(ClockUnsupported, match="nsqbox's servers"):
         clock.advance("1h")
+
+
+async def test_the_trio_clock_is_awaited(nursery: trio.Nursery, tmp_path: Path) -> None:
+    box = await open_trio_box(nursery, ClusterSpec(clock="manual"), str(tmp_path))
+    topic = box.name("trio")
+    box.nsqds[0].get_topic(topic).get_channel("work")  # a channel holds the deferral
+    await box.publish(topic, b"in an hour", defer_ms=HOUR)
+    await box.wait_for(topic, "work", deferred=1)
+    before = box.clock.now()
+    assert box.clock.manual
+    assert await box.clock.advance(3599) >= before + 3599
+    assert (await box.wait_for(topic, "work")).deferred == 1
+    await box.clock.advance("1s")
+    state = await box.wait_for(topic, "work")
+    assert (state.deferred, state.depth) == (0, 1)
+    assert await box.consume(topic, "work") == [b"in an hour"]
+    await box.aclose()
