@@ -29,6 +29,8 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
+import trio
+
 from .gosyntax import parse_duration
 
 __all__ = [
@@ -99,6 +101,8 @@ class BrokerClock:
         self.id = uuid.uuid4().hex[:16]
         #: The nodes whose timers an advance runs (nsqds add and remove themselves).
         self.nodes: list[TimerNode] = []
+        #: One advance at a time (a test's and an admin request's, say).
+        self._advancing = trio.Lock()
         self.now: Callable[[], float]
         self.wall_ns: Callable[[], int]
         if manual:
@@ -153,13 +157,16 @@ class BrokerClock:
         many messages fired (timed out, or came out of deferral or a REQ delay).
         Raises :class:`ClockError` on the real clock and ValueError for a bad span.
         """
-
         if not self.manual:
             raise ClockError(
                 "the clock is real time: start the box with a manual clock "
                 "(nsqbox up --clock manual, or the fixture option clock='manual')"
             )
         seconds = parse_span(seconds)
+        async with self._advancing:
+            return await self._advance(seconds)
+
+    async def _advance(self, seconds: float) -> int:
         target = self.offset + seconds  # the offset at the end
         fired = 0
         while True:

@@ -9,6 +9,7 @@ clock jumps, and each assertion looks at what the jump delivered.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,9 @@ def test_deadlines_fire_in_order(box: NSQBox) -> None:
         got: list[Message] = []
         poll(lambda: (len(got.extend(consumer.receive(0.1)) or got) == 2, got), TIMEOUT, repr)
         assert [m.body for m in got] == [b"half an hour", b"one hour"]
+        # delivered inside the jump, their msg-timeout starts at its end: no timeout
+        assert [m.attempts for m in got] == [1, 1]
+        assert box.wait_for(topic, "work").timeout_count == 0
         for msg in got:
             msg.finish()
 
@@ -275,3 +279,30 @@ async def test_the_trio_clock_is_awaited(nursery: trio.Nursery, tmp_path: Path) 
     assert (state.deferred, state.depth) == (0, 1)
     assert await box.consume(topic, "work") == [b"in an hour"]
     await box.aclose()
+
+
+def test_timestamps_and_latency_are_broker_time(tmp_path: Path) -> None:
+    options = {"e2e_processing_latency_percentiles": [1.0], "msg_timeout": 900.0}
+    spec = ClusterSpec(clock="manual", nsqd_options=options)
+    box = ThreadBox(spec, str(tmp_path))
+    try:
+        with NSQBox(box, timeout=TIMEOUT) as handle:
+            topic = handle.name("stamps")
+            handle.clock.advance("1h")
+            with _consumer(handle, topic) as consumer:
+                handle.publish(topic, b"late")
+                msg = _one(consumer)
+                # the frame carries broker time: an hour ahead of this machine's clock
+                assert msg.timestamp / 1e9 >= time.time() + 3600 - 60
+                handle.clock.advance("10m")  # the consumer takes ten minutes to answer
+                msg.finish()
+                assert handle.wait_for(topic, "work", in_flight=0).timeout_count == 0
+            address = handle.addresses.nsqd_http[0].url
+            doc = httpx.get(
+                f"{address}/stats", params={"format": "json", "topic": topic}, trust_env=False
+            ).json()
+            (channel,) = doc["topics"][0]["channels"]
+            (p100,) = channel["e2e_processing_latency"]["percentiles"]
+            assert p100["value"] >= 600 * 1e9  # ns, from publish to FIN in broker time
+    finally:
+        box.stop()
