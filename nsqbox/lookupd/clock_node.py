@@ -2,19 +2,28 @@
 
 Tombstones and the inactive-producer timeout are measured on broker time
 (:attr:`~.core.NSQLookupd.clock`), so a jump ages them. The pings that keep a
-producer active are real-time liveness, though: an nsqd still connected would
-have pinged all through the time skipped, so at the end of a jump every connected
-producer counts as having just pinged. A jump alone never drops a live producer.
+producer active are real-time liveness, though: the nsqds of the same box (they
+share the clock, and run) would have pinged all through the time skipped, so at the
+end of a jump they count as having just pinged. Any other producer ages: one that
+stopped pinging goes inactive once the clock passes its inactive-producer timeout.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..clock import TimerNode
     from .core import NSQLookupd
 
 __all__ = ["LookupdTimers"]
+
+
+def _port_readers(nodes: Iterable[TimerNode]) -> list[Callable[[], tuple[int, int]]]:
+    """The ``ports()`` of the nodes that are nsqds (their TCP and HTTP ports)."""
+    readers = (getattr(node, "ports", None) for node in nodes)
+    return [reader for reader in readers if callable(reader)]
 
 
 class LookupdTimers:
@@ -28,11 +37,14 @@ class LookupdTimers:
         return None
 
     def fire(self, now: float, resume: float | None = None) -> int:
-        """At the end of a jump (no ``resume``): the connected producers pinged ``now``."""
+        """At the end of a jump (no ``resume``): the box's nsqds pinged ``now``."""
         if resume is None:
+            box = {ports() for ports in _port_readers(self.lookupd.broker.nodes)}
             for _, producers in self.lookupd.db:
                 for producer in producers:
-                    producer.peer.last_update = max(producer.peer.last_update, now)
+                    peer = producer.peer
+                    if (peer.tcp_port, peer.http_port) in box:
+                        peer.last_update = max(peer.last_update, now)
         return 0
 
     async def settle(self) -> None:

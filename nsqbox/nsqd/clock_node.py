@@ -49,6 +49,10 @@ class NodeTimers:
     def __init__(self, nsqd: NSQD) -> None:
         self.nsqd = nsqd
 
+    def ports(self) -> tuple[int, int]:
+        """The nsqd's TCP and HTTP ports (how its nsqlookupd knows it as a live producer)."""
+        return self.nsqd.tcp_port, self.nsqd.http_port
+
     def next_due(self) -> tuple[float, float] | None:
         """The earliest in-flight or deferred deadline of any channel, and its release."""
         deadlines = [

@@ -29,6 +29,7 @@ from nsqbox.testing.config import BoxAddresses, ClusterSpec
 from nsqbox.testing.subprocess_box import SubprocessBox
 from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.testing.waiting import poll
+from tests.admin.conftest import register_ghost
 
 from .conftest import TIMEOUT
 
@@ -306,3 +307,28 @@ def test_timestamps_and_latency_are_broker_time(tmp_path: Path) -> None:
             assert p100["value"] >= 600 * 1e9  # ns, from publish to FIN in broker time
     finally:
         box.stop()
+
+
+async def test_a_silent_producer_goes_inactive_after_five_minutes(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    box = await open_trio_box(nursery, ClusterSpec(clock="manual"), str(tmp_path))
+    topic = box.name("quiet")
+    await box.publish(topic, b"x")
+    (lookupd,) = box.cluster.lookupd
+    ghost = await register_ghost(lookupd.tcp, 9, topic)  # registers, never pings
+    url = f"{box.addresses.lookupd_http[0].url}/lookup"
+
+    async def producers() -> list[str]:
+        answer = await trio.to_thread.run_sync(
+            lambda: httpx.get(url, params={"topic": topic}, trust_env=False)
+        )
+        return sorted(p["hostname"] for p in answer.json()["producers"])
+
+    assert len(await producers()) == 2
+    await box.clock.advance("4m")
+    assert len(await producers()) == 2
+    await box.clock.advance("61s")  # past the ghost's inactive-producer timeout (5 min)
+    assert await producers() == [box.nsqds[0].hostname]  # the box's own nsqd stays
+    await ghost.aclose()
+    await box.aclose()
