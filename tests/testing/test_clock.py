@@ -198,6 +198,54 @@ def test_gnsq_sees_a_deferred_message_after_the_jump(box: NSQBox) -> None:
         gevent.get_hub().destroy(destroy_loop=True)
 
 
+def test_gnsq_requeues_with_a_delay_and_gives_up_after_three_tries(box: NSQBox) -> None:
+    gevent = pytest.importorskip("gevent")
+    gnsq = pytest.importorskip("gnsq")
+    topic = box.name("gnsq-req")
+    attempts: list[int] = []
+    given_up: list[int] = []
+
+    def handle(_consumer: Any, message: Any) -> None:
+        attempts.append(message.attempts)
+        message.requeue(90_000, backoff=False)  # REQ, 90 s
+
+    consumer = gnsq.Consumer(
+        topic, "work", box.nsqd_tcp_address, message_handler=handle, max_tries=3
+    )
+
+    def give_up(_consumer: Any, message: Any) -> None:
+        given_up.append(message.attempts)
+
+    consumer.on_giving_up.connect(give_up)  # a weak reference: give_up lives as long as the test
+
+    def wait(n: int) -> None:
+        poll(lambda: (len(attempts) + len(given_up) == n, attempts), TIMEOUT, repr, gevent.sleep)
+
+    try:
+        consumer.start(block=False)
+        box.wait_for(topic, "work", clients=1, sleep=gevent.sleep)
+        box.publish(topic, b"retry me")
+        wait(1)
+        box.wait_for(topic, "work", deferred=1, requeue_count=1, sleep=gevent.sleep)
+        box.clock.advance(89)
+        assert box.wait_for(topic, "work").deferred == 1  # the REQ delay is not over
+        box.clock.advance(1)
+        wait(2)
+        box.wait_for(topic, "work", deferred=1, requeue_count=2, sleep=gevent.sleep)
+        box.clock.advance(90)
+        wait(3)
+        box.wait_for(topic, "work", deferred=1, requeue_count=3, sleep=gevent.sleep)
+        box.clock.advance(90)
+        wait(4)
+        assert (attempts, given_up) == ([1, 2, 3], [4])
+        state = box.wait_for(topic, "work", in_flight=0, deferred=0, sleep=gevent.sleep)
+        assert (state.depth, state.timeout_count) == (0, 0)
+    finally:
+        consumer.close()
+        consumer.join(timeout=TIMEOUT)
+        gevent.get_hub().destroy(destroy_loop=True)
+
+
 def test_a_lookupd_tombstone_expires_after_45_seconds(box: NSQBox) -> None:
     topic = box.name("tomb")
     box.publish(topic, b"x")
