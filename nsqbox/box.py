@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from nsqbox.admin.control import ControlledNode
     from nsqbox.admin.server import AdminAddresses
+    from nsqbox.clock import BrokerClock
     from nsqbox.lookupd.server import LookupdAddresses
     from nsqbox.nsqd.nsqd import NSQD
     from nsqbox.nsqd.runner import NodeRunner
@@ -72,6 +73,8 @@ class BoxOptions:
     lookupd_tcp_address: str = "127.0.0.1:4160"
     lookupd_http_address: str = "127.0.0.1:4161"
     admin_http_address: str = "127.0.0.1:4171"
+    #: The box's broker clock, ``real`` or ``manual`` (``nsqbox clock advance`` moves it).
+    clock: str = "real"
 
     def use_ephemeral_ports(self) -> None:
         """Put every listener on port 0 (the OS picks free ports)."""
@@ -85,6 +88,8 @@ class BoxOptions:
 
     def validate(self) -> None:
         """Raise ValueError for a box that cannot start (bad count, ids or clashing ports)."""
+        if self.clock not in ("real", "manual"):
+            raise ValueError(f"--clock must be real or manual, not {self.clock!r}")
         if not 1 <= self.nsqd_count <= MAX_NSQD_COUNT:
             raise ValueError(f"--nsqd-count must be [1,{MAX_NSQD_COUNT}]")
         if self.nsqd.node_id + self.nsqd_count > 1024:
@@ -183,6 +188,8 @@ class BoxAddresses:
     data_paths: tuple[str, ...]
     #: Stop, crash and start the nsqds (None when the box was not made by serve_box).
     control: BoxControl | None = None
+    #: The broker clock every node of the box shares (None when not made by serve_box).
+    clock: BrokerClock | None = None
 
     def ready(self) -> dict[str, Any]:
         """The ``--ready-json`` object: every address as ``host:port`` (node 0's unsuffixed)."""
@@ -232,6 +239,7 @@ class NodeTag(logging.Filter):
 
 async def _serve_node(
     index: int,
+    clock: BrokerClock,
     options: NSQDOptions,
     *,
     task_status: trio.TaskStatus[NSQDAddresses],
@@ -239,7 +247,7 @@ async def _serve_node(
     from nsqbox.nsqd.server import serve_nsqd
 
     node_index.set(index)
-    await serve_nsqd(options, task_status=task_status)
+    await serve_nsqd(options, clock=clock, task_status=task_status)
 
 
 class BoxControl:
@@ -358,6 +366,7 @@ async def serve_box(
     import trio
 
     from nsqbox.admin.server import serve_admin
+    from nsqbox.clock import BrokerClock
     from nsqbox.lookupd.server import serve_lookupd
     from nsqbox.nsqd.runner import NodeRunner
 
@@ -365,14 +374,17 @@ async def serve_box(
     paths = tuple(options.data_path(i) for i in range(options.nsqd_count))
     for path in paths:
         await trio.Path(path).mkdir(parents=True, exist_ok=True)
+    clock = BrokerClock.of_mode(options.clock, real=trio.current_time)  # shared by every node
     async with trio.open_nursery() as nursery:
-        lookupd: LookupdAddresses = await nursery.start(serve_lookupd, options.lookupd_options())
+        lookupd: LookupdAddresses = await nursery.start(
+            functools.partial(serve_lookupd, options.lookupd_options(), clock=clock)
+        )
         registry = [_reachable(lookupd.tcp)]
         runners = [
             NodeRunner(
                 nursery,
                 options.node_options(index, registry),
-                serve=functools.partial(_serve_node, index),
+                serve=functools.partial(_serve_node, index, clock),
             )
             for index in range(options.nsqd_count)
         ]
@@ -384,4 +396,4 @@ async def serve_box(
         admin_options = options.admin_options(_reachable(lookupd.http))
         serve = functools.partial(serve_admin, control=AdminNodeControl(control, names))
         admin: AdminAddresses = await nursery.start(serve, admin_options)
-        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control))
+        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control, clock))

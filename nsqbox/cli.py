@@ -35,6 +35,7 @@ SUBCOMMANDS: dict[str, str] = {
     "tail": "nsqbox.tools.tail:main",
     "stat": "nsqbox.tools.stat:main",
     "fault": "nsqbox.tools.fault:main",
+    "clock": "nsqbox.tools.clock:main",
 }
 
 #: One line of help per command.
@@ -48,6 +49,7 @@ SUMMARIES: dict[str, str] = {
     "tail": "print the messages of a topic",
     "stat": "print topic and channel statistics",
     "fault": "make the box misbehave on purpose: list, add and lift faults, restart nodes",
+    "clock": "read and move the box's broker time (nsqbox up --clock manual)",
 }
 
 # How nsqd labels fatal start-up errors (main.go's logFatal always uses this prefix).

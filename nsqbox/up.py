@@ -66,6 +66,7 @@ UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         "<addr>:<port> of the admin service (nsqadmin's /api)",
         field="admin_http_address",
     ),
+    OptionFlag("clock", Kind.STRING, "the broker clock: real, or manual (nsqbox clock advance)"),
 )
 
 
@@ -113,7 +114,11 @@ def resolve_up_options(flags: FlagSet, nsqd: NSQDOptions) -> tuple[BoxOptions, b
             ("http-address", "http_address", nsqd, "http_address"),
             ("https-address", "https_address", nsqd, "https_address"),
         ]
-        addresses += [(o.flag, o.config_key, options, o.attr) for o in UP_OPTION_FLAGS[1:]]
+        addresses += [
+            (o.flag, o.config_key, options, o.attr)
+            for o in UP_OPTION_FLAGS
+            if o.flag.endswith("-address")
+        ]
         for flag, key, owner, attr in addresses:
             current = getattr(owner, attr)
             if current and not flags.is_set(flag) and key not in cfg:

@@ -81,6 +81,7 @@ class BoxApp(AdminApp):
 
     def _box_started(self, addresses: BoxAddresses) -> None:
         self.addresses = addresses
+        self.broker_clock = addresses.clock
         lookupd = dialable(addresses.ready()["lookupd_http_address"])
         nsqd = self.options.nsqd
         self.connect(

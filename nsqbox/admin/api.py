@@ -55,6 +55,7 @@ from ..http.router import Router
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .actions import Action, ClusterActions
+from .clock_api import ClusterClocks, add_clock_routes
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, warning
 from .control import NodeControl
 from .fault_api import add_fault_routes
@@ -387,4 +388,5 @@ def build_router(
     router.add("DELETE", "/api/nodes/:node", api.tombstone)
     faults = ClusterFaults(info, api.lookupds, api.nsqds, control=control)
     add_fault_routes(router, faults, api._authorize)
+    add_clock_routes(router, ClusterClocks(faults), api._authorize)  # nsqbox's /api/clock
     return router

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from .. import NSQ_VERSION
+from ..clock import BrokerClock
 from ..wire.documents import LookupdNode, LookupdProducer
 from ..wire.lookupd import Identify
 from ..wire.names import is_ephemeral, is_valid_topic_name
@@ -68,10 +68,19 @@ class NSQLookupd:
     the server sets them once its listeners are up.
     """
 
-    def __init__(self, options: LookupdOptions, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        options: LookupdOptions,
+        clock: Callable[[], float],
+        *,
+        broker: BrokerClock | None = None,
+    ) -> None:
         self.options = options
         self.db = RegistrationDB()
-        self.clock = clock
+        #: Broker time (its box's, shared with its nsqds; ``clock`` is its real time):
+        #: tombstones and inactive producers follow it.
+        self.broker = broker if broker is not None else BrokerClock(real=clock)
+        self.clock = self.broker.now
         self.tcp_port = 0
         self.http_port = 0
         self.hostname = socket.gethostname()
@@ -241,7 +250,7 @@ class NSQLookupd:
         0 for a producer never tombstoned (Go prints its zero time's odd value).
         """
         now = self.clock()
-        wall_ns = time.time_ns()
+        wall_ns = self.broker.wall_ns()
 
         def unix_ns(t: float) -> int:
             return wall_ns - int((now - t) * 1e9)

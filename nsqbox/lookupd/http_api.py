@@ -11,6 +11,7 @@ is gone, as in v1.3.0.
 from __future__ import annotations
 
 from .. import NSQ_VERSION
+from ..http.clock_routes import add_clock_routes
 from ..http.messages import HTTPError, Request
 from ..http.router import Handler, Router
 from ..wire.documents import LookupDocument, NodesDocument
@@ -129,4 +130,5 @@ def build_router(lookupd: NSQLookupd) -> Router:
         # POST only, as nsqlookupd v1.3.0 (405 to GET): a link or an <img> cannot change state
         router.add("POST", path, answering(handler))
     add_fault_routes(router, faults)
+    add_clock_routes(router, lookupd.broker)  # nsqbox's own /nsqbox/clock (time control)
     return router

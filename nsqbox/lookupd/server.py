@@ -15,11 +15,13 @@ import trio
 
 from .. import program_version
 from ..addresses import format_address
+from ..clock import BrokerClock
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
 from ..listeners import bound_address, open_listeners, serve_tcp
 from ..logs import configure_logging
 from ..service import fatal, run_until_signalled
+from .clock_node import LookupdTimers
 from .core import NSQLookupd
 from .http_api import build_router
 from .options import ConfigError, LookupdOptions, parse_lookupd_args
@@ -44,10 +46,15 @@ class LookupdAddresses:
 async def serve_lookupd(
     options: LookupdOptions,
     *,
+    clock: BrokerClock | None = None,
     task_status: trio.TaskStatus[LookupdAddresses] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run an nsqlookupd until cancelled; report the bound addresses through ``task_status``."""
-    lookupd = NSQLookupd(options, clock=trio.current_time)
+    """Run an nsqlookupd until cancelled; report the bound addresses through ``task_status``.
+
+    ``clock`` is its box's broker clock (made on ``trio.current_time``); real time by default.
+    """
+    lookupd = NSQLookupd(options, clock=trio.current_time, broker=clock)
+    timers = LookupdTimers(lookupd)  # a manual clock's jumps keep live producers active
     tcp_listeners = await open_listeners(options.tcp_address)
     try:
         http_listeners = await open_listeners(options.http_address)
@@ -68,8 +75,10 @@ async def serve_lookupd(
             # nsqlookupd's lines, in its order: harnesses wait for them
             log.info("HTTP: listening on %s", format_address(http))
             log.info("TCP: listening on %s", format_address(tcp))
+            lookupd.broker.attach(timers)
             task_status.started(LookupdAddresses(tcp=tcp, http=http, lookupd=lookupd))
     finally:
+        lookupd.broker.detach(timers)
         log.info("TCP: closing %s", format_address(tcp))
         log.info("HTTP: closing %s", format_address(http))
 

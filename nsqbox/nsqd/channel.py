@@ -13,7 +13,6 @@ deleteCallback)``): it imports neither.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -251,7 +250,7 @@ class Channel:
         if self.restored_deadlines:
             deadline = self.restored_deadlines.pop(msg.id, None)
             if deadline is not None:
-                delay = (deadline - time.time_ns()) / 1e9
+                delay = (deadline - self.node.wall_ns()) / 1e9
                 if delay > 0:
                     self.deferred.add(msg.id, msg, now + delay)
                     return None

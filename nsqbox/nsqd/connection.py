@@ -227,7 +227,7 @@ class Connection:
 
     def restart_heartbeat(self) -> None:
         """Count the next heartbeat from now (nsqd restarts its ticker on IDENTIFY)."""
-        self._next_heartbeat = self.now + self.heartbeat_interval
+        self._next_heartbeat = trio.current_time() + self.heartbeat_interval  # real time
         self._wake.set()
 
     async def serve(self, initial: bytes) -> None:
@@ -235,7 +235,7 @@ class Connection:
 
         ``initial`` is what the server read behind the protocol magic.
         """
-        self._next_heartbeat = self._clock() + self.heartbeat_interval
+        self._next_heartbeat = trio.current_time() + self.heartbeat_interval
         try:
             with self._cancel:
                 async with trio.open_nursery() as nursery:
@@ -391,7 +391,7 @@ class Connection:
                     await self._wake.wait()
                 self._wake = trio.Event()
                 hb = self.heartbeat_interval  # IDENTIFY may have changed it meanwhile
-                if hb > 0 and clock() >= self._next_heartbeat and self._hold is None:
+                if hb > 0 and trio.current_time() >= self._next_heartbeat and self._hold is None:
                     self._out += encode_frame(FrameType.RESPONSE, HEARTBEAT)
                     self._next_heartbeat += hb
                 if not self._out:

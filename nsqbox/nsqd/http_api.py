@@ -16,6 +16,7 @@ import msgspec
 from .. import NSQ_VERSION
 from ..gosyntax import StrconvError, parse_int
 from ..http import Endpoint, HTTPError, Request, Response, Router
+from ..http.clock_routes import add_clock_routes
 from ..logs import parse_level, set_level
 from ..wire.documents import InfoDocument
 from ..wire.errors import NSQError
@@ -97,6 +98,7 @@ def make_app(
     add_tap_routes(router, nsqd)  # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
+    add_clock_routes(router, nsqd.clock)  # nsqbox's own /nsqbox/clock (time control)
     add_metrics_route(router, nsqd)  # nsqbox's own /metrics (Prometheus)
     return router
 

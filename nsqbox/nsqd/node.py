@@ -52,6 +52,10 @@ class Node(Protocol):
         """The server clock, in seconds (deadlines of in-flight and deferred messages)."""
         ...
 
+    def wall_ns(self) -> int:
+        """Broker wall time, ns since the epoch (message timestamps)."""
+        ...
+
     def new_backend(self, name: str, ephemeral: bool) -> BackendQueue:
         """The spill queue for a topic (``name``) or channel (``topic:channel``)."""
         ...

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import NSQ_VERSION
+from ..clock import BrokerClock
 from ..wire.message import MIN_VALID_MSG_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from . import metadata as md
@@ -48,10 +49,23 @@ class NSQD:
     protocol and the callbacks it gives them, never by importing it.
     """
 
-    def __init__(self, options: NSQDOptions, *, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        options: NSQDOptions,
+        *,
+        now: Callable[[], float] = time.monotonic,
+        clock: BrokerClock | None = None,
+    ) -> None:
         options.validate()
         self.options = options
-        self.now = now
+        #: Broker time (its box's, shared with its nsqlookupd): real time unless manual.
+        self.clock = clock if clock is not None else BrokerClock(real=now)
+        #: The monotonic broker clock, seconds: message deadlines, the queue scan.
+        self.now: Callable[[], float] = self.clock.now
+        #: Broker wall time, ns since the epoch: message timestamps.
+        self.wall_ns: Callable[[], int] = self.clock.wall_ns
+        #: Real time (heartbeats, disk syncs, auth TTLs), whatever the broker clock says.
+        self.real_now = self.clock.real
         self.logger = logging.getLogger("nsqbox.nsqd")
         self.start_time = time.time()
         self.hostname = socket.gethostname()
@@ -235,7 +249,7 @@ class NSQD:
         ``restored`` are the deadlines read at start for messages the channel has not
         read back from its backend yet: they are saved again as they are.
         """
-        now, wall = self.now(), time.time_ns()
+        now, wall = self.now(), self.wall_ns()
         for msg in msgs:
             deadline = wall + int((msg.deadline - now) * 1e9)
             self._deadlines_to_save.append(md.DeferredDeadline(topic, channel, msg.id, deadline))
@@ -256,7 +270,7 @@ class NSQD:
             opts.max_msg_size + MIN_VALID_MSG_LENGTH,
             opts.sync_every,
             opts.sync_timeout,
-            clock=self.now,
+            clock=self.real_now,
         )
 
     def sync_backends(self) -> None:
@@ -341,6 +355,7 @@ class NSQD:
         return Quantile(
             self.options.e2e_processing_latency_window_time,
             self.options.e2e_processing_latency_percentiles,
+            wall_clock_ns=self.wall_ns,
         )
 
     # -- the queue scan (nsqd's queueScanLoop) ---------------------------------

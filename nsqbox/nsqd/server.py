@@ -21,10 +21,12 @@ import trio
 
 from .. import program_version
 from ..addresses import format_address
+from ..clock import BrokerClock
 from ..http import serve_http
 from ..listeners import bound_address, open_listeners, serve_tcp
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
 from .auth import AuthClient, open_auth_client
+from .clock_node import NodeTimers
 from .dirlock import DirLock
 from .http_api import make_app
 from .lookup import lookup_loop, set_lookupd_addresses
@@ -112,6 +114,7 @@ async def queue_scan_loop(nsqd: NSQD) -> None:
 async def serve_nsqd(
     options: NSQDOptions,
     *,
+    clock: BrokerClock | None = None,
     task_status: trio.TaskStatus[NSQDAddresses] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run an nsqd until cancelled; report the bound addresses through ``task_status``.
@@ -122,7 +125,8 @@ async def serve_nsqd(
     here it leaves every TCP command but IDENTIFY refused.
     """
     tls_context = server_context(options)
-    nsqd = NSQD(options, now=trio.current_time)
+    nsqd = NSQD(options, now=trio.current_time, clock=clock)  # clock: its box's, if any
+    timers = NodeTimers(nsqd)  # what a manual clock's advance fires
     logger.info("%s", program_version("nsqd"))
     logger.info("ID: %d", options.node_id)
     lock = DirLock(nsqd.data_path)
@@ -160,7 +164,7 @@ async def serve_nsqd(
         options.broadcast_http_port = nsqd.http_port
     try:
         async with (
-            open_auth_client(options, now=nsqd.now) as auth,
+            open_auth_client(options, now=nsqd.real_now) as auth,
             trio.open_nursery() as nursery,
         ):
 
@@ -193,8 +197,10 @@ async def serve_nsqd(
                 logger.info("HTTP: listening on %s", format_address(http))
             if https is not None:
                 logger.info("HTTPS: listening on %s", format_address(https))
+            nsqd.clock.attach(timers)
             task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd, https=https))
     finally:
+        nsqd.clock.detach(timers)
         # The listeners and every connection are closed by now; nsqd's Exit() says so first.
         logger.info("TCP: closing %s", format_address(tcp))
         if http is not None:

@@ -113,6 +113,16 @@ class TimeoutQueue:
         self._heap.clear()
         return held
 
+    def earliest(self) -> float | None:
+        """The earliest deadline held, None when empty (a manual clock's next step)."""
+        heap, buckets = self._heap, self._buckets
+        while heap:
+            bucket = buckets.get(heap[0])
+            if bucket:
+                return min(msg.deadline for msg in bucket.values())
+            heapq.heappop(heap)  # a bucket emptied by remove(): its key is stale
+        return None
+
 
 def _deadline(msg: Message) -> float:
     return msg.deadline

@@ -12,7 +12,6 @@ deleteCallback)``): it imports its channels, not its node.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -93,7 +92,7 @@ class Topic:
         if fault is not None and (error := fault(self.name)) is not None:
             raise TopicError(error)
         ids = self.id_factory.new_ids(len(bodies))
-        ts = time.time_ns()
+        ts = self.node.wall_ns()
         msgs = [Message(i + b, ts) for i, b in zip(ids, bodies, strict=True)]
         if defer:
             for m in msgs:

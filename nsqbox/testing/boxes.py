@@ -8,7 +8,7 @@ loop); :class:`NoProcBox` (and the subprocess box) only through TCP and HTTP.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol, TypeVar
 
 from .config import AddressView, BoxAddresses, BoxStartError, Cleanup, ClusterSpec, Mode, SpecError
@@ -132,6 +132,10 @@ class ThreadBox(AddressView):
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn()`` on the servers' loop (the safe way to touch server objects)."""
         return self._loop.call(fn)
+
+    def call_async(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``await fn()`` on the servers' loop; its result."""
+        return self._loop.call_async(fn)
 
     def stats(self, node: int | None = None) -> BoxStats:
         """Every topic and channel (of one nsqd, or summed over all)."""

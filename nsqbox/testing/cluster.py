@@ -6,11 +6,13 @@ number of clusters (and pytest-xdist workers) run side by side.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 
 import trio
 
+from ..clock import BrokerClock
 from ..goflags import FlagError, HelpRequested
 from ..lookupd.options import LookupdOptions, parse_lookupd_args
 from ..lookupd.server import LookupdAddresses, serve_lookupd
@@ -18,7 +20,7 @@ from ..nsqd.config import ConfigError, parse_nsqd_args
 from ..nsqd.nsqd import NSQD
 from ..nsqd.options import NSQDOptions
 from ..nsqd.runner import REGISTER_TIMEOUT, NodeRunner, wait_registered
-from ..nsqd.server import NSQDAddresses
+from ..nsqd.server import NSQDAddresses, serve_nsqd
 from .config import Address, BoxAddresses, ClusterSpec, SpecError
 
 __all__ = [
@@ -50,8 +52,12 @@ class RunningCluster:
         nursery: trio.Nursery,
         nsqd_opts: Sequence[NSQDOptions],
         lookupd: Sequence[LookupdAddresses],
+        clock: BrokerClock | None = None,
     ) -> None:
-        self.runners = [NodeRunner(nursery, opts) for opts in nsqd_opts]
+        #: The broker clock every server of the cluster shares (docs/testing.md, "Testing time").
+        self.clock = clock if clock is not None else BrokerClock(real=trio.current_time)
+        serve = functools.partial(serve_nsqd, clock=self.clock)
+        self.runners = [NodeRunner(nursery, opts, serve=serve) for opts in nsqd_opts]
         self.lookupd = tuple(lookupd)
         self.addresses = BoxAddresses(nsqd_tcp=(), nsqd_http=())
         #: Called with (index, NSQD) after a node started again.
@@ -177,15 +183,17 @@ async def serve_cluster(
     for path in paths:
         os.makedirs(path, exist_ok=True)
     nsqd_opts = [nsqd_options(spec, i, path) for i, path in enumerate(paths)]
+    clock = BrokerClock.of_mode(spec.clock, real=trio.current_time)
     async with trio.open_nursery() as nursery:
         lookupds: list[LookupdAddresses] = [
-            await nursery.start(serve_lookupd, opts) for opts in lookupd_opts
+            await nursery.start(functools.partial(serve_lookupd, opts, clock=clock))
+            for opts in lookupd_opts
         ]
         registry = [str(Address.of(*lk.tcp)) for lk in lookupds]
         for opts in nsqd_opts:
             opts.lookupd_tcp_addresses = [*registry, *opts.lookupd_tcp_addresses]
         # Each nsqd runs in a cancel scope of its own, so a test can stop one node.
-        cluster = RunningCluster(nursery, nsqd_opts, lookupds)
+        cluster = RunningCluster(nursery, nsqd_opts, lookupds, clock)
         nsqds = [await runner.start(register=False) for runner in cluster.runners]
         cluster.started(nsqds)
         with trio.fail_after(REGISTER_TIMEOUT):

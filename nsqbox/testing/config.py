@@ -171,8 +171,12 @@ class ClusterSpec:
     nsqd_args: tuple[str, ...] = ()
     lookupd_args: tuple[str, ...] = ()
     nsqd_options: Mapping[str, Any] = field(default_factory=dict)
+    #: The box's broker clock: ``"real"`` or ``"manual"`` (docs/testing.md, "Testing time").
+    clock: str = "real"
 
     def __post_init__(self) -> None:
+        if self.clock not in ("real", "manual"):
+            raise ValueError(f"clock must be 'real' or 'manual' (got {self.clock!r})")
         if self.nsqd < 1:
             raise ValueError(f"a box needs at least one nsqd (got nsqd={self.nsqd})")
         if self.lookupd < 0:
@@ -216,6 +220,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "cleanup": Cleanup,
     "python": str,
     "data_path": str,
+    "clock": str,
     "nsqd_tcp_address": _addresses,
     "nsqd_http_address": _addresses,
     "lookupd_tcp_address": _addresses,
@@ -237,6 +242,7 @@ class BoxConfig:
     cleanup: Cleanup = Cleanup.DELETE
     python: str = ""
     data_path: str = "auto"
+    clock: str = "real"
     nsqd_tcp_address: tuple[Address, ...] = (Address("127.0.0.1:4150"),)
     nsqd_http_address: tuple[Address, ...] = (Address("127.0.0.1:4151"),)
     lookupd_tcp_address: tuple[Address, ...] = (Address("127.0.0.1:4160"),)
@@ -272,6 +278,7 @@ class BoxConfig:
             lookupd=self.lookupd_count,
             nsqd_args=self.nsqd_args,
             lookupd_args=self.lookupd_args,
+            clock=self.clock,
         )
 
     def noproc_addresses(self) -> BoxAddresses:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
 from .boxes import Box, xdist_worker
 from .capture import Capture
+from .clock import ClockAccess
 from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
 from .http_faults import Faults, faults_for
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
@@ -78,7 +79,7 @@ class BoxView(AddressView):
         return Expectation(topic, channel, {k: v for k, v in counts.items() if v is not None})
 
 
-class NSQBox(BoxView):
+class NSQBox(ClockAccess, BoxView):
     """A test's handle on a box (the ``nsqbox`` fixture).
 
     It cleans up after the test (see the ``nsqbox_cleanup`` option) when closed.
@@ -128,9 +129,8 @@ class NSQBox(BoxView):
         try:
             self.box.end_test(self._mark, self.cleanup, self._owned, self.namespace)
         finally:
-            if (
-                self._faults is not None and self._faults.supported
-            ):  # after end_test: it starts stopped nsqds again
+            # after end_test: it starts stopped nsqds again
+            if self._faults is not None and self._faults.supported:
                 self._faults.lift_all()
 
     def __enter__(self) -> NSQBox:
@@ -494,7 +494,7 @@ class NSQBoxFactory(Protocol):
         nsqd_args: str | Sequence[str] = (),
         lookupd_args: str | Sequence[str] = (),
         mode: Mode | str | None = None,
+        clock: str = "real",
         **nsqd_options: Any,
     ) -> NSQBox:
-        """Start a box (stopped after the test); its handle."""
-        ...
+        """Start a box (stopped after the test; ``clock="manual"``: time moves on demand)."""

@@ -66,6 +66,12 @@ OPTIONS: tuple[Option, ...] = (
         "one, removed afterwards; else pytest's temporary directory), tmp (pytest's), or a path",
         "auto",
     ),
+    Option(
+        "clock",
+        "the session box's broker clock: real, or manual (moved by nsqbox.clock.advance)",
+        "real",
+        ("real", "manual"),
+    ),
     Option("nsqd_tcp_address", "noproc: nsqd TCP address(es), comma-separated", "127.0.0.1:4150"),
     Option(
         "nsqd_http_address", "noproc: nsqd HTTP address(es), in the same order", "127.0.0.1:4151"

@@ -216,6 +216,7 @@ def _spec(
     nsqd_args: str | Sequence[str],
     lookupd_args: str | Sequence[str],
     nsqd_options: dict[str, Any],
+    clock: str = "real",
 ) -> ClusterSpec:
     from .config import ClusterSpec, split_args
 
@@ -225,6 +226,7 @@ def _spec(
         nsqd_args=split_args(nsqd_args),
         lookupd_args=split_args(lookupd_args),
         nsqd_options=nsqd_options,
+        clock=clock,
     )
 
 
@@ -251,9 +253,10 @@ def nsqbox_factory(
         nsqd_args: str | Sequence[str] = (),
         lookupd_args: str | Sequence[str] = (),
         mode: Mode | str | None = None,
+        clock: str = "real",
         **nsqd_options: Any,
     ) -> NSQBox:
-        spec = _spec(nsqd, lookupd, nsqd_args, lookupd_args, nsqd_options)
+        spec = _spec(nsqd, lookupd, nsqd_args, lookupd_args, nsqd_options, clock)
         data_root = dirs.new("factory")
         made.append(data_root)
         box = start_configured_box(nsqbox_config, spec, data_root, mode)
@@ -319,13 +322,14 @@ async def nsqbox_trio_factory(
         lookupd: int = 1,
         nsqd_args: str | Sequence[str] = (),
         lookupd_args: str | Sequence[str] = (),
+        clock: str = "real",
         **nsqd_options: Any,
     ) -> TrioNSQBox:
         data_root = dirs.new("trio-factory")
         started.append((None, data_root))
         box = await open_trio_box(
             nursery,
-            _spec(nsqd, lookupd, nsqd_args, lookupd_args, nsqd_options),
+            _spec(nsqd, lookupd, nsqd_args, lookupd_args, nsqd_options, clock),
             data_root,
             wait_timeout=nsqbox_config.timeout,
             start_timeout=nsqbox_config.start_timeout,

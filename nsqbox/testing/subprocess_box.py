@@ -190,6 +190,8 @@ class SubprocessBox(AddressView):
         self._argv = [python, "-m", "nsqbox", "up", "--ready-json"]
         self._argv += [f"--data-path={data_root}", f"--nsqd-count={spec.nsqd}"]
         self._argv += [*spec.nsqd_args, *option_flags(spec.nsqd_options)]
+        if spec.clock != "real":
+            self._argv.append(f"--clock={spec.clock}")
         self._start_timeout = start_timeout
         self._timeout = timeout
         #: What the first start bound: a restart binds the same (``nsqbox up`` flags).

@@ -17,6 +17,7 @@ from ..lookupd.core import NSQLookupd
 from ..nsqd.nsqd import NSQD
 from .boxes import TapCapture
 from .capture import Capture
+from .clock import TrioClock
 from .cluster import RunningCluster, serve_cluster
 from .config import Address, ClusterSpec
 from .discovery import all_listed, producers_message
@@ -62,6 +63,8 @@ class TrioNSQBox(BoxView):
         self._scope = scope
         self._stopped = stopped
         self._faults = TrioFaults(self.ops)
+        #: The box's broker time (docs/testing.md, "Testing time"); ``advance`` is awaited.
+        self.clock = TrioClock(lambda: cluster.clock)
 
     async def aclose(self) -> None:
         """Stop the servers (they persist their data) and wait until they have."""
@@ -270,6 +273,7 @@ class TrioBoxFactory(Protocol):
         lookupd: int = 1,
         nsqd_args: str | Sequence[str] = (),
         lookupd_args: str | Sequence[str] = (),
+        clock: str = "real",
         **nsqd_options: Any,
     ) -> Awaitable[TrioNSQBox]:
         """Start a box in the test's nursery; its handle."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -93,6 +94,10 @@ class FakeNode:
     def now(self) -> float:
         """The hand-moved clock."""
         return self.clock
+
+    def wall_ns(self) -> int:
+        """Wall time, ns (message timestamps)."""
+        return time.time_ns()
 
     def new_backend(self, name: str, ephemeral: bool) -> MemoryBackend:
         """A fresh in-memory backend, remembered by name."""

@@ -60,7 +60,7 @@ def test_the_docs_fixture_examples_pass_in_subprocess_mode(
     included (through the nsqds' /nsqbox/faults routes)."""
     blocks = examples(docs_path)
     chosen = ["test_session_app.py", "test_restart.py", "test_cluster.py", "conftest.py",
-              "test_custom_box.py", "test_under_faults.py"]  # fmt: skip
+              "test_custom_box.py", "test_under_faults.py", "test_testing_time.py"]  # fmt: skip
     for name in chosen:
         pytester.path.joinpath(name).write_text(blocks[name])
     expected = sum(len(re.findall(r"^(?:async )?def test_", blocks[n], re.M)) for n in chosen)

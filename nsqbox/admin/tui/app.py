@@ -27,6 +27,7 @@ from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.worker import WorkerCancelled, WorkerFailed
 
+from ...clock import BrokerClock
 from ..model import ClusterSnapshot
 from .backend import Backend, BackendFactory, Outcome
 from .channel import ChannelScreen
@@ -96,6 +97,8 @@ class AdminApp(App[int]):
         self.interval = interval
         self.read_only = read_only
         self.tz = tz
+        #: The box's broker clock (``nsqbox up --tui``): the status line shows it when manual.
+        self.broker_clock: BrokerClock | None = None
         self.backend: Backend | None = None
         self.refresh_error: str | None = None
         #: Refreshes done (for tests and the status line).

@@ -12,7 +12,7 @@ The screens reach the app through the :class:`AdminHost` protocol, so they do no
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Protocol, cast
 
 from textual import on
@@ -151,6 +151,10 @@ class ClusterScreen(Screen[None]):
             errors = [f"✗ {e.address}: {e.message}" for e in snapshot.errors]
         if host.refresh_error is not None:
             errors.append(f"✗ refresh failed: {host.refresh_error}")
+        clock = getattr(host, "broker_clock", None)
+        if clock is not None and clock.manual:  # broker time, when it is not real time
+            when = datetime.fromtimestamp(clock.wall(), host.tz)
+            parts.append(f"broker time {when:%Y-%m-%d %H:%M:%S}")
         if self.filter_text:
             parts.append(f"filter: {self.filter_text}")
         if host.read_only:
