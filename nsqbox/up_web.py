@@ -3,8 +3,10 @@
 The box runs as ``nsqbox up`` runs it (trio, until SIGINT or SIGTERM); once it listens,
 :func:`serve_web_tui` starts textual-serve (:class:`~nsqbox.admin.tui.web.WebTUIThread`: an
 asyncio loop in a thread of its own) on ``--web-host``:``--web-port``. textual-serve starts
-one ``nsqbox tui --lookupd-http-address <the box's lookupd>`` subprocess per browser tab, so
-the box itself stays one process and each tab's TUI reads it over HTTP, as any tool would.
+one ``nsqbox tui --lookupd-http-address <the box's lookupd> --admin-http-address <the box's
+admin service>`` subprocess per browser tab, so the box itself stays one process and each tab's
+TUI reads it over HTTP, as any tool would (and restarts, crashes and starts its nodes through the
+admin service's node control).
 ``--read-only`` passes on to those TUIs (and to ``--tui``).
 """
 
@@ -59,8 +61,10 @@ async def serve_web_tui(
     import trio
 
     nsqd = options.nsqd
+    ready = addresses.ready()
     tui = TUIOptions(
-        lookupd_http_addresses=(dialable(addresses.ready()["lookupd_http_address"]),),
+        lookupd_http_addresses=(dialable(ready["lookupd_http_address"]),),
+        admin_http_address=dialable(ready["admin_http_address"]),
         read_only=web.read_only,
         connect_timeout=nsqd.http_client_connect_timeout,
         request_timeout=nsqd.http_client_request_timeout,

@@ -56,6 +56,11 @@ NODE_COLUMNS = (
 SCOPE_KEYS = ("topic", "channel", "client", "user_agent")
 #: The fields with a column of their own; the others go to Details.
 _SHOWN = frozenset({"node", "role", "id", "kind", "since", "remaining", "until", *SCOPE_KEYS})
+#: The note when the TUI has no node control (it reads the nodes, not an admin service's).
+NO_CONTROL = (
+    "restart, crash and start need nsqbox up's admin service: "
+    "nsqbox up --tui/--web, or --admin-http-address"
+)
 #: Actions that change the cluster, hidden by ``--read-only``.
 FAULT_ACTIONS = frozenset({"add_fault", "lift", "lift_all", "node"})
 
@@ -184,7 +189,7 @@ class FaultsScreen(OperableScreen):
         if self.problem is not None:
             note.append(f"✗ {self.problem}", "bold red")
         elif listing.control is None:
-            note.append("restart, crash and start need nsqbox up --tui", "dim")
+            note.append(NO_CONTROL, "dim")
         if listing.message:
             note.append(("\n" if note else "") + listing.message, "yellow")
         self.query_one("#faults-note", Static).update(note)
