@@ -3,8 +3,8 @@
 With no flags the box listens on 127.0.0.1 at NSQ's standard ports and keeps its data in
 ``./nsqbox-data``. ``--nsqd-count N`` runs N nsqds (node ``i`` on the base ports plus
 ``100 * i``, its data in ``<data-path>/node<i>``). ``--ephemeral-ports`` puts every listener
-whose address is not given explicitly on port 0, and so does an nsqd ``--tcp-address`` with
-port 0; the banner and ``--ready-json`` show the ports bound.
+whose address is not given explicitly on port 0 (``--web-port`` too), and so does an nsqd
+``--tcp-address`` with port 0; the banner and ``--ready-json`` show the ports bound.
 
 ``nsqbox up`` takes nsqd's flags (applied to every node) and its own; ``--config`` names a TOML
 file holding either, keyed by flag name with ``-`` turned into ``_``. ``--tui`` runs the terminal
@@ -118,6 +118,8 @@ def resolve_up_options(flags: FlagSet, nsqd: NSQDOptions) -> tuple[BoxOptions, b
             current = getattr(owner, attr)
             if current and not flags.is_set(flag) and key not in cfg:
                 setattr(owner, attr, with_port(current, 0))
+        if not flags.is_set("web-port"):  # --web's page too
+            flags["web-port"].value.set("0")
     return options, bool(flags["ready-json"].value.value)
 
 

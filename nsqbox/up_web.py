@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nsqbox.addresses import dialable
+from nsqbox.addresses import dialable, format_address
 from nsqbox.admin.tui.cli import TUIOptions, add_web_flags, tui_command, web_port
 from nsqbox.admin.tui.web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT, WebTUIThread
 from nsqbox.box import BoxAddresses, BoxOptions
@@ -56,7 +56,7 @@ async def serve_web_tui(
     task_status: trio.TaskStatus[str],
 ) -> None:
     """Serve the TUI of the box at ``addresses`` until cancelled (``nursery.start`` it: it
-    reports the page's URL); OSError when the port cannot be had.
+    reports the page's URL); OSError naming the web TUI when its port cannot be had.
     """
     import trio
 
@@ -70,7 +70,14 @@ async def serve_web_tui(
         request_timeout=nsqd.http_client_request_timeout,
     )
     server = WebTUIThread(tui_command(tui), web.host, web.port)
-    url = await trio.to_thread.run_sync(server.start)
+    try:
+        url = await trio.to_thread.run_sync(server.start)
+    except OSError as exc:
+        where = format_address((web.host, web.port))
+        raise OSError(
+            f"the web TUI (--web) cannot listen on {where} - {exc} "
+            "(--web-port 0 picks a free port)",
+        ) from exc
     task_status.started(url)
     try:
         await trio.sleep_forever()

@@ -20,6 +20,7 @@ import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -151,11 +152,13 @@ def test_tui_web_serves_the_tui_with_its_flags(nsq: Any, tmp_path: Path) -> None
 
 
 def test_up_web_tabs_get_the_boxs_admin_service(tmp_path: Path) -> None:
-    argv = ["up", "--web", "--web-port=0", "--ephemeral-ports", "--ready-json"]
+    # --ephemeral-ports puts the web page on a free port too
+    argv = ["up", "--web", "--ephemeral-ports", "--ready-json"]
     argv.append(f"--data-path={tmp_path / 'data'}")
     with running(argv, tmp_path / "stderr.log", read="stdout") as box:
         assert box.stdout is not None
         ready = json.loads(read_line(box.stdout, box, "ready line"))
+        assert not ready["tui_web_url"].endswith(":4172")
         lookupd = ready["lookupd_http_address"]
         tabs: list[list[str]] = []
         asyncio.run(
@@ -169,6 +172,27 @@ def test_up_web_tabs_get_the_boxs_admin_service(tmp_path: Path) -> None:
         assert f"--admin-http-address={ready['admin_http_address']}" in tab
         assert "--read-only" not in tab
     wait_for(lambda: tab_processes(lookupd) == [], timeout=TIMEOUT)
+
+
+def test_up_web_on_a_busy_port_says_so(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "nsqbox", "up", "--web", "--ephemeral-ports"),
+                f"--web-port={port}",
+                f"--data-path={tmp_path / 'data'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT * 3,
+            stdin=subprocess.DEVNULL,
+        )
+    assert result.returncode == 1
+    assert f"the web TUI (--web) cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "--web-port 0 picks a free port" in result.stderr
 
 
 def test_up_web_refuses_web_with_tui() -> None:
