@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..faultlist import left_text
 from ..goflags import FlagSet
 from .common import Fatal, ParsedArgs, run_tool, run_trio, tool_version
 
@@ -154,11 +155,6 @@ def _scope(fault: dict[str, Any]) -> str:
     return " ".join(parts) or "*"
 
 
-def _left(fault: dict[str, Any]) -> str:
-    remaining = fault.get("remaining")
-    return "until lifted" if remaining is None else f"{remaining} commands"
-
-
 def format_listing(listing: FaultListing) -> str:
     """``nsqbox fault list``'s table: one line per fault, then the nodes without faults."""
     rows = [("NODE", "ID", "KIND", "SCOPE", "LEFT", "SINCE")]
@@ -166,7 +162,7 @@ def format_listing(listing: FaultListing) -> str:
         since = fault.get("since")
         when = datetime.fromtimestamp(since).strftime("%H:%M:%S") if since else ""
         row = (fault["node"], str(fault.get("id", "")), str(fault.get("kind", "")))
-        rows.append((*row, _scope(fault), _left(fault), when))
+        rows.append((*row, _scope(fault), left_text(fault), when))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows

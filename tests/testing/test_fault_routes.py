@@ -179,12 +179,15 @@ def test_subprocess_latency_and_stall_seen_by_a_consumer(remote: NSQBox) -> None
     with remote.faults.latency(0.01, topic=topic) as slow:
         assert remote.faults.active() == [slow.info]
         assert (slow.info.kind, slow.info.delay, slow.info.topic) == ("latency", 0.01, topic)
+        assert slow.info.until is None  # until lifted
         remote.publish(topic, [b"a", b"b", b"c"])
         assert sorted(remote.consume(topic, "work", 3)) == [b"a", b"b", b"c"]
     config = Config(user_agent="victim/1.0")
     with BlockingConsumer(remote.nsqd_tcp_address, topic, "work", config=config) as consumer:
         remote.wait_for(topic, "work", clients=1)
         stall = remote.faults.stall(user_agent="victim", duration=60)
+        assert stall.info.until == pytest.approx(stall.info.since + 60)  # when it ends
+        assert remote.faults.active() == [stall.info]
         remote.publish(topic, b"held")
         assert consumer.receive(timeout=0.5) == []  # sent to it, never written
         assert stall.lift()

@@ -68,7 +68,7 @@ def test_add_list_lift(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> N
     status, out, _ = fault(box, capsys, "list")
     header, line = out.splitlines()[:2]  # then the nodes without fault routes, if any
     assert header.split() == ["NODE", "ID", "KIND", "SCOPE", "LEFT", "SINCE"]
-    assert line.split()[:6] == [node0, fault_id, "fail_publishes", "topic=orders", "1", "commands"]
+    assert line.split()[:6] == [node0, fault_id, "fail_publishes", "topic=orders", "1", "command"]
     status, out, _ = fault(box, capsys, "list", "--json")
     [listed] = json.loads(out)["faults"]
     assert (listed["node"], listed["remaining"], listed["topic"]) == (node0, 1, "orders")
@@ -97,6 +97,38 @@ def test_kinds_params_and_lift_all(box: BoxProcess, capsys: pytest.CaptureFixtur
     status, out, _ = fault(box, capsys, "lift", "--all", "--json")
     assert (status, json.loads(out)) == (0, {"lifted": 1, "message": ""})
     assert httpx.get(f"http://{node1}/ping", timeout=TIMEOUT).text == "OK"
+
+
+def test_list_says_what_is_left(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    node0, node1 = box.ready["nsqd_http_addresses"]
+    adds = [
+        ["disk_full", "--node", node1, "--duration=10m"],
+        ["stall", "--node", node0, "--topic", "nowhere", "--count=2"],
+        ["latency", "--node", node0, "--topic", "nowhere", "--count=1", "--param", "delay=0.1"],
+        ["fail_publishes", "--node", node0, "--topic", "nowhere", "--count=3", "--duration=2h"],
+        ["fail_publishes", "--node", node0, "--topic", "elsewhere"],
+    ]
+    try:
+        for args in adds:
+            status, _, err = fault(box, capsys, "add", *args)
+            assert status == 0, err
+        status, out, _ = fault(box, capsys, "list", "--json")
+        listed = {(f["kind"], f["topic"]): f for f in json.loads(out)["faults"]}
+        disk = listed["disk_full", None]
+        assert disk["until"] == pytest.approx(disk["since"] + 600)
+        assert 0 < disk["left"] <= 600
+        assert listed["fail_publishes", "elsewhere"]["until"] is None
+        assert listed["fail_publishes", "elsewhere"]["left"] is None
+        status, out, _ = fault(box, capsys, "list")
+        left = {line.split()[2]: line for line in out.splitlines()[1:6]}
+        assert re.search(r"  (600s|\d+m\d\ds)  ", left["disk_full"]), left
+        assert "  2 connections  " in left["stall"]
+        assert "  1 write  " in left["latency"]
+        rows = [line for line in out.splitlines() if "fail_publishes" in line]
+        assert re.search(r"  3 commands or (2h00m|1h59m)  ", rows[0]), rows
+        assert "  until lifted  " in rows[1]
+    finally:
+        assert fault(box, capsys, "lift", "--all")[0] == 0
 
 
 @pytest.mark.parametrize(
