@@ -10,11 +10,12 @@
     nsqbox fault lift 1 [--node 127.0.0.1:4151]
     nsqbox fault lift --all
     nsqbox fault restart --node 0                  # also crash, start (nsqbox up only)
+    nsqbox fault restart                           # the only nsqd
 
 Every command talks to the admin service's ``/api/faults`` (``--admin-http-address``, default
 ``127.0.0.1:4171``, where ``nsqbox up`` serves it), which finds the nodes and forwards. A fault
-without ``--node`` goes to the only nsqd. Refusals print the admin service's message and exit
-with status 1; ``--json`` prints the answers as JSON.
+(or a restart, crash or start) without ``--node`` goes to the only nsqd. Refusals print the
+admin service's message and exit with status 1; ``--json`` prints the answers as JSON.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ ACTIONS = ("list", "add", "lift", "restart", "crash", "start")
 USAGE = (
     "usage: nsqbox fault list | add KIND [--node N] [--topic T] [--channel C] [--count N] "
     "[--duration D] [--error E] [--param k=v]... | lift ID|--all [--node N] | "
-    "restart|crash|start --node N"
+    "restart|crash|start [--node N]"
 )
 #: Fault parameters with a flag of their own (sent when given), besides ``--param``.
 _STRING_PARAMS = ("topic", "channel", "error", "user-agent")
@@ -115,8 +116,6 @@ def parse_command(flags: FlagSet, args: ParsedArgs) -> FaultCommand:
         fault_id = rest.pop() if rest else ""
     if rest:
         raise Fatal(f"unexpected argument {rest[0]!r}\n{USAGE}")
-    if action in ("restart", "crash", "start") and not value("node"):
-        raise Fatal(f"{action} needs --node (an index or an HTTP address)")
     params: list[tuple[str, str]] = []
     for name in _STRING_PARAMS:
         if value(name):
@@ -226,7 +225,8 @@ async def _run(command: FaultCommand) -> None:
         try:
             await run_command(source, command, sys.stdout)
         except FaultError as exc:
-            raise Fatal(f"nsqbox fault {command.action}: {exc}") from None
+            message = str(exc).replace(" with node=", " with --node")
+            raise Fatal(f"nsqbox fault {command.action}: {message}") from None
 
 
 def main(argv: list[str]) -> int:

@@ -134,7 +134,8 @@ def test_list_says_what_is_left(box: BoxProcess, capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["add", "fail_publishes"], "nsqbox fault add: MISSING_ARG_NODE: name one of 2 nsqds"),
+        (["add", "fail_publishes"], "MISSING_ARG_NODE: name one of 2 nsqds with --node: 127."),
+        (["restart"], "MISSING_ARG_NODE: name one of 2 nsqds with --node: 0 (127.0.0.1:"),
         (["add", "no_such", "--node", "0"], "UNKNOWN_FAULT: nsqd 127.0.0.1:"),
         (["add", "Bad-Kind"], "nsqbox fault add: INVALID_KIND"),
         (["add", "fail_publishes", "--node", "127.0.0.1:1"], "NODE_NOT_FOUND"),
@@ -158,7 +159,6 @@ def test_refusals_exit_1(
         (["add"], "add takes one fault kind"),
         (["lift"], "lift takes one fault id, or --all"),
         (["lift", "1", "--all"], "lift takes one fault id, or --all"),
-        (["restart"], "restart needs --node"),
         (["add", "x", "--param", "novalue"], "--param takes key=value"),
         (["list", "--admin-http-address=127.0.0.1:1"], "cannot reach the admin service"),
     ],
@@ -195,6 +195,7 @@ async def test_restart_crash_start(nursery: trio.Nursery, tmp_path: Path) -> Non
         await run("crash", "--node", node)
     assert await run("start", "--node", node) == f"start: nsqd {node} is running\n"
     assert await run("restart", "--node", "0") == f"restart: nsqd {node} is running\n"
+    assert await run("restart") == f"restart: nsqd {node} is running\n"  # the only nsqd
     assert f"node 0: nsqd {node} running" in await run("list")
 
 
@@ -208,6 +209,14 @@ def test_the_box_crashes_and_starts_its_nodes(
         httpx.get(f"http://{node1}/ping", timeout=TIMEOUT)
     status, out, _ = fault(box, capsys, "list")
     assert f"node 1: nsqd {node1} DOWN" in out
+    assert f"nsqd {node1}: down (crashed)" in out
+    status, out, _ = fault(box, capsys, "list", "--json")
+    [down] = [n for n in json.loads(out)["nodes"] if n["node"] == node1]
+    assert down["error"] == "down (crashed)"
+    for name in ("1", node1):
+        status, _, err = fault(box, capsys, "add", "disk_full", "--node", name)
+        assert status == 1
+        assert "NODE_DOWN: nsqd 1 is down (crashed): start it first" in err
     status, _, err = fault(box, capsys, "crash", "--node", node1)
     assert status == 1
     assert "NODE_CONTROL_FAILED: nsqd 1 is crashed: nothing to crash" in err
