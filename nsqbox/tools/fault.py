@@ -39,11 +39,15 @@ __all__ = ["DEFAULT_ADMIN_HTTP", "FaultCommand", "fault_flag_set", "format_listi
 DEFAULT_ADMIN_HTTP = "127.0.0.1:4171"
 
 ACTIONS = ("list", "add", "lift", "restart", "crash", "start")
-USAGE = (
-    "usage: nsqbox fault list | add KIND [--node N] [--topic T] [--channel C] [--count N] "
-    "[--duration D] [--error E] [--param k=v]... | lift ID|--all [--node N] | "
-    "restart|crash|start [--node N]"
-)
+USAGE = """\
+usage: nsqbox fault COMMAND [ARG] [flags]
+  list                   the faults in force on every node, and the box's nodes
+  add KIND               start fault KIND (--node, --topic, --channel, --count, --duration,
+                         --error, --user-agent, --reset, --param key=value)
+  lift ID [--node N]     end one fault
+  lift --all             end every fault on every node
+  restart|crash|start    node control, under nsqbox up only (--node N; default: the only nsqd)
+"""
 #: Fault parameters with a flag of their own (sent when given), besides ``--param``.
 _STRING_PARAMS = ("topic", "channel", "error", "user-agent")
 #: The columns of ``nsqbox fault list``: the fault's own fields, in this order.
@@ -103,19 +107,19 @@ def parse_command(flags: FlagSet, args: ParsedArgs) -> FaultCommand:
     positional = list(args.positional)
     if not positional or positional[0] not in ACTIONS:
         got = f"unknown command {positional[0]!r}" if positional else "no command"
-        raise Fatal(f"{got}\n{USAGE}")
+        raise Fatal(f"{got}\n{USAGE.rstrip()}")
     action, rest = positional[0], positional[1:]
     kind = fault_id = ""
     if action == "add":
         if len(rest) != 1:
-            raise Fatal(f"add takes one fault kind\n{USAGE}")
+            raise Fatal(f"add takes one fault kind\n{USAGE.rstrip()}")
         kind = rest.pop()
     elif action == "lift":
         if bool(rest) == bool(value("all")) or len(rest) > 1:
-            raise Fatal(f"lift takes one fault id, or --all\n{USAGE}")
+            raise Fatal(f"lift takes one fault id, or --all\n{USAGE.rstrip()}")
         fault_id = rest.pop() if rest else ""
     if rest:
-        raise Fatal(f"unexpected argument {rest[0]!r}\n{USAGE}")
+        raise Fatal(f"unexpected argument {rest[0]!r}\n{USAGE.rstrip()}")
     params: list[tuple[str, str]] = []
     for name in _STRING_PARAMS:
         if value(name):
@@ -239,4 +243,4 @@ def main(argv: list[str]) -> int:
             return 0
         return run_trio(_run, parse_command(flags, args))
 
-    return run_tool(flags, argv, body)
+    return run_tool(flags, argv, body, synopsis=USAGE)

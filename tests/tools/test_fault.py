@@ -174,7 +174,23 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["fault", "--version"]) == 0
     assert re.fullmatch(r"nsqbox fault v1\.3\.0 \(built w/\S+\)\n", capsys.readouterr().out)
     assert cli.main(["fault", "-h"]) == 0
-    assert capsys.readouterr().err.startswith("Usage of nsqbox fault:\n")
+    err = capsys.readouterr().err
+    assert err.startswith("usage: nsqbox fault COMMAND [ARG] [flags]\n")
+    for command in ("list", "add KIND", "lift ID", "lift --all", "restart|crash|start"):
+        assert f"\n  {command} " in err, command
+    assert "\nUsage of nsqbox fault:\n  -acl-http-header string\n" in err
+
+
+def test_a_flag_that_does_not_parse_exits_2_as_nsq_tools_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Go's flag package (nsqd, to_nsq, nsqbox pub...): the error, the usage, status 2."""
+    assert cli.main(["fault", "add", "fail_publishes", "--duration", "abc"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith('invalid value "abc" for flag -duration: parse error\nusage: nsqbox')
+    assert "\nUsage of nsqbox fault:\n" in err
+    assert cli.main(["pub", "--bogus"]) == 2  # the other tools alike
 
 
 async def test_restart_crash_start(nursery: trio.Nursery, tmp_path: Path) -> None:
