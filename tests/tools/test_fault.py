@@ -151,6 +151,19 @@ def test_refusals_exit_1(
     assert message in err
 
 
+def test_an_address_that_is_no_admin_service(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for address in (box.ready["nsqd_http_address"], box.ready["lookupd_http_address"]):
+        assert cli.main(["fault", "list", f"--admin-http-address={address}"]) == 1
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert (
+            f"nsqbox fault list: NOT_FOUND - {address} has no /api/faults: not an nsqbox admin "
+            "service (nsqbox up serves one on port 4171"
+        ) in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
