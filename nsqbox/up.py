@@ -72,6 +72,11 @@ UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
 def up_flag_set(defaults: BoxOptions) -> FlagSet:
     """nsqd's flags, then ``nsqbox up``'s own."""
     flags = nsqd_flag_set("nsqbox up", defaults.nsqd)
+    # nsqd's texts where the box differs: its data directory, its node ids, its log level's
+    # default written as it is given (nsqd shows Go's WARNING)
+    flags["data-path"].usage = "directory for nsqd 0's data (nsqd i's: node<i>/ in it)"
+    flags["node-id"].usage = "node id of nsqd 0 in message ids, [0,1024) (nsqd i: node-id + i)"
+    flags["log-level"].default_text = defaults.nsqd.log_level
     for opt in UP_OPTION_FLAGS:
         flags.var(opt.flag, flag_value(opt.kind, getattr(defaults, opt.attr)), opt.usage)
     flags.add_bool("ephemeral-ports", False, "listen on ports the OS picks (port 0) everywhere")
