@@ -81,10 +81,10 @@ def _known(nodes: Sequence[FaultNode]) -> str:
     return "known: " + (", ".join(f"{n.role} {n.node}" for n in nodes) or "none")
 
 
-def _one_of(names: Sequence[str], what: str = "nsqds") -> str:
+def _one_of(names: Sequence[str]) -> str:
     """MISSING_ARG_NODE's detail: ``name one of 2 nsqds with node=: a, b``."""
     listed = f": {', '.join(names)}" if names else ""
-    return f"name one of {len(names)} {what} with node={listed}"
+    return f"name one of {len(names)} nsqds with node={listed}"
 
 
 def is_fault_kind(kind: str) -> bool:
