@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Fault", "FaultList", "check_limits"]
+__all__ = ["Fault", "FaultList", "check_limits", "left_text"]
 
 #: Fault ids, unique in the process: a server started again (a restart) never gives
 #: a new fault the id of one a test still holds for its old self.
@@ -46,9 +46,21 @@ class Fault:
     #: Latency: seconds each write waits, plus or minus up to ``jitter``.
     delay: float | None = None
     jitter: float | None = None
+    #: When it ends, on the wall clock (seconds since the epoch; None: when lifted).
+    wall_until: float | None = None
+    #: The server clock ``until`` is on (for the seconds left).
+    clock: Callable[[], float] | None = field(default=None, repr=False, compare=False)
+
+    def left(self) -> float | None:
+        """Seconds until it ends (None: it lasts until lifted or used up)."""
+        if self.until is None or self.clock is None:
+            return None
+        return round(max(self.until - self.clock(), 0.0), 3)
 
     def describe(self) -> dict[str, object]:
-        """A JSON-ready description (what ``GET /nsqbox/faults`` lists)."""
+        """A JSON-ready description (what ``GET /nsqbox/faults`` lists): ``until`` is when a
+        fault with a duration ends (epoch seconds) and ``left`` the seconds to then (both
+        None without a duration); ``remaining`` the uses left (None: no count)."""
         return {
             "id": self.id,
             "kind": self.kind,
@@ -56,12 +68,41 @@ class Fault:
             "error": self.error,
             "remaining": self.remaining,
             "since": self.since,
+            "until": self.wall_until,
+            "left": self.left(),
             "channel": self.channel,
             "user_agent": self.user_agent,
             "client_id": self.client_id,
             "delay": self.delay,
             "jitter": self.jitter,
         }
+
+
+#: What a fault's ``remaining`` counts, by kind (commands for the others: publishes).
+COUNTED = {"latency": "write", "stall": "connection"}
+
+
+def _seconds_text(seconds: float) -> str:
+    """``12s``, ``2m05s``, ``1h02m``: whole seconds, rounded up."""
+    whole = math.ceil(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole // 60 % 60:02d}m"
+
+
+def left_text(fault: Mapping[str, object]) -> str:
+    """How long a listed fault (:meth:`Fault.describe`) lasts: ``12s``, ``1 command``,
+    ``3 connections``, ``2 writes or 30s``, or ``until lifted``."""
+    parts = []
+    remaining, left = fault.get("remaining"), fault.get("left")
+    if isinstance(remaining, int):
+        unit = COUNTED.get(str(fault.get("kind")), "command")
+        parts.append(f"{remaining} {unit}{'' if remaining == 1 else 's'}")
+    if isinstance(left, int | float):
+        parts.append(_seconds_text(left))
+    return " or ".join(parts) or "until lifted"
 
 
 def check_limits(count: int | None, duration: float | None) -> None:
@@ -108,7 +149,10 @@ class FaultList:
             client_id=client_id,
             delay=delay,
             jitter=jitter,
+            clock=self._now,
         )
+        if duration is not None:
+            fault.wall_until = fault.since + duration
         self._faults[fault.id] = fault
         self._changed()
         return fault

@@ -3,8 +3,8 @@
 With no flags the box listens on 127.0.0.1 at NSQ's standard ports and keeps its data in
 ``./nsqbox-data``. ``--nsqd-count N`` runs N nsqds (node ``i`` on the base ports plus
 ``100 * i``, its data in ``<data-path>/node<i>``). ``--ephemeral-ports`` puts every listener
-whose address is not given explicitly on port 0, and so does an nsqd ``--tcp-address`` with
-port 0; the banner and ``--ready-json`` show the ports bound.
+whose address is not given explicitly on port 0 (``--web-port`` too), and so does an nsqd
+``--tcp-address`` with port 0; the banner and ``--ready-json`` show the ports bound.
 
 ``nsqbox up`` takes nsqd's flags (applied to every node) and its own; ``--config`` names a TOML
 file holding either, keyed by flag name with ``-`` turned into ``_``. ``--tui`` runs the terminal
@@ -73,6 +73,11 @@ UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
 def up_flag_set(defaults: BoxOptions) -> FlagSet:
     """nsqd's flags, then ``nsqbox up``'s own."""
     flags = nsqd_flag_set("nsqbox up", defaults.nsqd)
+    # nsqd's texts where the box differs: its data directory, its node ids, its log level's
+    # default written as it is given (nsqd shows Go's WARNING)
+    flags["data-path"].usage = "directory for nsqd 0's data (nsqd i's: node<i>/ in it)"
+    flags["node-id"].usage = "node id of nsqd 0 in message ids, [0,1024) (nsqd i: node-id + i)"
+    flags["log-level"].default_text = defaults.nsqd.log_level
     for opt in UP_OPTION_FLAGS:
         flags.var(opt.flag, flag_value(opt.kind, getattr(defaults, opt.attr)), opt.usage)
     flags.add_bool("ephemeral-ports", False, "listen on ports the OS picks (port 0) everywhere")
@@ -123,6 +128,8 @@ def resolve_up_options(flags: FlagSet, nsqd: NSQDOptions) -> tuple[BoxOptions, b
             current = getattr(owner, attr)
             if current and not flags.is_set(flag) and key not in cfg:
                 setattr(owner, attr, with_port(current, 0))
+        if not flags.is_set("web-port"):  # --web's page too
+            flags["web-port"].value.set("0")
     return options, bool(flags["ready-json"].value.value)
 
 

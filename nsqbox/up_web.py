@@ -3,8 +3,10 @@
 The box runs as ``nsqbox up`` runs it (trio, until SIGINT or SIGTERM); once it listens,
 :func:`serve_web_tui` starts textual-serve (:class:`~nsqbox.admin.tui.web.WebTUIThread`: an
 asyncio loop in a thread of its own) on ``--web-host``:``--web-port``. textual-serve starts
-one ``nsqbox tui --lookupd-http-address <the box's lookupd>`` subprocess per browser tab, so
-the box itself stays one process and each tab's TUI reads it over HTTP, as any tool would.
+one ``nsqbox tui --lookupd-http-address <the box's lookupd> --admin-http-address <the box's
+admin service>`` subprocess per browser tab, so the box itself stays one process and each tab's
+TUI reads it over HTTP, as any tool would (and restarts, crashes and starts its nodes through the
+admin service's node control).
 ``--read-only`` passes on to those TUIs (and to ``--tui``).
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nsqbox.addresses import dialable
+from nsqbox.addresses import dialable, format_address
 from nsqbox.admin.tui.cli import TUIOptions, add_web_flags, tui_command, web_port
 from nsqbox.admin.tui.web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT, WebTUIThread
 from nsqbox.box import BoxAddresses, BoxOptions
@@ -54,19 +56,28 @@ async def serve_web_tui(
     task_status: trio.TaskStatus[str],
 ) -> None:
     """Serve the TUI of the box at ``addresses`` until cancelled (``nursery.start`` it: it
-    reports the page's URL); OSError when the port cannot be had.
+    reports the page's URL); OSError naming the web TUI when its port cannot be had.
     """
     import trio
 
     nsqd = options.nsqd
+    ready = addresses.ready()
     tui = TUIOptions(
-        lookupd_http_addresses=(dialable(addresses.ready()["lookupd_http_address"]),),
+        lookupd_http_addresses=(dialable(ready["lookupd_http_address"]),),
+        admin_http_address=dialable(ready["admin_http_address"]),
         read_only=web.read_only,
         connect_timeout=nsqd.http_client_connect_timeout,
         request_timeout=nsqd.http_client_request_timeout,
     )
     server = WebTUIThread(tui_command(tui), web.host, web.port)
-    url = await trio.to_thread.run_sync(server.start)
+    try:
+        url = await trio.to_thread.run_sync(server.start)
+    except OSError as exc:
+        where = format_address((web.host, web.port))
+        raise OSError(
+            f"the web TUI (--web) cannot listen on {where} - {exc} "
+            "(--web-port 0 picks a free port)",
+        ) from exc
     task_status.started(url)
     try:
         await trio.sleep_forever()

@@ -143,6 +143,13 @@ def test_up_help_lists_the_box_flags(capsys: pytest.CaptureFixture[str]) -> None
         "ephemeral-ports",
     ):
         assert f"  -{flag}" in err
+    # the box's own defaults, each said once, as they are given
+    lines = dict(zip(err.splitlines(), err.splitlines()[1:], strict=False))
+    assert lines["  -log-level value"].endswith("(default warn)")
+    data_path = lines["  -data-path string"]
+    assert data_path.endswith('(default "./nsqbox-data")')
+    assert data_path.count("default") == 1
+    assert "hostname" not in lines["  -node-id int"]
 
 
 def test_node_tag_marks_nsqd_lines() -> None:

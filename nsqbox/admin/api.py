@@ -123,7 +123,9 @@ def _warn(errors: tuple[UpstreamError, ...] | list[UpstreamError]) -> str:
 class AdminAPI:
     """The handlers, bound to one cluster's :class:`ClusterInfo` and options."""
 
-    def __init__(self, info: ClusterInfo, options: AdminOptions) -> None:
+    def __init__(
+        self, info: ClusterInfo, options: AdminOptions, control: NodeControl | None = None
+    ) -> None:
         self.info = info
         self.options = options
         self.lookupds = list(options.lookupd_http_addresses)
@@ -131,7 +133,7 @@ class AdminAPI:
         self.actions = ClusterActions(
             info, lookupd_http_addresses=self.lookupds, nsqd_http_addresses=self.nsqds
         )
-        self.exporter = ClusterExporter(info, self.lookupds, self.nsqds)
+        self.exporter = ClusterExporter(info, self.lookupds, self.nsqds, control)
 
     def _authorize(self, request: Request) -> None:
         users = self.options.admin_users
@@ -368,7 +370,7 @@ def build_router(
 ) -> Router:
     """The admin HTTP API for the cluster ``options`` names, answering through ``info``;
     ``control`` restarts, crashes and starts the box's nodes (``/api/faults``)."""
-    api = AdminAPI(info, options)
+    api = AdminAPI(info, options, control)
     router = Router(max_body_size=_MAX_BODY, logger=logging.getLogger("nsqbox.admin.http"))
     router.add("GET", "/ping", api.ping, plain_text=True)
     router.add("GET", "/api/topics", api.topics)

@@ -50,6 +50,8 @@ class ControlledNode:
     http_address: str
     #: Whether it is serving now (False after a crash, until started).
     running: bool = True
+    #: Why it is down when it is (``"crashed"``, ``"stopped"``); "" when unknown or running.
+    state: str = ""
 
 
 class NodeControlError(Exception):

@@ -22,6 +22,13 @@ from .faults import FaultError, FaultListing
 
 __all__ = ["AdminFaults"]
 
+#: The 404s the admin service's /api/faults itself answers (any other: a route it lacks).
+_OURS = frozenset({"NODE_NOT_FOUND", "NOT_SUPPORTED", "UNKNOWN_FAULT"})
+_NOT_ADMIN = (
+    "has no /api/faults: not an nsqbox admin service (nsqbox up serves one on port 4171, "
+    "nsqbox admin on its --http-address)"
+)
+
 _listing_decoder = msgspec.json.Decoder(FaultListing)
 _doc_decoder = msgspec.json.Decoder(dict[str, Any])
 
@@ -57,6 +64,8 @@ class AdminFaults:
                 message = None
             if not isinstance(message, str) or not message:
                 message = f"{response.status_code} {response.text.strip()!r}"
+            if response.status_code in (404, 405) and message.partition(":")[0] not in _OURS:
+                message += f" - {self.address} {_NOT_ADMIN}"
             raise FaultError(response.status_code, message)
         return response.content
 

@@ -24,9 +24,17 @@ import msgspec
 
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, gather, warning
-from .control import NodeAction, NodeControl, NodeControlError, find_node, run_node_action
+from .control import (
+    ControlledNode,
+    NodeAction,
+    NodeControl,
+    NodeControlError,
+    find_node,
+    run_node_action,
+)
 
 __all__ = [
+    "DOWN",
     "FAULTS_PATH",
     "LOOKUPD",
     "NOT_SUPPORTED",
@@ -37,6 +45,7 @@ __all__ = [
     "FaultListing",
     "FaultNode",
     "FaultSource",
+    "down_error",
     "is_fault_kind",
 ]
 
@@ -52,6 +61,30 @@ _NO_ROUTES = (
     "{role} {node} has no {path} routes (a real NSQ node, or nsqbox's nsqd with "
     "--auth-http-address, which turns them off)"
 )
+
+
+#: How a controlled node that is down is reported (its ``error`` starts so).
+DOWN = "down"
+
+
+def down_error(node: ControlledNode) -> str:
+    """``down (crashed)``: a controlled node that is not running, as the listing says."""
+    return f"{DOWN} ({node.state})" if node.state and node.state != "running" else DOWN
+
+
+def _is_down(node: FaultNode) -> bool:
+    return node.error == DOWN or node.error.startswith(f"{DOWN} (")
+
+
+def _known(nodes: Sequence[FaultNode]) -> str:
+    """The nodes one may name, for an error message."""
+    return "known: " + (", ".join(f"{n.role} {n.node}" for n in nodes) or "none")
+
+
+def _one_of(names: Sequence[str]) -> str:
+    """MISSING_ARG_NODE's detail: ``name one of 2 nsqds with node=: a, b``."""
+    listed = f": {', '.join(names)}" if names else ""
+    return f"name one of {len(names)} nsqds with node={listed}"
 
 
 def is_fault_kind(kind: str) -> bool:
@@ -211,9 +244,12 @@ class ClusterFaults:
         for address in self.lookupds:
             found.setdefault(address, FaultNode(node=address, role=LOOKUPD))
         for controlled in self.control.nodes() if self.control is not None else ():
-            if controlled.running:
-                node = FaultNode(node=controlled.http_address, role=controlled.role)
-                found.setdefault(node.node, node)
+            node = found.setdefault(
+                controlled.http_address,
+                FaultNode(node=controlled.http_address, role=controlled.role),
+            )
+            if not controlled.running:  # lookupd forgot it as it went: the control knows
+                node.error = down_error(controlled)
         return list(found.values()), errors
 
     async def _node(self, name: str | None) -> FaultNode:
@@ -224,14 +260,20 @@ class ClusterFaults:
             nsqds = [n for n in nodes if n.role == NSQD]
             if len(nsqds) == 1:
                 return nsqds[0]
-            raise FaultError(400, "MISSING_ARG_NODE", f"name one of {len(nsqds)} nsqds with node=")
-        if self.control is not None and name.isascii() and name.isdigit():
-            controlled = find_node(self.control.nodes(), name)
-            if controlled is not None:
-                name = controlled.http_address
+            raise FaultError(400, "MISSING_ARG_NODE", _one_of([n.node for n in nsqds]))
+        controlled = find_node(self.control.nodes(), name) if self.control is not None else None
+        if controlled is not None:
+            if not controlled.running:
+                raise FaultError(
+                    409,
+                    "NODE_DOWN",
+                    f"{controlled.role} {controlled.index} is {down_error(controlled)}: "
+                    f"start it first (nsqbox fault start --node {controlled.index})",
+                )
+            name = controlled.http_address
         node = next((n for n in nodes if n.node == name), None)
         if node is None:
-            raise FaultError(404, "NODE_NOT_FOUND")
+            raise FaultError(404, "NODE_NOT_FOUND", _known(nodes))
         return node
 
     def _control_nodes(self) -> list[ControlNode] | None:
@@ -255,7 +297,8 @@ class ClusterFaults:
 
         failed = list(errors)
         faults: list[dict[str, Any]] = []
-        for node, answer in zip(nodes, await gather(nodes, fetch), strict=True):
+        up = [n for n in nodes if not _is_down(n)]
+        for node, answer in zip(up, await gather(up, fetch), strict=True):
             if isinstance(answer, UpstreamError):
                 if answer.status == 404:
                     node.supported, node.error = False, NOT_SUPPORTED
@@ -316,7 +359,7 @@ class ClusterFaults:
 
         lifted = 0
         failed = list(errors)
-        for answer in await gather(nodes, lift):
+        for answer in await gather([n for n in nodes if not _is_down(n)], lift):
             if isinstance(answer, UpstreamError):
                 if answer.status != 404:
                     failed.append(answer)
@@ -346,7 +389,8 @@ class ClusterFaults:
     async def node_action(self, action: NodeAction, node: str | None) -> dict[str, Any]:
         """Restart, crash or start ``node`` (an index or HTTP address) through the control.
 
-        FaultError: ``501 NOT_IMPLEMENTED`` without node control, ``400 MISSING_ARG_NODE``,
+        None: the only nsqd. FaultError: ``501 NOT_IMPLEMENTED`` without node control,
+        ``400 MISSING_ARG_NODE`` (no ``node``, and not exactly one nsqd),
         ``404 NODE_NOT_FOUND``, ``409 NODE_CONTROL_FAILED`` when the node's state refuses.
         """
         control = self.control
@@ -357,11 +401,17 @@ class ClusterFaults:
                 f"{action.value} needs nsqbox up: this admin service does not run the "
                 "cluster's servers (nsqbox admin alone, or a real NSQ cluster)",
             )
+        controlled = control.nodes()
         if not node:
-            raise FaultError(400, "MISSING_ARG_NODE")
-        target = find_node(control.nodes(), node)
+            nsqds = [n for n in controlled if n.role == NSQD]
+            if len(nsqds) != 1:
+                names = [f"{n.index} ({n.http_address})" for n in nsqds]
+                raise FaultError(400, "MISSING_ARG_NODE", _one_of(names))
+            node = str(nsqds[0].index)
+        target = find_node(controlled, node)
         if target is None:
-            raise FaultError(404, "NODE_NOT_FOUND")
+            known = ", ".join(f"{n.index} ({n.http_address})" for n in controlled)
+            raise FaultError(404, "NODE_NOT_FOUND", f"known: {known or 'none'}")
         try:
             await run_node_action(control, action, target.index)
         except NodeControlError as exc:

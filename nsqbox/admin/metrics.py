@@ -15,6 +15,11 @@ that have neither subscribed nor published yet. ``nsqd_mem_*`` come from ``/stat
 ``memory`` (Go's runtime figures on real nsqd). The admin process's own ``process_*`` and
 ``python_*`` metrics come last.
 
+With lookupds, a node that died is gone from their ``/nodes`` (as with real nsqadmin), so it
+gets no series at all; but the box's own nodes (the admin service's
+:class:`~.control.NodeControl`, under ``nsqbox up``) are known even when down: a controlled
+nsqd that is not running is exported as ``nsqd_up 0``.
+
 When no lookupd answers (or no nsqd, without lookupds) the scrape fails with the admin's
 ``502 UPSTREAM_ERROR``, so Prometheus marks the target down.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..http.messages import Response
 from ..metrics.scrape import Scraper
@@ -30,23 +36,34 @@ from ..metrics.snapshot import NodeSnapshot, connections_in
 from .clusterinfo import ClusterInfo, UpstreamError, gather
 from .stats import Producer
 
+if TYPE_CHECKING:
+    from .control import NodeControl
+
 __all__ = ["ClusterExporter"]
 
 
 class ClusterExporter:
     """Renders the cluster's metrics; raises ClusterError when no node list could be had."""
 
-    def __init__(self, info: ClusterInfo, lookupds: Sequence[str], nsqds: Sequence[str]) -> None:
+    def __init__(
+        self,
+        info: ClusterInfo,
+        lookupds: Sequence[str],
+        nsqds: Sequence[str],
+        control: NodeControl | None = None,
+    ) -> None:
         self.info = info
         self.lookupds = list(lookupds)
         self.nsqds = list(nsqds)
+        #: The box's nodes: those down are exported as ``nsqd_up 0`` too.
+        self.control = control
         self.scraper = Scraper(node_label=True)
 
     async def snapshots(self) -> tuple[list[tuple[str, NodeSnapshot]], list[str]]:
         """The nsqds that answered, by node name, and the names of those that did not.
 
         A ``--nsqd-http-address`` node whose ``/info`` did not answer is named as given (its
-        own name is not known).
+        own name is not known); a controlled nsqd that is down, by its HTTP address.
         """
         found = await self.info.producers(self.lookupds, self.nsqds)
         # one entry per node name: a duplicate series would make Prometheus refuse the scrape
@@ -71,6 +88,10 @@ class ClusterExporter:
                 silent.append(producer.http_address)
             else:
                 answered.append((producer.http_address, result))
+        known = {name for name, _ in answered} | set(silent)
+        for node in self.control.nodes() if self.control is not None else ():
+            if node.role == "nsqd" and not node.running and node.http_address not in known:
+                silent.append(node.http_address)
         return answered, silent
 
     async def render(self, accept: str | None) -> Response:

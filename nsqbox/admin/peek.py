@@ -47,14 +47,18 @@ _ABSENT = frozenset({"TOPIC_NOT_FOUND", "CHANNEL_NOT_FOUND"})
 
 
 class PeekMessage(msgspec.Struct, omit_defaults=True):
-    """One message of a peek page (see :mod:`nsqbox.nsqd.peek`); ``body`` is base64."""
+    """One message of a peek page (see :mod:`nsqbox.nsqd.peek`); ``body`` is base64.
+
+    ``id`` to ``body`` are always there (``attempts`` 0 too: a message not yet delivered);
+    the others only where they apply.
+    """
 
     id: str
     state: str
-    attempts: int = 0
-    timestamp: int = 0
-    size: int = 0
-    body: str = ""
+    attempts: int
+    timestamp: int
+    size: int
+    body: str
     node: str = ""
     defer_ms: int | None = None
     defer_left_ms: int | None = None

@@ -9,9 +9,11 @@ every fault list has: ``GET /nsqbox/faults`` lists the faults in force,
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from ..faultlist import FaultList
+from ..gosyntax import parse_duration
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .messages import HTTPError, Request
 from .router import Router
@@ -72,14 +74,18 @@ def count_arg(request: Request) -> int | None:
 
 
 def seconds_arg(request: Request, name: str = "duration", *, zero: bool = False) -> float | None:
-    """Seconds, finite and positive (or 0 with ``zero``): INVALID_<NAME>."""
+    """Seconds (``0.5``) or a Go duration (``500ms``, ``1.5s``, ``2m``), finite and positive
+    (or 0 with ``zero``): INVALID_<NAME>."""
     raw = arg(request, name)
     if raw is None:
         return None
-    try:
-        seconds = float(raw) if len(raw) <= 32 else math.nan
-    except ValueError:
-        seconds = math.nan
+    seconds = math.nan
+    if len(raw) <= 32:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            with contextlib.suppress(ValueError):
+                seconds = parse_duration(raw)
     if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
         raise HTTPError(400, f"INVALID_{name.upper()}")
     return seconds

@@ -80,6 +80,8 @@ class FaultInfo:
     #: Latency: seconds per write, plus or minus up to ``jitter``.
     delay: float | None = None
     jitter: float | None = None
+    #: When it ends (wall clock, seconds since the epoch; None: when lifted or used up).
+    until: float | None = None
 
 
 def fault_info(server: str, node: int, doc: Mapping[str, Any]) -> FaultInfo:
@@ -98,6 +100,7 @@ def fault_info(server: str, node: int, doc: Mapping[str, Any]) -> FaultInfo:
         doc.get("client_id"),
         doc.get("delay"),
         doc.get("jitter"),
+        doc.get("until"),
     )
 
 

@@ -75,15 +75,27 @@ def parse_args(flags: FlagSet, argv: Sequence[str]) -> ParsedArgs:
     return ParsedArgs(positional)
 
 
-def run_tool(flags: FlagSet, argv: Sequence[str], body: Callable[[ParsedArgs], int]) -> int:
-    """Parse ``argv`` with ``flags``, run ``body``; map usage errors and :class:`Fatal`."""
+def run_tool(
+    flags: FlagSet,
+    argv: Sequence[str],
+    body: Callable[[ParsedArgs], int],
+    *,
+    synopsis: str = "",
+) -> int:
+    """Parse ``argv`` with ``flags``, run ``body``; map usage errors and :class:`Fatal`.
+
+    A flag that does not parse exits 2 with the flag list, as Go's ``flag`` package (and so
+    every NSQ tool) does; ``synopsis`` (a command's subcommands) goes before that list, and
+    before ``-h``'s.
+    """
+    before = f"{synopsis.rstrip()}\n" if synopsis else ""
     try:
         args = parse_args(flags, argv)
     except HelpRequested as exc:
-        sys.stderr.write(exc.usage)
+        sys.stderr.write(before + exc.usage)
         return 0
     except FlagError as exc:
-        sys.stderr.write(f"{exc}\n{exc.usage}")
+        sys.stderr.write(f"{exc}\n{before}{exc.usage}")
         return 2
     try:
         return body(args)

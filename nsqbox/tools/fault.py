@@ -10,11 +10,12 @@
     nsqbox fault lift 1 [--node 127.0.0.1:4151]
     nsqbox fault lift --all
     nsqbox fault restart --node 0                  # also crash, start (nsqbox up only)
+    nsqbox fault restart                           # the only nsqd
 
 Every command talks to the admin service's ``/api/faults`` (``--admin-http-address``, default
 ``127.0.0.1:4171``, where ``nsqbox up`` serves it), which finds the nodes and forwards. A fault
-without ``--node`` goes to the only nsqd. Refusals print the admin service's message and exit
-with status 1; ``--json`` prints the answers as JSON.
+(or a restart, crash or start) without ``--node`` goes to the only nsqd. Refusals print the
+admin service's message and exit with status 1; ``--json`` prints the answers as JSON.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..faultlist import left_text
 from ..goflags import FlagSet
 from .common import Fatal, ParsedArgs, run_tool, run_trio, tool_version
 
@@ -37,11 +39,15 @@ __all__ = ["DEFAULT_ADMIN_HTTP", "FaultCommand", "fault_flag_set", "format_listi
 DEFAULT_ADMIN_HTTP = "127.0.0.1:4171"
 
 ACTIONS = ("list", "add", "lift", "restart", "crash", "start")
-USAGE = (
-    "usage: nsqbox fault list | add KIND [--node N] [--topic T] [--channel C] [--count N] "
-    "[--duration D] [--error E] [--param k=v]... | lift ID|--all [--node N] | "
-    "restart|crash|start --node N"
-)
+USAGE = """\
+usage: nsqbox fault COMMAND [ARG] [flags]
+  list                   the faults in force on every node, and the box's nodes
+  add KIND               start fault KIND (--node, --topic, --channel, --count, --duration,
+                         --error, --user-agent, --reset, --param key=value)
+  lift ID [--node N]     end one fault
+  lift --all             end every fault on every node
+  restart|crash|start    node control, under nsqbox up only (--node N; default: the only nsqd)
+"""
 #: Fault parameters with a flag of their own (sent when given), besides ``--param``.
 _STRING_PARAMS = ("topic", "channel", "error", "user-agent")
 #: The columns of ``nsqbox fault list``: the fault's own fields, in this order.
@@ -101,21 +107,19 @@ def parse_command(flags: FlagSet, args: ParsedArgs) -> FaultCommand:
     positional = list(args.positional)
     if not positional or positional[0] not in ACTIONS:
         got = f"unknown command {positional[0]!r}" if positional else "no command"
-        raise Fatal(f"{got}\n{USAGE}")
+        raise Fatal(f"{got}\n{USAGE.rstrip()}")
     action, rest = positional[0], positional[1:]
     kind = fault_id = ""
     if action == "add":
         if len(rest) != 1:
-            raise Fatal(f"add takes one fault kind\n{USAGE}")
+            raise Fatal(f"add takes one fault kind\n{USAGE.rstrip()}")
         kind = rest.pop()
     elif action == "lift":
         if bool(rest) == bool(value("all")) or len(rest) > 1:
-            raise Fatal(f"lift takes one fault id, or --all\n{USAGE}")
+            raise Fatal(f"lift takes one fault id, or --all\n{USAGE.rstrip()}")
         fault_id = rest.pop() if rest else ""
     if rest:
-        raise Fatal(f"unexpected argument {rest[0]!r}\n{USAGE}")
-    if action in ("restart", "crash", "start") and not value("node"):
-        raise Fatal(f"{action} needs --node (an index or an HTTP address)")
+        raise Fatal(f"unexpected argument {rest[0]!r}\n{USAGE.rstrip()}")
     params: list[tuple[str, str]] = []
     for name in _STRING_PARAMS:
         if value(name):
@@ -154,11 +158,6 @@ def _scope(fault: dict[str, Any]) -> str:
     return " ".join(parts) or "*"
 
 
-def _left(fault: dict[str, Any]) -> str:
-    remaining = fault.get("remaining")
-    return "until lifted" if remaining is None else f"{remaining} commands"
-
-
 def format_listing(listing: FaultListing) -> str:
     """``nsqbox fault list``'s table: one line per fault, then the nodes without faults."""
     rows = [("NODE", "ID", "KIND", "SCOPE", "LEFT", "SINCE")]
@@ -166,7 +165,7 @@ def format_listing(listing: FaultListing) -> str:
         since = fault.get("since")
         when = datetime.fromtimestamp(since).strftime("%H:%M:%S") if since else ""
         row = (fault["node"], str(fault.get("id", "")), str(fault.get("kind", "")))
-        rows.append((*row, _scope(fault), _left(fault), when))
+        rows.append((*row, _scope(fault), left_text(fault), when))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
@@ -230,7 +229,8 @@ async def _run(command: FaultCommand) -> None:
         try:
             await run_command(source, command, sys.stdout)
         except FaultError as exc:
-            raise Fatal(f"nsqbox fault {command.action}: {exc}") from None
+            message = str(exc).replace(" with node=", " with --node")
+            raise Fatal(f"nsqbox fault {command.action}: {message}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -243,4 +243,4 @@ def main(argv: list[str]) -> int:
             return 0
         return run_trio(_run, parse_command(flags, args))
 
-    return run_tool(flags, argv, body)
+    return run_tool(flags, argv, body, synopsis=USAGE)

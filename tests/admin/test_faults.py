@@ -180,12 +180,36 @@ async def test_node_control_restarts_crashes_and_starts(
         listing = (await client.get(f"{admin}/api/faults")).json()
         assert listing["control"][0]["running"] is False
         assert listing["message"].startswith("WARNING: ")  # the nsqd did not answer
+        # still a node, known to be down: a fault for it says so
+        [down] = [n for n in listing["nodes"] if n["node"] == node]
+        assert (down["role"], down["error"]) == ("nsqd", "down")
+        for name in ("0", node):
+            response = await client.post(
+                f"{admin}/api/faults/fail_publishes", params={"node": name}, headers=ops
+            )
+            assert (response.status_code, response.json()["message"]) == (
+                409,
+                "NODE_DOWN: nsqd 0 is down: start it first (nsqbox fault start --node 0)",
+            )
+        response = await client.delete(f"{admin}/api/faults/{node}/1", headers=ops)
+        assert (response.status_code, response.json()["message"][:9]) == (409, "NODE_DOWN")
+        response = await client.delete(f"{admin}/api/faults", headers=ops)
+        assert (response.status_code, response.json()["lifted"]) == (200, 0)
         status, doc = await act("crash", node, **ops)
         assert (status, doc["message"]) == (409, "NODE_CONTROL_FAILED: nsqd 0 is not running")
 
         status, doc = await act("start", "0", **ops)
         assert (status, doc["running"]) == (200, True)
         assert (await client.get(f"http://{node}/ping")).text == "OK"
-        assert await act("start", "9", **ops) == (404, {"message": "NODE_NOT_FOUND"})
+        assert await act("start", "9", **ops) == (
+            404,
+            {"message": f"NODE_NOT_FOUND: known: 0 ({node})"},
+        )
+        # no node: the only nsqd
         response = await client.post(f"{admin}/api/faults/start", headers=ops)
-        assert (response.status_code, response.json()) == (400, {"message": "MISSING_ARG_NODE"})
+        assert (response.status_code, response.json()["message"]) == (
+            409,
+            "NODE_CONTROL_FAILED: nsqd 0 is running",
+        )
+        response = await client.post(f"{admin}/api/faults/restart", headers=ops)
+        assert (response.status_code, response.json()["node"]) == (200, node)

@@ -104,6 +104,28 @@ async def test_a_given_nsqd_that_does_not_answer_is_down(nursery: trio.Nursery, 
     assert found[key("nsqd_topic_messages_total", node=node, topic="t", paused="false")] == 1
 
 
+async def test_a_crashed_box_node_is_down_though_lookupd_forgot_it(box: Box) -> None:
+    node1 = box.nsqd_http(1)
+    await box.addresses.control.crash(1)
+
+    async def forgotten() -> bool:
+        response = await box.client.get(f"http://{box.lookupd_http}/nodes")
+        ports = {p["http_port"] for p in response.json()["producers"]}
+        return int(node1.rpartition(":")[2]) not in ports
+
+    await eventually(forgotten, every=0.05)
+    found = await scrape(box.client, box.admin)
+    assert [k for k in found if ("node", node1) in k[1]] == [key("nsqd_up", node=node1)]
+    assert found[key("nsqd_up", node=node1)] == 0
+    assert found[key("nsqd_up", node=box.nsqd_http(0))] == 1
+    await box.addresses.control.start(1)
+
+    async def back() -> bool:
+        return (await scrape(box.client, box.admin)).get(key("nsqd_up", node=node1)) == 1
+
+    await eventually(back, every=0.05)  # once registered again
+
+
 async def test_no_lookupd_answers_is_502(nursery: trio.Nursery) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ import httpx
 
 from nsqbox.admin.peek import NOT_SUPPORTED
 from tests.admin.conftest import Box, real_nsqd
-from tests.helpers import eventually
+from tests.helpers import RawConn, eventually
 
 
 async def messages(box: Box, path: str, **params: str) -> tuple[int, Any]:
@@ -64,6 +64,25 @@ async def test_messages_from_both_nodes(box: Box) -> None:
         3,
         2,
     )
+
+
+async def test_every_message_says_its_attempts(box: Box) -> None:
+    await box.create_channel(0, "tries", "work")
+    await box.publish(0, "tries", b"first", b"second")
+    consumer = await RawConn.open(box.addresses.nsqds[0].tcp)
+    try:
+        await consumer.sub("tries", "work", rdy=1)
+        delivered = await consumer.message()
+        assert delivered.attempts == 1
+        status, page = await messages(box, "tries/work")
+        assert status == 200, page
+        found = {base64.b64decode(m["body"]): (m["state"], m["attempts"]) for m in page["messages"]}
+        assert found == {delivered.body: ("in_flight", 1), b"second": ("memory", 0)}
+        status, topic_page = await messages(box, "tries")  # the topic's own: none delivered
+        assert status == 200, topic_page
+        assert all(m["attempts"] == 0 for m in topic_page["messages"])
+    finally:
+        await consumer.stream.aclose()
 
 
 async def test_paging_with_the_cursor(box: Box) -> None:

@@ -97,12 +97,21 @@ async def test_lookupd_down_for_a_time_ends_by_itself(
         assert await lookupd.get("/nsqbox/faults") == {"faults": []}
 
 
+async def test_durations_in_seconds_or_go_style() -> None:
+    async with open_lookupd() as lookupd:
+        for duration, seconds in (("2m", 120), ("1.5s", 1.5), ("500ms", 0.5), ("30", 30)):
+            hidden = await _post(lookupd, "/nsqbox/faults/hide_producers", duration=duration)
+            assert hidden["until"] == pytest.approx(float(hidden["since"]) + seconds)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("path", "params", "message"),
     [
         ("/nsqbox/faults/hide_producers", {"topic": "a/b"}, "INVALID_TOPIC"),
         ("/nsqbox/faults/hide_producers", {"duration": "0"}, "INVALID_DURATION"),
         ("/nsqbox/faults/lookupd_down", {"duration": "inf"}, "INVALID_DURATION"),
+        ("/nsqbox/faults/lookupd_down", {"duration": "2 m"}, "INVALID_DURATION"),
+        ("/nsqbox/faults/hide_producers", {"duration": "-2m"}, "INVALID_DURATION"),
     ],
 )
 async def test_bad_parameters_get_400(path: str, params: dict[str, str], message: str) -> None:

@@ -102,11 +102,30 @@ def test_latency_and_stall_listed_and_lifted_over_http(http: httpx.Client) -> No
     assert http.delete("/nsqbox/faults").json() == {"lifted": 1}
 
 
+def test_durations_in_seconds_or_go_style(http: httpx.Client) -> None:
+    params = {"delay": "500ms", "jitter": "0.1", "duration": "2m", "topic": "nowhere"}
+    latency = http.post("/nsqbox/faults/latency", params=params).json()
+    assert (latency["delay"], latency["jitter"]) == (0.5, 0.1)
+    assert latency["until"] == pytest.approx(latency["since"] + 120)
+    assert 0 < latency["left"] <= 120
+    failing = http.post(
+        "/nsqbox/faults/fail_publishes", params={"topic": "nowhere", "duration": "1.5h"}
+    ).json()
+    assert failing["until"] == pytest.approx(failing["since"] + 5400)
+    seconds = http.post("/nsqbox/faults/stall", params={"topic": "nowhere", "duration": "90"})
+    assert seconds.json()["until"] == pytest.approx(seconds.json()["since"] + 90)
+    assert http.delete("/nsqbox/faults").json() == {"lifted": 3}
+
+
 @pytest.mark.parametrize(
     ("method", "path", "params", "message"),
     [
         ("POST", "/nsqbox/faults/latency", {}, "MISSING_ARG_DELAY"),
         ("POST", "/nsqbox/faults/latency", {"delay": "-1"}, "INVALID_DELAY"),
+        ("POST", "/nsqbox/faults/latency", {"delay": "1x"}, "INVALID_DELAY"),
+        ("POST", "/nsqbox/faults/latency", {"delay": "1s", "jitter": "2s"}, "INVALID_JITTER"),
+        ("POST", "/nsqbox/faults/stall", {"duration": "-1s"}, "INVALID_DURATION"),
+        ("POST", "/nsqbox/faults/stall", {"duration": "0s"}, "INVALID_DURATION"),
         ("POST", "/nsqbox/faults/latency", {"delay": "1", "jitter": "2"}, "INVALID_JITTER"),
         ("POST", "/nsqbox/faults/stall", {"count": "0"}, "INVALID_COUNT"),
         ("POST", "/nsqbox/faults/stall", {"user_agent": "a\nb"}, "INVALID_USER_AGENT"),
@@ -179,12 +198,15 @@ def test_subprocess_latency_and_stall_seen_by_a_consumer(remote: NSQBox) -> None
     with remote.faults.latency(0.01, topic=topic) as slow:
         assert remote.faults.active() == [slow.info]
         assert (slow.info.kind, slow.info.delay, slow.info.topic) == ("latency", 0.01, topic)
+        assert slow.info.until is None  # until lifted
         remote.publish(topic, [b"a", b"b", b"c"])
         assert sorted(remote.consume(topic, "work", 3)) == [b"a", b"b", b"c"]
     config = Config(user_agent="victim/1.0")
     with BlockingConsumer(remote.nsqd_tcp_address, topic, "work", config=config) as consumer:
         remote.wait_for(topic, "work", clients=1)
         stall = remote.faults.stall(user_agent="victim", duration=60)
+        assert stall.info.until == pytest.approx(stall.info.since + 60)  # when it ends
+        assert remote.faults.active() == [stall.info]
         remote.publish(topic, b"held")
         assert consumer.receive(timeout=0.5) == []  # sent to it, never written
         assert stall.lift()

@@ -68,7 +68,7 @@ def test_add_list_lift(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> N
     status, out, _ = fault(box, capsys, "list")
     header, line = out.splitlines()[:2]  # then the nodes without fault routes, if any
     assert header.split() == ["NODE", "ID", "KIND", "SCOPE", "LEFT", "SINCE"]
-    assert line.split()[:6] == [node0, fault_id, "fail_publishes", "topic=orders", "1", "commands"]
+    assert line.split()[:6] == [node0, fault_id, "fail_publishes", "topic=orders", "1", "command"]
     status, out, _ = fault(box, capsys, "list", "--json")
     [listed] = json.loads(out)["faults"]
     assert (listed["node"], listed["remaining"], listed["topic"]) == (node0, 1, "orders")
@@ -99,10 +99,43 @@ def test_kinds_params_and_lift_all(box: BoxProcess, capsys: pytest.CaptureFixtur
     assert httpx.get(f"http://{node1}/ping", timeout=TIMEOUT).text == "OK"
 
 
+def test_list_says_what_is_left(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    node0, node1 = box.ready["nsqd_http_addresses"]
+    adds = [
+        ["disk_full", "--node", node1, "--duration=10m"],
+        ["stall", "--node", node0, "--topic", "nowhere", "--count=2"],
+        ["latency", "--node", node0, "--topic", "nowhere", "--count=1", "--param", "delay=0.1"],
+        ["fail_publishes", "--node", node0, "--topic", "nowhere", "--count=3", "--duration=2h"],
+        ["fail_publishes", "--node", node0, "--topic", "elsewhere"],
+    ]
+    try:
+        for args in adds:
+            status, _, err = fault(box, capsys, "add", *args)
+            assert status == 0, err
+        status, out, _ = fault(box, capsys, "list", "--json")
+        listed = {(f["kind"], f["topic"]): f for f in json.loads(out)["faults"]}
+        disk = listed["disk_full", None]
+        assert disk["until"] == pytest.approx(disk["since"] + 600)
+        assert 0 < disk["left"] <= 600
+        assert listed["fail_publishes", "elsewhere"]["until"] is None
+        assert listed["fail_publishes", "elsewhere"]["left"] is None
+        status, out, _ = fault(box, capsys, "list")
+        left = {line.split()[2]: line for line in out.splitlines()[1:6]}
+        assert re.search(r"  (600s|\d+m\d\ds)  ", left["disk_full"]), left
+        assert "  2 connections  " in left["stall"]
+        assert "  1 write  " in left["latency"]
+        rows = [line for line in out.splitlines() if "fail_publishes" in line]
+        assert re.search(r"  3 commands or (2h00m|1h59m)  ", rows[0]), rows
+        assert "  until lifted  " in rows[1]
+    finally:
+        assert fault(box, capsys, "lift", "--all")[0] == 0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["add", "fail_publishes"], "nsqbox fault add: MISSING_ARG_NODE: name one of 2 nsqds"),
+        (["add", "fail_publishes"], "MISSING_ARG_NODE: name one of 2 nsqds with --node: 127."),
+        (["restart"], "MISSING_ARG_NODE: name one of 2 nsqds with --node: 0 (127.0.0.1:"),
         (["add", "no_such", "--node", "0"], "UNKNOWN_FAULT: nsqd 127.0.0.1:"),
         (["add", "Bad-Kind"], "nsqbox fault add: INVALID_KIND"),
         (["add", "fail_publishes", "--node", "127.0.0.1:1"], "NODE_NOT_FOUND"),
@@ -118,6 +151,19 @@ def test_refusals_exit_1(
     assert message in err
 
 
+def test_an_address_that_is_no_admin_service(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for address in (box.ready["nsqd_http_address"], box.ready["lookupd_http_address"]):
+        assert cli.main(["fault", "list", f"--admin-http-address={address}"]) == 1
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert (
+            f"nsqbox fault list: NOT_FOUND - {address} has no /api/faults: not an nsqbox admin "
+            "service (nsqbox up serves one on port 4171"
+        ) in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -126,7 +172,6 @@ def test_refusals_exit_1(
         (["add"], "add takes one fault kind"),
         (["lift"], "lift takes one fault id, or --all"),
         (["lift", "1", "--all"], "lift takes one fault id, or --all"),
-        (["restart"], "restart needs --node"),
         (["add", "x", "--param", "novalue"], "--param takes key=value"),
         (["list", "--admin-http-address=127.0.0.1:1"], "cannot reach the admin service"),
     ],
@@ -142,7 +187,23 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["fault", "--version"]) == 0
     assert re.fullmatch(r"nsqbox fault v1\.3\.0 \(built w/\S+\)\n", capsys.readouterr().out)
     assert cli.main(["fault", "-h"]) == 0
-    assert capsys.readouterr().err.startswith("Usage of nsqbox fault:\n")
+    err = capsys.readouterr().err
+    assert err.startswith("usage: nsqbox fault COMMAND [ARG] [flags]\n")
+    for command in ("list", "add KIND", "lift ID", "lift --all", "restart|crash|start"):
+        assert f"\n  {command} " in err, command
+    assert "\nUsage of nsqbox fault:\n  -acl-http-header string\n" in err
+
+
+def test_a_flag_that_does_not_parse_exits_2_as_nsq_tools_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Go's flag package (nsqd, to_nsq, nsqbox pub...): the error, the usage, status 2."""
+    assert cli.main(["fault", "add", "fail_publishes", "--duration", "abc"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith('invalid value "abc" for flag -duration: parse error\nusage: nsqbox')
+    assert "\nUsage of nsqbox fault:\n" in err
+    assert cli.main(["pub", "--bogus"]) == 2  # the other tools alike
 
 
 async def test_restart_crash_start(nursery: trio.Nursery, tmp_path: Path) -> None:
@@ -163,6 +224,7 @@ async def test_restart_crash_start(nursery: trio.Nursery, tmp_path: Path) -> Non
         await run("crash", "--node", node)
     assert await run("start", "--node", node) == f"start: nsqd {node} is running\n"
     assert await run("restart", "--node", "0") == f"restart: nsqd {node} is running\n"
+    assert await run("restart") == f"restart: nsqd {node} is running\n"  # the only nsqd
     assert f"node 0: nsqd {node} running" in await run("list")
 
 
@@ -176,6 +238,14 @@ def test_the_box_crashes_and_starts_its_nodes(
         httpx.get(f"http://{node1}/ping", timeout=TIMEOUT)
     status, out, _ = fault(box, capsys, "list")
     assert f"node 1: nsqd {node1} DOWN" in out
+    assert f"nsqd {node1}: down (crashed)" in out
+    status, out, _ = fault(box, capsys, "list", "--json")
+    [down] = [n for n in json.loads(out)["nodes"] if n["node"] == node1]
+    assert down["error"] == "down (crashed)"
+    for name in ("1", node1):
+        status, _, err = fault(box, capsys, "add", "disk_full", "--node", name)
+        assert status == 1
+        assert "NODE_DOWN: nsqd 1 is down (crashed): start it first" in err
     status, _, err = fault(box, capsys, "crash", "--node", node1)
     assert status == 1
     assert "NODE_CONTROL_FAILED: nsqd 1 is crashed: nothing to crash" in err

@@ -116,3 +116,37 @@ def test_web_flags_and_the_command_each_tab_runs() -> None:
         connect_timeout=0.25,
     )
     assert shlex.split(tui_command(options)) == [sys.executable, "-m", "nsqbox", "tui", *argv]
+
+
+def test_each_tab_gets_every_flag_but_the_web_ones() -> None:
+    given = [
+        "--lookupd-http-address=10.0.0.1:4161",
+        "--lookupd-http-address=10.0.0.2:4161",
+        "--read-only",
+        "--admin-http-address=10.0.0.1:4171",
+        "--interval=3s",
+        "--http-client-connect-timeout=250ms",
+        "--http-client-request-timeout=7s",
+    ]
+    options = parse_tui_args(["--web", "--web-port=0", *given])
+    assert options is not None
+    argv = shlex.split(tui_command(options))[4:]
+    assert sorted(argv) == sorted(given)
+    again = parse_tui_args(argv)
+    assert again is not None
+    assert again == TUIOptions(
+        lookupd_http_addresses=("10.0.0.1:4161", "10.0.0.2:4161"),
+        read_only=True,
+        admin_http_address="10.0.0.1:4171",
+        interval=3.0,
+        connect_timeout=0.25,
+        request_timeout=7.0,
+    )
+    # every field of TUIOptions but the web ones is given above, none at its default
+    web = {"web", "web_host", "web_port"}
+    defaults = TUIOptions()
+    assert all(
+        getattr(again, f) != getattr(defaults, f)
+        for f in TUIOptions.__dataclass_fields__
+        if f not in web and f != "nsqd_http_addresses"
+    )

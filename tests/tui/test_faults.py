@@ -8,9 +8,11 @@ whatever it left on the shared cluster.
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from textual.widgets import Input, Select
 from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
 from nsqbox.admin.tui.fault_form import AddFaultScreen
-from nsqbox.admin.tui.faults import FaultsScreen
+from nsqbox.admin.tui.faults import NO_CONTROL, FaultsScreen
 from nsqbox.admin.tui.modals import ConfirmScreen
 from nsqbox.admin.tui.widgets import StatsTable
 from nsqbox.testing.handle import NSQBox
@@ -103,6 +105,23 @@ def test_add_a_fault_see_a_publish_fail_and_lift_it(clean: NSQBox) -> None:
     run_app(make_app(clean), body)
 
 
+def test_left_says_the_unit_and_the_end(clean: NSQBox) -> None:
+    stall = clean.faults.stall(topic="nowhere", count=2, duration=600)
+    key = f"{clean.nsqd_http_address}/{stall.info.id}"
+    assert stall.info.until is not None
+
+    async def body(pilot: Pilot[Any], app: AdminApp) -> None:
+        screen = await open_faults(pilot, app)
+        faults = screen.query_one("#faults", StatsTable)
+        await wait_until(pilot, lambda: key in faults.keys, "the stall listed")
+        left = str(faults.cells(key)[4])
+        until = datetime.fromtimestamp(stall.info.until, UTC).strftime("%H:%M:%S")  # make_app's tz
+        assert re.fullmatch(rf"2 connections or (10m00s|9m\d\ds) \(until {until}\)", left), left
+
+    with stall:
+        run_app(make_app(clean), body)
+
+
 def test_the_form_refuses_what_no_node_would_take(clean: NSQBox) -> None:
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         await open_faults(pilot, app)
@@ -148,7 +167,8 @@ def test_read_only_and_no_node_control(clean: NSQBox) -> None:
     async def writable(pilot: Pilot[Any], app: AdminApp) -> None:
         screen = await open_faults(pilot, app)
         note = str(screen.query_one("#faults-note").render())
-        assert note == "restart, crash and start need nsqbox up --tui"
+        assert note == NO_CONTROL
+        assert "--admin-http-address" in note
         assert screen.check_action("node", ("restart",)) is None  # dimmed: no node control
         await pilot.press("R")
         assert isinstance(app.screen, FaultsScreen)

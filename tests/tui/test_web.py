@@ -20,9 +20,10 @@ import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -88,25 +89,32 @@ def running(argv: list[str], log: Path, *, read: str) -> Iterator[subprocess.Pop
                 stream.close()
 
 
-def tab_processes(lookupd: str) -> list[int]:
-    """The ``nsqbox tui`` processes still running for ``lookupd`` (Linux's /proc; else none)."""
-    flag = f"--lookupd-http-address={lookupd}".encode()
-    found = []
+def tab_argvs(lookupd: str) -> dict[int, list[str]]:
+    """The ``nsqbox tui`` processes still running for ``lookupd`` (Linux's /proc; else none),
+    each with its command line."""
+    flag = f"--lookupd-http-address={lookupd}"
+    found = {}
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            argv = cmdline.read_bytes().split(b"\0")
+            argv = cmdline.read_bytes().decode(errors="replace").split("\0")
         except OSError:  # gone meanwhile
             continue
-        if b"tui" in argv and flag in argv:
-            found.append(int(cmdline.parent.name))
+        if "tui" in argv and flag in argv:
+            found[int(cmdline.parent.name)] = argv
     return found
+
+
+def tab_processes(lookupd: str) -> list[int]:
+    """The ``nsqbox tui`` processes still running for ``lookupd``."""
+    return list(tab_argvs(lookupd))
 
 
 # -- nsqbox tui --web, over textual-serve's websocket ------------------------------------------
 
 
-async def session_text(url: str, *wanted: str) -> str:
-    """Open a session (a TUI process) at ``url``; what it drew once that shows all ``wanted``."""
+async def session_text(url: str, *wanted: str, then: Callable[[], object] = lambda: None) -> str:
+    """Open a session (a TUI process) at ``url``; what it drew once that shows all ``wanted``
+    (``then`` is called at that point, the session still open)."""
     import aiohttp  # textual-serve's own dependency
 
     seen = b""
@@ -118,6 +126,7 @@ async def session_text(url: str, *wanted: str) -> str:
                     seen += message.data
                     text = ESCAPES.sub(b"", seen).decode("utf-8", "replace")
                     if all(w in text for w in wanted):
+                        then()
                         return text
     raise AssertionError(f"the session ended without showing {wanted!r}")
 
@@ -140,6 +149,50 @@ def test_tui_web_serves_the_tui_with_its_flags(nsq: Any, tmp_path: Path) -> None
         text = asyncio.run(session_text(url, f"lookupd {lookupd}", "READ-ONLY", "webbed"))
         assert "Delete" not in text
     wait_for(lambda: tab_processes(lookupd) == [], timeout=TIMEOUT)  # it ended with its tab
+
+
+def test_up_web_tabs_get_the_boxs_admin_service(tmp_path: Path) -> None:
+    # --ephemeral-ports puts the web page on a free port too
+    argv = ["up", "--web", "--ephemeral-ports", "--ready-json"]
+    argv.append(f"--data-path={tmp_path / 'data'}")
+    with running(argv, tmp_path / "stderr.log", read="stdout") as box:
+        assert box.stdout is not None
+        ready = json.loads(read_line(box.stdout, box, "ready line"))
+        assert not ready["tui_web_url"].endswith(":4172")
+        lookupd = ready["lookupd_http_address"]
+        tabs: list[list[str]] = []
+        asyncio.run(
+            session_text(
+                ready["tui_web_url"],
+                f"lookupd {lookupd}",
+                then=lambda: tabs.extend(tab_argvs(lookupd).values()),
+            )
+        )
+        [tab] = tabs
+        assert f"--admin-http-address={ready['admin_http_address']}" in tab
+        assert "--read-only" not in tab
+    wait_for(lambda: tab_processes(lookupd) == [], timeout=TIMEOUT)
+
+
+def test_up_web_on_a_busy_port_says_so(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "nsqbox", "up", "--web", "--ephemeral-ports"),
+                f"--web-port={port}",
+                f"--data-path={tmp_path / 'data'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT * 3,
+            stdin=subprocess.DEVNULL,
+        )
+    assert result.returncode == 1
+    assert f"the web TUI (--web) cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "--web-port 0 picks a free port" in result.stderr
 
 
 def test_up_web_refuses_web_with_tui() -> None:

@@ -9,7 +9,7 @@ admin service: the Faults view then goes through it, and can restart the box's n
 
 ``--web`` serves the same TUI as a web page instead (:mod:`.web`: textual-serve, on
 ``--web-host``:``--web-port``, 127.0.0.1:4172 by default); each browser tab runs
-``nsqbox tui`` with the other flags as given.
+``nsqbox tui`` with every other flag as given (``--admin-http-address`` included).
 """
 
 from __future__ import annotations
@@ -150,6 +150,8 @@ def tui_argv(options: TUIOptions) -> list[str]:
     argv += [f"--nsqd-http-address={a}" for a in options.nsqd_http_addresses]
     if options.read_only:
         argv.append("--read-only")
+    if options.admin_http_address:
+        argv.append(f"--admin-http-address={options.admin_http_address}")
     for flag, seconds in (
         ("interval", options.interval),
         ("http-client-connect-timeout", options.connect_timeout),

@@ -23,6 +23,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from ...faultlist import left_text
 from ..control import NodeAction
 from ..faults import FaultError, FaultListing, FaultSource
 from . import format as fmt
@@ -55,7 +56,14 @@ NODE_COLUMNS = (
 #: The fields that say where a fault applies (the Scope column).
 SCOPE_KEYS = ("topic", "channel", "client", "user_agent")
 #: The fields with a column of their own; the others go to Details.
-_SHOWN = frozenset({"node", "role", "id", "kind", "since", "remaining", "until", *SCOPE_KEYS})
+_SHOWN = frozenset(
+    {"node", "role", "id", "kind", "since", "remaining", "until", "left", *SCOPE_KEYS}
+)
+#: The note when the TUI has no node control (it reads the nodes, not an admin service's).
+NO_CONTROL = (
+    "restart, crash and start need nsqbox up's admin service: "
+    "nsqbox up --tui/--web, or --admin-http-address"
+)
 #: Actions that change the cluster, hidden by ``--read-only``.
 FAULT_ACTIONS = frozenset({"add_fault", "lift", "lift_all", "node"})
 
@@ -184,19 +192,18 @@ class FaultsScreen(OperableScreen):
         if self.problem is not None:
             note.append(f"✗ {self.problem}", "bold red")
         elif listing.control is None:
-            note.append("restart, crash and start need nsqbox up --tui", "dim")
+            note.append(NO_CONTROL, "dim")
         if listing.message:
             note.append(("\n" if note else "") + listing.message, "yellow")
         self.query_one("#faults-note", Static).update(note)
         self.refresh_bindings()
 
     def _left(self, fault: dict[str, Any]) -> str:
-        remaining, until = fault.get("remaining"), fault.get("until")
-        if remaining is not None:
-            return fmt.plural(int(remaining), "command")
+        """``12s (until 15:40:02)``, ``1 command``, ``2 connections``, ``until lifted``."""
+        left, until = left_text(fault), fault.get("until")
         if isinstance(until, int | float):
-            return f"until {fmt.wall_clock(until, self.host.tz)}"
-        return "until lifted"
+            return f"{left} (until {fmt.wall_clock(until, self.host.tz)})"
+        return left
 
     def _node_rows(self, listing: FaultListing) -> list[Row]:
         """Every node listed or under control; its faults, and whether it runs."""
