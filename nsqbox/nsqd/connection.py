@@ -16,6 +16,12 @@ and PUB pay nothing for this. A stream swap holds the writer first
 (:meth:`Connection.hold_writer`): it flushes what was queued on the old stream
 and writes nothing until the new one is in place.
 
+Timeouts cost nothing per read or write: a third task, the ticker, sleeps until
+the next heartbeat, read deadline (twice the heartbeat interval of a reader
+waiting for bytes, as nsqd's SetReadDeadline) or write deadline (one interval
+of a send in progress), whichever comes first, and acts on the one that passed.
+A cancel scope per receive and per send cost more than the receive itself.
+
 What the commands mean is a :class:`Session`'s business (nsqd's is
 :class:`~nsqbox.nsqd.protocol_v2.ClientV2`): the connection calls it and it
 calls the connection's public methods back (``write``, ``write_messages``,
@@ -164,7 +170,18 @@ class Connection:
         self._more = False
         self._closing = False
         self._cancel = trio.CancelScope()
+        #: Cancelled by the ticker on a read timeout: the reader alone stops.
+        self._reader_scope = trio.CancelScope()
+        #: The ticker's sleep: cancelled when a deadline may have moved earlier.
+        self._tick_scope = trio.CancelScope()
         self._next_heartbeat = 0.0
+        #: The ticker found a heartbeat due: the writer sends it.
+        self._heartbeat_due = False
+        #: When the reader began waiting for bytes (None: it is not waiting).
+        self._receiving_since: float | None = None
+        #: When the writer's current send began (None: it is not sending).
+        self._sending_since: float | None = None
+        self._writer_done = False
         #: Output bytes at which deliveries pause and the reader waits for the writer:
         #: nsqd blocks on a slow client's socket; we stop feeding it instead.
         self.out_limit = max(OUTPUT_HIGH_WATER, max_output_buffer_size)
@@ -225,7 +242,8 @@ class Connection:
     def restart_heartbeat(self) -> None:
         """Count the next heartbeat from now (nsqd restarts its ticker on IDENTIFY)."""
         self._next_heartbeat = self.now + self.heartbeat_interval
-        self._wake.set()
+        self._heartbeat_due = False
+        self._tick_scope.cancel()  # the interval may have changed: the ticker looks again
 
     async def serve(self, initial: bytes) -> None:
         """Run both tasks until the connection ends, then close the stream.
@@ -236,9 +254,13 @@ class Connection:
         try:
             with self._cancel:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._writer)
+                    nursery.start_soon(self._writer_then_stop_ticker)
+                    nursery.start_soon(self._ticker)
                     try:
-                        await self._reader(initial)
+                        with self._reader_scope:
+                            await self._reader(initial)
+                        if self._reader_scope.cancelled_caught:
+                            logger.info("PROTOCOL(V2): [%s] read timeout, closing", self)
                     finally:
                         self._closing = True
                         self._reader_ended()
@@ -266,15 +288,13 @@ class Connection:
                 if not self._execute():
                     return
                 continue
-            hb = self.heartbeat_interval
-            with trio.move_on_after(hb * 2 if hb > 0 else math.inf) as scope:
-                try:
-                    data = await self.stream.receive_some(RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-            if scope.cancelled_caught:
-                logger.info("PROTOCOL(V2): [%s] read timeout, closing", self)
+            self._receiving_since = self._clock()  # the ticker times the wait out
+            try:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
+            finally:
+                self._receiving_since = None
             if not data:
                 err = self.parser.eof_error()  # a body cut short: nsqd says which read failed
                 if err is not None:
@@ -381,37 +401,71 @@ class Connection:
                     hold.idle.set()
                     await hold.release.wait()
                     continue
-                hb = self.heartbeat_interval
-                with trio.move_on_at(self._next_heartbeat if hb > 0 else math.inf):
-                    await self._wake.wait()
+                await self._wake.wait()  # woken by output, the ticker (heartbeat) or close
                 self._wake = trio.Event()
-                hb = self.heartbeat_interval  # IDENTIFY may have changed it meanwhile
-                if hb > 0 and clock() >= self._next_heartbeat and self._hold is None:
+                if self._heartbeat_due and self._hold is None:
+                    self._heartbeat_due = False
                     self._out += encode_frame(FrameType.RESPONSE, HEARTBEAT)
-                    self._next_heartbeat += hb
                 if not self._out:
                     continue
             data = self._out
             self._out = bytearray()
             self._sending = len(data)
-            hb = self.heartbeat_interval
-            with trio.move_on_after(hb if hb > 0 else math.inf) as scope:
-                try:
-                    await self.stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.close()
-                    return
-            self._sending = 0
-            if scope.cancelled_caught:
-                logger.error("[%s] write timeout, closing", self)
+            self._sending_since = clock()  # the ticker times the send out
+            try:
+                await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.close()
                 return
+            finally:
+                self._sending_since = None
+            self._sending = 0
             if len(self._out) + self._sending < self.out_limit:
                 self._drained.set()
                 self._drained = trio.Event()
                 if not self._closing:
                     self.now = clock()
                     self._drained_hook()  # deliveries paused on a full buffer resume
+
+    async def _writer_then_stop_ticker(self) -> None:
+        try:
+            await self._writer()
+        finally:
+            self._writer_done = True  # nothing left to time: the ticker ends too
+            self._tick_scope.cancel()
+
+    async def _ticker(self) -> None:
+        """Heartbeats and the read and write timeouts (see the module doc)."""
+        clock = self._clock
+        while not self._writer_done:
+            hb = self.heartbeat_interval
+            wake_at = math.inf
+            if hb > 0:
+                wake_at = self._next_heartbeat
+                if self._receiving_since is not None:
+                    wake_at = min(wake_at, self._receiving_since + 2 * hb)
+                if self._sending_since is not None:
+                    wake_at = min(wake_at, self._sending_since + hb)
+            self._tick_scope = trio.CancelScope(deadline=wake_at)
+            with self._tick_scope:
+                await trio.sleep_forever()
+            if hb <= 0 or hb != self.heartbeat_interval or self._writer_done:
+                continue  # IDENTIFY changed the interval: every deadline is counted anew
+            now = clock()
+            sending_since = self._sending_since
+            if sending_since is not None and now >= sending_since + hb:
+                logger.error("[%s] write timeout, closing", self)
+                self.close()
+                return
+            if now >= self._next_heartbeat:
+                self._heartbeat_due = True
+                self._next_heartbeat += hb
+                self._wake.set()
+            receiving_since = self._receiving_since
+            if receiving_since is not None and now >= receiving_since + 2 * hb:
+                # serve() logs it; the writer flushes (a heartbeat due now too) and ends
+                self._reader_scope.cancel()
+                return
 
     async def hold_writer(self) -> None:
         """Wait until the writer has sent everything queued, and keep it paused."""
