@@ -22,6 +22,11 @@ waiting for bytes, as nsqd's SetReadDeadline) or write deadline (one interval
 of a send in progress), whichever comes first, and acts on the one that passed.
 A cancel scope per receive and per send cost more than the receive itself.
 
+On a plain TCP stream (no TLS or compression yet) both tasks first try the
+socket's file descriptor directly (``os.read``/``os.write``: it is non-blocking)
+and fall back to trio's stream methods only when it would block: trio's layers
+cost more per call than the system call under them.
+
 What the commands mean is a :class:`Session`'s business (nsqd's is
 :class:`~nsqbox.nsqd.protocol_v2.ClientV2`): the connection calls it and it
 calls the connection's public methods back (``write``, ``write_messages``,
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
@@ -40,7 +46,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import trio
 
 from ..wire.errors import NSQError, ProtocolViolation
-from ..wire.frames import HEARTBEAT, FrameType, encode_frame
+from ..wire.frames import HEARTBEAT, OK, FrameType, encode_frame
 from ..wire.message import MESSAGE_FRAME_HEADER
 from ..wire.parser import NEED_DATA, Body, Command, CommandParser, MPUBBody
 
@@ -54,6 +60,8 @@ logger = logging.getLogger("nsqbox.nsqd")
 RECEIVE_SIZE: Final = 256 * 1024
 #: SO_LINGER on, 0 seconds: close() sends an RST (Connection.reset).
 _LINGER_ZERO: Final = struct.pack("ii", 1, 0)
+#: Most commands' answer, framed once.
+_OK_FRAME: Final = encode_frame(FrameType.RESPONSE, OK)
 
 #: What a suspended command awaits: its response (None for none), or an NSQError.
 Work = Callable[[], Awaitable["bytes | None"]]
@@ -270,6 +278,51 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
 
+    def _plain_fd(self) -> int:
+        """The socket's descriptor while the stream is plain TCP; -1 after an upgrade."""
+        sock = self._socket
+        if self.stream is sock and isinstance(sock, trio.SocketStream):
+            return sock.socket.fileno()
+        return -1
+
+    async def _receive(self) -> bytes | bytearray | None:
+        """The next bytes from the peer (``b""``: EOF; None: the connection broke or was
+        closed). The ticker times a wait out."""
+        fd = self._plain_fd()
+        if fd >= 0:
+            try:
+                data = os.read(fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                pass  # nothing yet: wait below, as receive_some would
+            except OSError:
+                return None  # what receive_some raises Broken/ClosedResourceError for
+            else:
+                await trio.lowlevel.checkpoint()  # the others' turn, as receive_some gives
+                return data
+        self._receiving_since = self._clock()
+        try:
+            return await self.stream.receive_some(RECEIVE_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return None
+        finally:
+            self._receiving_since = None
+
+    async def _send(self, data: bytearray) -> None:
+        """Send it all; BrokenResourceError/ClosedResourceError when the peer is gone."""
+        fd = self._plain_fd()
+        if fd >= 0:
+            try:
+                sent = os.write(fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+            if sent == len(data):
+                await trio.lowlevel.checkpoint()  # the others' turn, as send_all gives
+                return
+            data = data[sent:]
+        await self.stream.send_all(data)
+
     # -- reading and executing -----------------------------------------------------
     async def _reader(self, initial: bytes) -> None:
         if initial and not self._feed(initial):
@@ -288,13 +341,9 @@ class Connection:
                 if not self._execute():
                     return
                 continue
-            self._receiving_since = self._clock()  # the ticker times the wait out
-            try:
-                data = await self.stream.receive_some(RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            data = await self._receive()
+            if data is None:
                 return
-            finally:
-                self._receiving_since = None
             if not data:
                 err = self.parser.eof_error()  # a body cut short: nsqd says which read failed
                 if err is not None:
@@ -361,7 +410,7 @@ class Connection:
                 out += encode_frame(FrameType.ERROR, err.frame_body())
                 continue
             if response is not None:
-                out += encode_frame(FrameType.RESPONSE, response)
+                out += _OK_FRAME if response is OK else encode_frame(FrameType.RESPONSE, response)
 
     async def _resume(self) -> bool:
         """Await a suspended command, answer it, then execute what is buffered behind it."""
@@ -413,7 +462,7 @@ class Connection:
             self._sending = len(data)
             self._sending_since = clock()  # the ticker times the send out
             try:
-                await self.stream.send_all(data)
+                await self._send(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.close()
                 return
