@@ -110,15 +110,17 @@ def best(fn: Callable[[], float], runs: int = 3) -> float:
     return max(fn() for _ in range(runs))
 
 
+ROWS: dict[str, tuple[str, Callable[[], float]]] = {
+    "mpub200": ("MPUB ingest, 200 x 200 B", lambda: mpub_ingest(200, 200, 5_000)),
+    "mpub1000": ("MPUB ingest, 1,000 x 100 B", lambda: mpub_ingest(1000, 100, 1_000)),
+    "consume": ("consume, RDY 2500, FIN each, 200 B", lambda: consume(1_000_000, 2500, 200)),
+    "pub": ("PUB one at a time, 200 B", lambda: pub_one(300_000, 200)),
+}
+
+
 def main() -> None:
-    rows = [
-        ("MPUB ingest, 200 x 200 B", lambda: mpub_ingest(200, 200, 5_000)),
-        ("MPUB ingest, 1,000 x 100 B", lambda: mpub_ingest(1000, 100, 1_000)),
-        ("consume, RDY 2500, FIN each, 200 B", lambda: consume(1_000_000, 2500, 200)),
-        ("PUB one at a time, 200 B", lambda: pub_one(300_000, 200)),
-    ]
-    for name, fn in rows:
-        print(f"{name:<36} {best(fn):>12,.0f} msgs/s (bare loop, one core)", flush=True)
+    for key, (name, fn) in ROWS.items():
+        print(f"{key:<9} {name:<36} {best(fn):>12,.0f} msgs/s (bare loop, one core)", flush=True)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel)
 - HTTP ``/pub`` (100 B) and ``/mpub`` (100 x 100 B) from keep-alive connections, closed loop
   (``bench/http_pub_load.py``);
 - end-to-end latency p50/p99 at a fixed rate of PUBs (``bench/latency_probe.py``).
+
+Each round also runs ``bench/ceiling.py`` (with the last nsqbox tree): bare loops doing
+only the unavoidable per-message work, the last column, a one-core ceiling for Python.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from pathlib import Path
 from http_pub_load import free_port, raise_fd_limit, run_load
 
 HERE = Path(__file__).resolve().parent
+CEILING = "bare loop"
 ROOT = HERE.parent
 PY = sys.executable
 
@@ -305,6 +309,18 @@ WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
 }
 
 
+def ceiling(tree: str) -> Results:
+    """bench/ceiling.py's bare loops (with ``tree``'s message type): msgs/s by row."""
+    out = subprocess.run(
+        [PY, str(HERE / "ceiling.py")],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": tree},
+    ).stdout
+    return {line.split()[0]: rate_of(line) for line in out.splitlines() if "msgs/s" in line}
+
+
 # -- the table ---------------------------------------------------------------------
 
 
@@ -317,10 +333,12 @@ def _figure(value: float, unit: str) -> str:
 def print_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[float]]) -> None:
     reference = specs[0]
     others = specs[1:]
+    bare = any(label == CEILING for label, _ in samples)
     head = [
         "workload",
         *(s.label for s in specs),
         *(f"{s.label} / {reference.label}" for s in others),
+        *([f"{CEILING} (one core)"] if bare else []),
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -332,6 +350,9 @@ def print_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[flo
         cells = [f"{row.name} ({row.unit}{', lower is better' if row.lower_is_better else ''})"]
         cells += [_figure(v, row.unit) for v in values]
         cells += [f"{v / values[0]:.2f}x" if values[0] else "n/a" for v in values[1:]]
+        if bare:
+            limit = samples.get((CEILING, key))
+            cells.append(_figure(statistics.median(limit), row.unit) if limit else "")
         print("| " + " | ".join(cells) + " |", flush=True)
 
 
@@ -348,6 +369,9 @@ def main(argv: list[str] | None = None) -> None:
         help="an nsqbox source tree to measure (repeat: A/B); default: this one",
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--no-ceiling", action="store_true", help="skip bench/ceiling.py's bare loops"
+    )
     parser.add_argument("--quick", action="store_true", help="short runs, for iteration")
     parser.add_argument("--only", help=f"comma-separated workloads of {','.join(WORKLOADS)}")
     args = parser.parse_args(argv)
@@ -389,6 +413,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  round {rnd + 1} {name:<8} {spec.label:<16} {shown}", flush=True)
                 for key, value in results.items():
                     samples.setdefault((spec.label, key), []).append(value)
+        if not args.no_ceiling:
+            for key, value in ceiling(trees[-1]).items():
+                samples.setdefault((CEILING, key), []).append(value)
     print()
     print_table(specs, samples)
 
