@@ -49,6 +49,8 @@ from http_pub_load import free_port, raise_fd_limit, run_load
 
 HERE = Path(__file__).resolve().parent
 CEILING = "bare loop"
+#: Suffix of a row's key for the server's CPU use during it (cores busy).
+CPU = "@cpu"
 ROOT = HERE.parent
 PY = sys.executable
 
@@ -84,6 +86,18 @@ class Running:
     @property
     def tcp_address(self) -> str:
         return f"127.0.0.1:{self.tcp}"
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server used so far (user + system, all its threads)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    @contextmanager
+    def cores(self, results: Results, key: str) -> Iterator[None]:
+        """Record in ``results[key + CPU]`` how many cores the server kept busy meanwhile."""
+        cpu, wall = self.cpu_seconds(), time.monotonic()
+        yield
+        results[key + CPU] = (self.cpu_seconds() - cpu) / (time.monotonic() - wall)
 
     def rss_mb(self) -> float:
         status = Path(f"/proc/{self.pid}/status").read_text()
@@ -217,9 +231,12 @@ def _writer(address: str, settings: Settings, topic: str, rate_guess: int) -> fl
 
 
 def tcp_ingest_consume(spec: ServerSpec, settings: Settings) -> Results:
+    results: Results = {}
     with running(spec, "--mem-queue-size=1000000") as server:
         create_channel(server, "sub_bench")
-        ingest = _writer(server.tcp_address, settings, "sub_bench", 300_000)
+        with server.cores(results, "mpub200"):
+            results["mpub200"] = _writer(server.tcp_address, settings, "sub_bench", 300_000)
+        cpu, wall = server.cpu_seconds(), time.monotonic()
         if settings.bench_reader:
             out = tool(
                 settings.bench_reader,
@@ -231,7 +248,9 @@ def tcp_ingest_consume(spec: ServerSpec, settings: Settings) -> Results:
             out = tool(
                 PY, "bench_reader.py", "--nsqd-tcp-address", server.tcp_address, "--count", count
             )
-        return {"mpub200": ingest, "consume": rate_of(out)}
+        results["consume" + CPU] = (server.cpu_seconds() - cpu) / (time.monotonic() - wall)
+        results["consume"] = rate_of(out)
+        return results
 
 
 def memory_mpub1000(spec: ServerSpec, settings: Settings) -> Results:
@@ -240,32 +259,39 @@ def memory_mpub1000(spec: ServerSpec, settings: Settings) -> Results:
         time.sleep(0.5)
         idle = server.rss_mb()
         args = ["--topic", "mem_bench", "--size", "100", "--batch-size", "1000"]
-        out = tool(PY, "bench_writer.py", "--nsqd-tcp-address", server.tcp_address, *args,
-                   "--count", "1000000")  # fmt: skip
-        return {"rss_idle": idle, "mpub1000": rate_of(out), "rss_1m": server.rss_mb()}
+        results = {"rss_idle": idle}
+        with server.cores(results, "mpub1000"):
+            out = tool(PY, "bench_writer.py", "--nsqd-tcp-address", server.tcp_address, *args,
+                       "--count", "1000000")  # fmt: skip
+        results["mpub1000"] = rate_of(out)
+        results["rss_1m"] = server.rss_mb()
+        return results
 
 
 def pub_one_at_a_time(spec: ServerSpec, settings: Settings) -> Results:
     with running(spec, "--mem-queue-size=1000000") as server:
         create_channel(server, "pub_bench")
         args = ["--topic", "pub_bench", "--batch-size", "1", "--count", str(settings.pub_count)]
-        return {
-            "pub": rate_of(
-                tool(PY, "bench_writer.py", "--nsqd-tcp-address", server.tcp_address, *args)
-            )
-        }
+        results: Results = {}
+        with server.cores(results, "pub"):
+            out = tool(PY, "bench_writer.py", "--nsqd-tcp-address", server.tcp_address, *args)
+        results["pub"] = rate_of(out)
+        return results
 
 
 def disk_ingest(spec: ServerSpec, settings: Settings) -> Results:
     with running(spec, "--mem-queue-size=0") as server:
         create_channel(server, "disk_bench")
-        return {"disk": _writer(server.tcp_address, settings, "disk_bench", 100_000)}
+        results: Results = {}
+        with server.cores(results, "disk"):
+            results["disk"] = _writer(server.tcp_address, settings, "disk_bench", 100_000)
+        return results
 
 
 def http_load(spec: ServerSpec, settings: Settings) -> Results:
     results: Results = {}
     for key, batch in (("http_pub", 0), ("http_mpub", 100)):
-        with running(spec, "--mem-queue-size=100000000") as server:
+        with running(spec, "--mem-queue-size=100000000") as server, server.cores(results, key):
             res = run_load(
                 server.http,
                 "http_load",
@@ -356,6 +382,30 @@ def print_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[flo
         print("| " + " | ".join(cells) + " |", flush=True)
 
 
+def print_cpu_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[float]]) -> None:
+    """Cores each server kept busy per row, and its rate per busy core (per-core efficiency)."""
+    head = [
+        "workload",
+        *(f"{s.label} cores" for s in specs),
+        *(f"{s.label} per core" for s in specs),
+    ]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for key, row in ROWS.items():
+        cores = [samples.get((s.label, key + CPU)) for s in specs]
+        rates = [samples.get((s.label, key)) for s in specs]
+        if not any(cores):
+            continue
+        busy = [statistics.median(c) if c else float("nan") for c in cores]
+        per_core = [
+            statistics.median(r) / b if r and b else float("nan")
+            for r, b in zip(rates, busy, strict=True)
+        ]
+        cells = [f"{row.name} ({row.unit})", *(f"{b:.2f}" for b in busy)]
+        cells += [f"{p:,.0f}" for p in per_core]
+        print("| " + " | ".join(cells) + " |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -409,7 +459,9 @@ def main(argv: list[str] | None = None) -> None:
             workload, _ = WORKLOADS[name]
             for spec in order:
                 results = workload(spec, settings)
-                shown = ", ".join(f"{k} {_figure(v, ROWS[k].unit)}" for k, v in results.items())
+                shown = ", ".join(
+                    f"{k} {_figure(v, ROWS[k].unit)}" for k, v in results.items() if k in ROWS
+                )
                 print(f"  round {rnd + 1} {name:<8} {spec.label:<16} {shown}", flush=True)
                 for key, value in results.items():
                     samples.setdefault((spec.label, key), []).append(value)
@@ -418,6 +470,9 @@ def main(argv: list[str] | None = None) -> None:
                 samples.setdefault((CEILING, key), []).append(value)
     print()
     print_table(specs, samples)
+    print("\nServer CPU during each row (cores busy: CPU seconds / wall seconds; the load")
+    print("generators share the same cores), and the rate per busy core:\n")
+    print_cpu_table(specs, samples)
 
 
 if __name__ == "__main__":

@@ -362,7 +362,6 @@ class Connection:
     def _execute(self) -> bool:
         """Execute the buffered commands; False when the connection must close."""
         out = self._out
-        was_empty = not out
         self.now = self._clock()
         try:
             self._process()
@@ -380,9 +379,34 @@ class Connection:
             logger.exception("[%s] - unexpected error, closing", self)
             return False
         self._after_turn()
-        if was_empty and out:
+        self._write_through()
+        if out:
             self._wake.set()
         return True
+
+    def _write_through(self) -> None:
+        """Send the turn's output from the reader while the writer is idle.
+
+        A command's answer (and what its turn delivered) then goes out without a
+        task switch to the writer: one less per round trip. What the socket does not
+        take at once is left to the writer, and so is any stream but plain TCP.
+        """
+        out = self._out
+        if not out or self._sending or self._hold is not None or self._closing:
+            return
+        fd = self._plain_fd()
+        if fd < 0:
+            return
+        try:
+            sent = os.write(fd, out)
+        except OSError:  # no room (the writer waits for it), or broken (the writer finds out)
+            return
+        full = len(out) >= self.out_limit
+        del out[:sent]
+        if full and len(out) < self.out_limit:  # as after the writer's sends
+            self._drained.set()
+            self._drained = trio.Event()
+            self._drained_hook()
 
     def _process(self) -> None:
         parser = self.parser
