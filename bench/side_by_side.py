@@ -26,6 +26,9 @@ Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel)
 
 Each round also runs ``bench/ceiling.py`` (with the last nsqbox tree): bare loops doing
 only the unavoidable per-message work, the last column, a one-core ceiling for Python.
+A second table gives each server's CPU use during the throughput rows (cores busy,
+from /proc) and its rate per busy core: real nsqd spreads over every core, nsqbox is
+one Python process.
 """
 
 from __future__ import annotations
@@ -48,11 +51,12 @@ from pathlib import Path
 from http_pub_load import free_port, raise_fd_limit, run_load
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+#: The label of bench/ceiling.py's figures.
 CEILING = "bare loop"
 #: Suffix of a row's key for the server's CPU use during it (cores busy).
 CPU = "@cpu"
-ROOT = HERE.parent
-PY = sys.executable
 
 
 @dataclass(frozen=True)
