@@ -282,11 +282,20 @@ def run_load(
     workers: int,
     duration: float,
     timeout: float,
+    *,
+    batch: int = 0,
 ) -> Result:
-    """``connections`` spread over ``workers`` processes, all starting at the same moment."""
+    """``connections`` spread over ``workers`` processes, all starting at the same moment.
+
+    ``batch`` > 0 posts ``/mpub`` with that many newline-separated messages instead.
+    """
     body = b"x" * size
+    path = "pub"
+    if batch:
+        body = b"\n".join([body] * batch)
+        path = "mpub"
     request = (
-        f"POST /pub?topic={topic} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"POST /{path}?topic={topic} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     ctx = multiprocessing.get_context("fork")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import datetime
 import enum
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -146,6 +145,8 @@ def flag_value(kind: Kind | CustomKind, default: Any) -> FlagValue[Any]:
 
 def load_config_file(path: str) -> dict[str, Any]:
     """Read a TOML config file; ConfigError with NSQ's wording if it cannot be read."""
+    import tomllib  # only with --config: not worth its memory in every process
+
     try:
         with open(path, "rb") as file:
             return tomllib.load(file)

@@ -29,8 +29,6 @@ from typing import Final
 import trio
 
 from .wire.codec import Decoder, Encoder
-from .wire.deflate import DeflateDecoder, DeflateEncoder
-from .wire.snappy import SnappyDecoder, SnappyEncoder
 
 __all__ = [
     "CompressedStream",
@@ -153,6 +151,9 @@ class SnappyStream(CompressedStream):
     """A snappy framed stream over ``transport_stream`` (nsqd's ``snappy`` upgrade)."""
 
     def __init__(self, transport_stream: trio.abc.Stream, *, initial: bytes = b"") -> None:
+        # imported on first use: most connections never negotiate it (the library is ~2 MB)
+        from .wire.snappy import SnappyDecoder, SnappyEncoder
+
         super().__init__(transport_stream, SnappyEncoder(), SnappyDecoder(), initial=initial)
 
 
@@ -162,6 +163,8 @@ class DeflateStream(CompressedStream):
     def __init__(
         self, transport_stream: trio.abc.Stream, level: int = 6, *, initial: bytes = b""
     ) -> None:
+        from .wire.deflate import DeflateDecoder, DeflateEncoder
+
         super().__init__(transport_stream, DeflateEncoder(level), DeflateDecoder(), initial=initial)
         #: The compression level this side sends with.
         self.level = level

@@ -30,6 +30,7 @@ without any check, exactly as nsqd's does; protect it by other means
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -40,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
-import re2
 import trio
 
 from ..wire.errors import NSQError, go_quote
@@ -49,6 +49,7 @@ from .tls import client_context
 
 if TYPE_CHECKING:
     import httpx
+    import re2
 
     from .options import NSQDOptions
 
@@ -142,20 +143,24 @@ class AuthState:
         return any(rule.allows(topic, channel) for rule in self._rules)
 
 
+@functools.cache
 def _re2_options() -> re2.Options:
+    # imported on first use: a server without auth never loads the library (about 3 MB)
+    import re2
+
     options = re2.Options()
     options.log_errors = False  # a bad pattern is the auth server's error: we log it once
     return options
 
 
-# Go's regexp is RE2: the same syntax, and matching in linear time, so no pattern an auth
-# server sends can make one permission check freeze the server (Python's re backtracks).
-_RE2_OPTIONS: Final = _re2_options()
-
-
 def _compile(pattern: str, what: str) -> _Pattern:
+    # Go's regexp is RE2: the same syntax, and matching in linear time, so no pattern an auth
+    # server sends can make one permission check freeze the server (Python's re backtracks).
+    options = _re2_options()
+    import re2
+
     try:
-        compiled: _Pattern = re2.compile(pattern, _RE2_OPTIONS)
+        compiled: _Pattern = re2.compile(pattern, options)
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args else str(exc)
         raise AuthError(f"unable to compile {what} {json.dumps(pattern)} {reason}") from None

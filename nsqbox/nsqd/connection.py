@@ -16,6 +16,17 @@ and PUB pay nothing for this. A stream swap holds the writer first
 (:meth:`Connection.hold_writer`): it flushes what was queued on the old stream
 and writes nothing until the new one is in place.
 
+Timeouts cost nothing per read or write: a third task, the ticker, sleeps until
+the next heartbeat, read deadline (twice the heartbeat interval of a reader
+waiting for bytes, as nsqd's SetReadDeadline) or write deadline (one interval
+of a send in progress), whichever comes first, and acts on the one that passed.
+A cancel scope per receive and per send cost more than the receive itself.
+
+On a plain TCP stream (no TLS or compression yet) both tasks first try the
+socket's file descriptor directly (``os.read``/``os.write``: it is non-blocking)
+and fall back to trio's stream methods only when it would block: trio's layers
+cost more per call than the system call under them.
+
 What the commands mean is a :class:`Session`'s business (nsqd's is
 :class:`~nsqbox.nsqd.protocol_v2.ClientV2`): the connection calls it and it
 calls the connection's public methods back (``write``, ``write_messages``,
@@ -26,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
@@ -34,7 +46,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import trio
 
 from ..wire.errors import NSQError, ProtocolViolation
-from ..wire.frames import HEARTBEAT, FrameType, encode_frame
+from ..wire.frames import HEARTBEAT, OK, FrameType, encode_frame
 from ..wire.message import MESSAGE_FRAME_HEADER
 from ..wire.parser import NEED_DATA, Body, Command, CommandParser, MPUBBody
 
@@ -48,6 +60,8 @@ logger = logging.getLogger("nsqbox.nsqd")
 RECEIVE_SIZE: Final = 256 * 1024
 #: SO_LINGER on, 0 seconds: close() sends an RST (Connection.reset).
 _LINGER_ZERO: Final = struct.pack("ii", 1, 0)
+#: Most commands' answer, framed once.
+_OK_FRAME: Final = encode_frame(FrameType.RESPONSE, OK)
 
 #: What a suspended command awaits: its response (None for none), or an NSQError.
 Work = Callable[[], Awaitable["bytes | None"]]
@@ -164,7 +178,18 @@ class Connection:
         self._more = False
         self._closing = False
         self._cancel = trio.CancelScope()
+        #: Cancelled by the ticker on a read timeout: the reader alone stops.
+        self._reader_scope = trio.CancelScope()
+        #: The ticker's sleep: cancelled when a deadline may have moved earlier.
+        self._tick_scope = trio.CancelScope()
         self._next_heartbeat = 0.0
+        #: The ticker found a heartbeat due: the writer sends it.
+        self._heartbeat_due = False
+        #: When the reader began waiting for bytes (None: it is not waiting).
+        self._receiving_since: float | None = None
+        #: When the writer's current send began (None: it is not sending).
+        self._sending_since: float | None = None
+        self._writer_done = False
         #: Output bytes at which deliveries pause and the reader waits for the writer:
         #: nsqd blocks on a slow client's socket; we stop feeding it instead.
         self.out_limit = max(OUTPUT_HIGH_WATER, max_output_buffer_size)
@@ -228,7 +253,8 @@ class Connection:
     def restart_heartbeat(self) -> None:
         """Count the next heartbeat from now (nsqd restarts its ticker on IDENTIFY)."""
         self._next_heartbeat = trio.current_time() + self.heartbeat_interval  # real time
-        self._wake.set()
+        self._heartbeat_due = False
+        self._tick_scope.cancel()  # the interval may have changed: the ticker looks again
 
     async def serve(self, initial: bytes) -> None:
         """Run both tasks until the connection ends, then close the stream.
@@ -239,9 +265,13 @@ class Connection:
         try:
             with self._cancel:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._writer)
+                    nursery.start_soon(self._writer_then_stop_ticker)
+                    nursery.start_soon(self._ticker)
                     try:
-                        await self._reader(initial)
+                        with self._reader_scope:
+                            await self._reader(initial)
+                        if self._reader_scope.cancelled_caught:
+                            logger.info("PROTOCOL(V2): [%s] read timeout, closing", self)
                     finally:
                         self._closing = True
                         self._reader_ended()
@@ -252,6 +282,51 @@ class Connection:
             self._disconnected()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
+
+    def _plain_fd(self) -> int:
+        """The socket's descriptor while the stream is plain TCP; -1 after an upgrade."""
+        sock = self._socket
+        if self.stream is sock and isinstance(sock, trio.SocketStream):
+            return sock.socket.fileno()
+        return -1
+
+    async def _receive(self) -> bytes | bytearray | None:
+        """The next bytes from the peer (``b""``: EOF; None: the connection broke or was
+        closed). The ticker times a wait out."""
+        fd = self._plain_fd()
+        if fd >= 0:
+            try:
+                data = os.read(fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                pass  # nothing yet: wait below, as receive_some would
+            except OSError:
+                return None  # what receive_some raises Broken/ClosedResourceError for
+            else:
+                await trio.lowlevel.checkpoint()  # the others' turn, as receive_some gives
+                return data
+        self._receiving_since = trio.current_time()  # real time, as the ticker's deadlines
+        try:
+            return await self.stream.receive_some(RECEIVE_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return None
+        finally:
+            self._receiving_since = None
+
+    async def _send(self, data: bytearray) -> None:
+        """Send it all; BrokenResourceError/ClosedResourceError when the peer is gone."""
+        fd = self._plain_fd()
+        if fd >= 0:
+            try:
+                sent = os.write(fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+            if sent == len(data):
+                await trio.lowlevel.checkpoint()  # the others' turn, as send_all gives
+                return
+            data = data[sent:]
+        await self.stream.send_all(data)
 
     # -- reading and executing -----------------------------------------------------
     async def _reader(self, initial: bytes) -> None:
@@ -271,14 +346,8 @@ class Connection:
                 if not self._execute():
                     return
                 continue
-            hb = self.heartbeat_interval
-            with trio.move_on_after(hb * 2 if hb > 0 else math.inf) as scope:
-                try:
-                    data = await self.stream.receive_some(RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-            if scope.cancelled_caught:
-                logger.info("PROTOCOL(V2): [%s] read timeout, closing", self)
+            data = await self._receive()
+            if data is None:
                 return
             if not data:
                 err = self.parser.eof_error()  # a body cut short: nsqd says which read failed
@@ -298,7 +367,6 @@ class Connection:
     def _execute(self) -> bool:
         """Execute the buffered commands; False when the connection must close."""
         out = self._out
-        was_empty = not out
         self.now = self._clock()
         try:
             self._process()
@@ -316,9 +384,34 @@ class Connection:
             logger.exception("[%s] - unexpected error, closing", self)
             return False
         self._after_turn()
-        if was_empty and out:
+        self._write_through()
+        if out:
             self._wake.set()
         return True
+
+    def _write_through(self) -> None:
+        """Send the turn's output from the reader while the writer is idle.
+
+        A command's answer (and what its turn delivered) then goes out without a
+        task switch to the writer: one less per round trip. What the socket does not
+        take at once is left to the writer, and so is any stream but plain TCP.
+        """
+        out = self._out
+        if not out or self._sending or self._hold is not None or self._closing or self.gate:
+            return
+        fd = self._plain_fd()
+        if fd < 0:
+            return
+        try:
+            sent = os.write(fd, out)
+        except OSError:  # no room (the writer waits for it), or broken (the writer finds out)
+            return
+        full = len(out) >= self.out_limit
+        del out[:sent]
+        if full and len(out) < self.out_limit:  # as after the writer's sends
+            self._drained.set()
+            self._drained = trio.Event()
+            self._drained_hook()
 
     def _process(self) -> None:
         parser = self.parser
@@ -346,7 +439,7 @@ class Connection:
                 out += encode_frame(FrameType.ERROR, err.frame_body())
                 continue
             if response is not None:
-                out += encode_frame(FrameType.RESPONSE, response)
+                out += _OK_FRAME if response is OK else encode_frame(FrameType.RESPONSE, response)
 
     async def _resume(self) -> bool:
         """Await a suspended command, answer it, then execute what is buffered behind it."""
@@ -386,14 +479,11 @@ class Connection:
                     hold.idle.set()
                     await hold.release.wait()
                     continue
-                hb = self.heartbeat_interval
-                with trio.move_on_at(self._next_heartbeat if hb > 0 else math.inf):
-                    await self._wake.wait()
+                await self._wake.wait()  # woken by output, the ticker (heartbeat) or close
                 self._wake = trio.Event()
-                hb = self.heartbeat_interval  # IDENTIFY may have changed it meanwhile
-                if hb > 0 and trio.current_time() >= self._next_heartbeat and self._hold is None:
+                if self._heartbeat_due and self._hold is None:
+                    self._heartbeat_due = False
                     self._out += encode_frame(FrameType.RESPONSE, HEARTBEAT)
-                    self._next_heartbeat += hb
                 if not self._out:
                     continue
             data = self._out
@@ -401,18 +491,15 @@ class Connection:
             self._sending = len(data)
             if self.gate is not None:
                 await self._pass_gate(self.gate)
-            hb = self.heartbeat_interval
-            with trio.move_on_after(hb if hb > 0 else math.inf) as scope:
-                try:
-                    await self.stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.close()
-                    return
-            self._sending = 0
-            if scope.cancelled_caught:
-                logger.error("[%s] write timeout, closing", self)
+            self._sending_since = trio.current_time()  # the ticker times the send out
+            try:
+                await self._send(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.close()
                 return
+            finally:
+                self._sending_since = None
+            self._sending = 0
             if len(self._out) + self._sending < self.out_limit:
                 self._drained.set()
                 self._drained = trio.Event()
@@ -425,6 +512,47 @@ class Connection:
         with trio.CancelScope() as self._gated:
             await gate()
         self._gated = None
+
+    async def _writer_then_stop_ticker(self) -> None:
+        try:
+            await self._writer()
+        finally:
+            self._writer_done = True  # nothing left to time: the ticker ends too
+            self._tick_scope.cancel()
+
+    async def _ticker(self) -> None:
+        """Heartbeats and the read and write timeouts (see the module doc), on real time
+        (trio's clock), never the broker's: a manual clock's jump must not time clients out."""
+        clock = trio.current_time
+        while not self._writer_done:
+            hb = self.heartbeat_interval
+            wake_at = math.inf
+            if hb > 0:
+                wake_at = self._next_heartbeat
+                if self._receiving_since is not None:
+                    wake_at = min(wake_at, self._receiving_since + 2 * hb)
+                if self._sending_since is not None:
+                    wake_at = min(wake_at, self._sending_since + hb)
+            self._tick_scope = trio.CancelScope(deadline=wake_at)
+            with self._tick_scope:
+                await trio.sleep_forever()
+            if hb <= 0 or hb != self.heartbeat_interval or self._writer_done:
+                continue  # IDENTIFY changed the interval: every deadline is counted anew
+            now = clock()
+            sending_since = self._sending_since
+            if sending_since is not None and now >= sending_since + hb:
+                logger.error("[%s] write timeout, closing", self)
+                self.close()
+                return
+            if now >= self._next_heartbeat:
+                self._heartbeat_due = True
+                self._next_heartbeat += hb
+                self._wake.set()
+            receiving_since = self._receiving_since
+            if receiving_since is not None and now >= receiving_since + 2 * hb:
+                # serve() logs it; the writer flushes (a heartbeat due now too) and ends
+                self._reader_scope.cancel()
+                return
 
     async def hold_writer(self) -> None:
         """Wait until the writer has sent everything queued, and keep it paused."""

@@ -81,7 +81,7 @@ class TimeoutQueue:
     def remove(self, msg_id: bytes, msg: Message) -> None:
         """Stop holding ``msg`` (which must be held)."""
         del self._items[msg_id]
-        key = _bucket(msg.deadline)
+        key = int(msg.deadline / RESOLUTION) + 1  # _bucket(), inlined: once per FIN
         bucket = self._buckets[key]
         del bucket[msg_id]
         if not bucket:

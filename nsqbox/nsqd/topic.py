@@ -101,7 +101,10 @@ class Topic:
             tap.extend(msgs)
         if self._delivering and not self.memory and not self.backend.depth:
             try:
-                self._fan_out(msgs, self.node.now())
+                if defer:
+                    self._fan_out(msgs, self.node.now())
+                else:
+                    self._put_batch(self._channel_list, msgs, self.node.now())
             except ChannelError as err:
                 raise TopicError(str(err)) from None
         else:
@@ -126,19 +129,27 @@ class Topic:
                 raise TopicError(self.node.health_error or "failed to write message to backend")
 
     def _fan_out(self, msgs: list[Message], now: float) -> None:
+        """Each message to every channel: deferred ones one by one, runs of others in batches."""
         channels = self._channel_list
-        first = channels[0]
-        rest = channels[1:]
-        for msg in msgs:
+        start = 0
+        for i, msg in enumerate(msgs):
             delay = msg.deadline
-            if delay:
-                for c in rest:
-                    c.put_deferred(msg.copy(), delay, now)
-                first.put_deferred(msg, delay, now)
+            if not delay:
                 continue
-            for c in rest:
-                c.put(msg.copy(), now)
-            first.put(msg, now)
+            if start < i:
+                self._put_batch(channels, msgs[start:i], now)
+            start = i + 1
+            for c in channels[1:]:
+                c.put_deferred(msg.copy(), delay, now)
+            channels[0].put_deferred(msg, delay, now)
+        if start < len(msgs):
+            self._put_batch(channels, msgs[start:] if start else msgs, now)
+
+    @staticmethod
+    def _put_batch(channels: list[Channel], msgs: list[Message], now: float) -> None:
+        for c in channels[1:]:
+            c.put_batch([msg.copy() for msg in msgs], now)
+        channels[0].put_batch(msgs, now)
 
     def pump(self) -> None:
         """Move held messages to the channels, if the topic can deliver."""

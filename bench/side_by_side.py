@@ -1,0 +1,483 @@
+"""nsqbox and real nsqd side by side: the same workloads, alternating servers, one table.
+
+    python bench/side_by_side.py --nsqd-bin ../shared/nsq/bin/nsqd \\
+        --bench-writer ../shared/nsq/bin/bench_writer --bench-reader ../shared/nsq/bin/bench_reader
+    python bench/side_by_side.py --quick                  # nsqbox alone, short runs
+    python bench/side_by_side.py --nsqbox ../main --nsqbox . --nsqd-bin ...   # old tree vs new
+
+Every server runs in its own process with the same flags on free ports; each workload
+starts a fresh server. Each round runs every workload on every server, the servers in
+a different order each round (so none is always first on a warm or cold machine);
+the table shows the median of the rounds and each server's ratio to the reference
+(real nsqd when given, else the first nsqbox tree). On a shared machine read the
+ratios, not the absolute figures.
+
+Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel):
+
+- MPUB ingest, batches of 200 x 200 B for ``--runfor`` (NSQ's ``bench_writer`` when given,
+  else ``bench/bench_writer.py``), then consume with RDY 2500 FINing each (``bench_reader``,
+  one connection per core, else ``bench/bench_reader.py``) for half as long;
+- MPUB batches of 1,000 x 100 B, 1,000,000 messages; the server's RSS idle and with them queued;
+- PUB one at a time, 200 B (``bench/bench_writer.py --batch-size 1``);
+- MPUB ingest with ``--mem-queue-size 0`` (every message through the disk queue);
+- HTTP ``/pub`` (100 B) and ``/mpub`` (100 x 100 B) from keep-alive connections, closed loop
+  (``bench/http_pub_load.py``);
+- end-to-end latency p50/p99 at a fixed rate of PUBs (``bench/latency_probe.py``).
+
+Each round also runs ``bench/ceiling.py`` (with the last nsqbox tree): bare loops doing
+only the unavoidable per-message work, the last column, a one-core ceiling for Python.
+A second table gives each server's CPU use during the throughput rows (cores busy,
+from /proc) and its rate per busy core: real nsqd spreads over every core, nsqbox is
+one Python process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from http_pub_load import free_port, raise_fd_limit, run_load
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+#: The label of bench/ceiling.py's figures.
+CEILING = "bare loop"
+#: Suffix of a row's key for the server's CPU use during it (cores busy).
+CPU = "@cpu"
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Real nsqd (``binary``) or ``python -m nsqbox nsqd`` from the tree ``tree``."""
+
+    label: str
+    binary: str = ""
+    tree: str = ""
+
+    def command(self, tcp: int, http: int, data: str, flags: list[str]) -> list[str]:
+        common = [
+            f"--tcp-address=127.0.0.1:{tcp}",
+            f"--http-address=127.0.0.1:{http}",
+            f"--data-path={data}",
+            *flags,
+        ]
+        if self.binary:
+            return [self.binary, f"--https-address=127.0.0.1:{free_port()}", *common]
+        return [PY, "-m", "nsqbox", "nsqd", *common]
+
+
+@dataclass
+class Running:
+    """A started server: its ports and pid."""
+
+    tcp: int
+    http: int
+    pid: int
+
+    @property
+    def tcp_address(self) -> str:
+        return f"127.0.0.1:{self.tcp}"
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server used so far (user + system, all its threads)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    @contextmanager
+    def cores(self, results: Results, key: str) -> Iterator[None]:
+        """Record in ``results[key + CPU]`` how many cores the server kept busy meanwhile."""
+        cpu, wall = self.cpu_seconds(), time.monotonic()
+        yield
+        results[key + CPU] = (self.cpu_seconds() - cpu) / (time.monotonic() - wall)
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        return int(match.group(1)) / 1024 if match else float("nan")
+
+
+@contextmanager
+def running(spec: ServerSpec, *flags: str) -> Iterator[Running]:
+    """Start ``spec``; yield once both listeners logged "listening on"; SIGTERM it after.
+
+    Real nsqd installs its SIGTERM handler only after it logs that it listens, so a
+    signal sent before the line would kill it without its shutdown (and its files).
+    """
+    tcp, http = free_port(), free_port()
+    data = tempfile.mkdtemp(prefix="nsqbox-sbs-")
+    log_path = Path(data) / "server.log"
+    env = dict(os.environ)
+    if spec.tree:
+        env["PYTHONPATH"] = spec.tree
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            spec.command(tcp, http, data, list(flags)),
+            cwd=spec.tree or ROOT,
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while log_path.read_bytes().count(b"listening on") < 2:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{spec.label} did not start:\n{log_path.read_text()}")
+            time.sleep(0.02)
+        yield Running(tcp, http, proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def create_channel(server: Running, topic: str, channel: str = "ch") -> None:
+    """The topic and its channel, through the HTTP API both servers share."""
+    import urllib.request
+
+    base = f"http://127.0.0.1:{server.http}"
+    for path in (
+        f"/topic/create?topic={topic}",
+        f"/channel/create?topic={topic}&channel={channel}",
+    ):
+        urllib.request.urlopen(urllib.request.Request(base + path, method="POST")).read()
+
+
+def tool(*cmd: str) -> str:
+    """Run a load program to its end; its output."""
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=HERE)
+    return (out.stdout + out.stderr).strip()
+
+
+def rate_of(output: str) -> float:
+    """msgs/s from our clients' line or NSQ's ``...ops/s``."""
+    match = re.search(r"([\d,.]+) ?(?:msgs|ops)/s", output)
+    if match is None:
+        raise SystemExit(f"no rate in {output!r}")
+    return float(match.group(1).replace(",", ""))
+
+
+# -- the workloads -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: its name, its unit, and whether lower is better."""
+
+    name: str
+    unit: str
+    lower_is_better: bool = False
+
+
+ROWS = {
+    "mpub200": Row("MPUB ingest, 200 x 200 B", "msgs/s"),
+    "consume": Row("consume, RDY 2500, FIN each", "msgs/s"),
+    "mpub1000": Row("MPUB 1,000 x 100 B, 1,000,000 msgs", "msgs/s"),
+    "pub": Row("PUB one at a time, 200 B", "msgs/s"),
+    "disk": Row("MPUB ingest, --mem-queue-size 0", "msgs/s"),
+    "http_pub": Row("HTTP /pub, 100 B", "req/s"),
+    "http_mpub": Row("HTTP /mpub, 100 x 100 B", "msgs/s"),
+    "lat_p50": Row("e2e latency p50 at fixed rate", "ms", lower_is_better=True),
+    "lat_p99": Row("e2e latency p99 at fixed rate", "ms", lower_is_better=True),
+    "rss_idle": Row("RSS idle", "MB", lower_is_better=True),
+    "rss_1m": Row("RSS, 1,000,000 x 100 B queued", "MB", lower_is_better=True),
+}
+
+
+@dataclass
+class Settings:
+    runfor: float
+    pub_count: int
+    http_seconds: float
+    http_connections: int
+    latency_seconds: float
+    latency_rate: int
+    bench_writer: str
+    bench_reader: str
+
+
+Results = dict[str, float]
+Workload = Callable[[ServerSpec, Settings], Results]
+
+
+def _writer(address: str, settings: Settings, topic: str, rate_guess: int) -> float:
+    if settings.bench_writer:
+        return rate_of(
+            tool(
+                settings.bench_writer,
+                f"--nsqd-tcp-address={address}",
+                f"--topic={topic}",
+                f"--runfor={settings.runfor}s",
+            )
+        )
+    count = str(int(settings.runfor * rate_guess))
+    return rate_of(
+        tool(
+            PY, "bench_writer.py", "--nsqd-tcp-address", address, "--topic", topic, "--count", count
+        )
+    )
+
+
+def tcp_ingest_consume(spec: ServerSpec, settings: Settings) -> Results:
+    results: Results = {}
+    with running(spec, "--mem-queue-size=1000000") as server:
+        create_channel(server, "sub_bench")
+        with server.cores(results, "mpub200"):
+            results["mpub200"] = _writer(server.tcp_address, settings, "sub_bench", 300_000)
+        cpu, wall = server.cpu_seconds(), time.monotonic()
+        if settings.bench_reader:
+            out = tool(
+                settings.bench_reader,
+                f"--nsqd-tcp-address={server.tcp_address}",
+                f"--runfor={settings.runfor / 2}s",
+            )
+        else:
+            count = str(int(settings.runfor * 300_000 / 2))
+            out = tool(
+                PY, "bench_reader.py", "--nsqd-tcp-address", server.tcp_address, "--count", count
+            )
+        results["consume" + CPU] = (server.cpu_seconds() - cpu) / (time.monotonic() - wall)
+        results["consume"] = rate_of(out)
+        return results
+
+
+def memory_mpub1000(spec: ServerSpec, settings: Settings) -> Results:
+    with running(spec, "--mem-queue-size=1000000") as server:
+        create_channel(server, "mem_bench")
+        time.sleep(0.5)
+        idle = server.rss_mb()
+        args = ["--topic", "mem_bench", "--size", "100", "--batch-size", "1000"]
+        results = {"rss_idle": idle}
+        with server.cores(results, "mpub1000"):
+            out = tool(PY, "bench_writer.py", "--nsqd-tcp-address", server.tcp_address, *args,
+                       "--count", "1000000")  # fmt: skip
+        results["mpub1000"] = rate_of(out)
+        results["rss_1m"] = server.rss_mb()
+        return results
+
+
+def pub_one_at_a_time(spec: ServerSpec, settings: Settings) -> Results:
+    with running(spec, "--mem-queue-size=1000000") as server:
+        create_channel(server, "pub_bench")
+        args = ["--topic", "pub_bench", "--batch-size", "1", "--count", str(settings.pub_count)]
+        results: Results = {}
+        with server.cores(results, "pub"):
+            out = tool(PY, "bench_writer.py", "--nsqd-tcp-address", server.tcp_address, *args)
+        results["pub"] = rate_of(out)
+        return results
+
+
+def disk_ingest(spec: ServerSpec, settings: Settings) -> Results:
+    with running(spec, "--mem-queue-size=0") as server:
+        create_channel(server, "disk_bench")
+        results: Results = {}
+        with server.cores(results, "disk"):
+            results["disk"] = _writer(server.tcp_address, settings, "disk_bench", 100_000)
+        return results
+
+
+def http_load(spec: ServerSpec, settings: Settings) -> Results:
+    results: Results = {}
+    for key, batch in (("http_pub", 0), ("http_mpub", 100)):
+        with running(spec, "--mem-queue-size=100000000") as server, server.cores(results, key):
+            res = run_load(
+                server.http,
+                "http_load",
+                100,
+                settings.http_connections,
+                2,
+                settings.http_seconds,
+                10.0,
+                batch=batch,
+            )
+        results[key] = res.in_window * (batch or 1) / settings.http_seconds
+    return results
+
+
+def latency(spec: ServerSpec, settings: Settings) -> Results:
+    with running(spec, "--mem-queue-size=1000000") as server:
+        out = tool(
+            PY,
+            "latency_probe.py",
+            "--nsqd-tcp-address",
+            server.tcp_address,
+            "--rate",
+            str(settings.latency_rate),
+            "--duration",
+            str(settings.latency_seconds),
+        )
+    p50 = re.search(r"p50=([\d.]+)ms", out)
+    p99 = re.search(r"p99=([\d.]+)ms", out)
+    if p50 is None or p99 is None:
+        raise SystemExit(f"no latency in {out!r}")
+    return {"lat_p50": float(p50.group(1)), "lat_p99": float(p99.group(1))}
+
+
+WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
+    "tcp": (tcp_ingest_consume, ("mpub200", "consume")),
+    "memory": (memory_mpub1000, ("rss_idle", "mpub1000", "rss_1m")),
+    "pub": (pub_one_at_a_time, ("pub",)),
+    "disk": (disk_ingest, ("disk",)),
+    "http": (http_load, ("http_pub", "http_mpub")),
+    "latency": (latency, ("lat_p50", "lat_p99")),
+}
+
+
+def ceiling(tree: str) -> Results:
+    """bench/ceiling.py's bare loops (with ``tree``'s message type): msgs/s by row."""
+    out = subprocess.run(
+        [PY, str(HERE / "ceiling.py")],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": tree},
+    ).stdout
+    return {line.split()[0]: rate_of(line) for line in out.splitlines() if "msgs/s" in line}
+
+
+# -- the table ---------------------------------------------------------------------
+
+
+def _figure(value: float, unit: str) -> str:
+    if unit in ("ms", "MB"):
+        return f"{value:,.1f}"
+    return f"{value:,.0f}"
+
+
+def print_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[float]]) -> None:
+    reference = specs[0]
+    others = specs[1:]
+    bare = any(label == CEILING for label, _ in samples)
+    head = [
+        "workload",
+        *(s.label for s in specs),
+        *(f"{s.label} / {reference.label}" for s in others),
+        *([f"{CEILING} (one core)"] if bare else []),
+    ]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for key, row in ROWS.items():
+        medians = [samples.get((s.label, key)) for s in specs]
+        if all(m is None for m in medians):
+            continue
+        values = [statistics.median(m) if m else float("nan") for m in medians]
+        cells = [f"{row.name} ({row.unit}{', lower is better' if row.lower_is_better else ''})"]
+        cells += [_figure(v, row.unit) for v in values]
+        cells += [f"{v / values[0]:.2f}x" if values[0] else "n/a" for v in values[1:]]
+        if bare:
+            limit = samples.get((CEILING, key))
+            cells.append(_figure(statistics.median(limit), row.unit) if limit else "")
+        print("| " + " | ".join(cells) + " |", flush=True)
+
+
+def print_cpu_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[float]]) -> None:
+    """Cores each server kept busy per row, and its rate per busy core (per-core efficiency)."""
+    head = [
+        "workload",
+        *(f"{s.label} cores" for s in specs),
+        *(f"{s.label} per core" for s in specs),
+    ]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for key, row in ROWS.items():
+        cores = [samples.get((s.label, key + CPU)) for s in specs]
+        rates = [samples.get((s.label, key)) for s in specs]
+        if not any(cores):
+            continue
+        busy = [statistics.median(c) if c else float("nan") for c in cores]
+        per_core = [
+            statistics.median(r) / b if r and b else float("nan")
+            for r, b in zip(rates, busy, strict=True)
+        ]
+        cells = [f"{row.name} ({row.unit})", *(f"{b:.2f}" for b in busy)]
+        cells += [f"{p:,.0f}" for p in per_core]
+        print("| " + " | ".join(cells) + " |", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nsqd-bin", help="real nsqd: measured too, and the reference")
+    parser.add_argument("--bench-writer", help="NSQ's bench_writer (else bench/bench_writer.py)")
+    parser.add_argument("--bench-reader", help="NSQ's bench_reader (else bench/bench_reader.py)")
+    parser.add_argument(
+        "--nsqbox",
+        action="append",
+        help="an nsqbox source tree to measure (repeat: A/B); default: this one",
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--no-ceiling", action="store_true", help="skip bench/ceiling.py's bare loops"
+    )
+    parser.add_argument("--quick", action="store_true", help="short runs, for iteration")
+    parser.add_argument("--only", help=f"comma-separated workloads of {','.join(WORKLOADS)}")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    settings = Settings(
+        runfor=2.0 if quick else 6.0,
+        pub_count=100_000 if quick else 400_000,
+        http_seconds=2.0 if quick else 6.0,
+        http_connections=100 if quick else 400,
+        latency_seconds=2.0 if quick else 5.0,
+        latency_rate=20_000,
+        bench_writer=os.path.abspath(args.bench_writer) if args.bench_writer else "",
+        bench_reader=os.path.abspath(args.bench_reader) if args.bench_reader else "",
+    )
+    specs: list[ServerSpec] = []
+    if args.nsqd_bin:
+        specs.append(ServerSpec("nsqd", binary=os.path.abspath(args.nsqd_bin)))
+    trees = [os.path.abspath(t) for t in args.nsqbox or [str(ROOT)]]
+    for tree in trees:
+        label = "nsqbox" if len(trees) == 1 else f"nsqbox@{Path(tree).name}"
+        specs.append(ServerSpec(label, tree=tree))
+    names = args.only.split(",") if args.only else list(WORKLOADS)
+    raise_fd_limit(2 * settings.http_connections)
+    print(
+        f"{len(specs)} servers x {len(names)} workloads x {args.rounds} rounds"
+        f"{' (quick)' if quick else ''}; {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}; writer {settings.bench_writer or 'bench_writer.py'}, "
+        f"reader {settings.bench_reader or 'bench_reader.py'}",
+        flush=True,
+    )
+    samples: dict[tuple[str, str], list[float]] = {}
+    for rnd in range(args.rounds):
+        order = specs[rnd % len(specs) :] + specs[: rnd % len(specs)]
+        for name in names:
+            workload, _ = WORKLOADS[name]
+            for spec in order:
+                results = workload(spec, settings)
+                shown = ", ".join(
+                    f"{k} {_figure(v, ROWS[k].unit)}" for k, v in results.items() if k in ROWS
+                )
+                print(f"  round {rnd + 1} {name:<8} {spec.label:<16} {shown}", flush=True)
+                for key, value in results.items():
+                    samples.setdefault((spec.label, key), []).append(value)
+        if not args.no_ceiling:
+            for key, value in ceiling(trees[-1]).items():
+                samples.setdefault((CEILING, key), []).append(value)
+    print()
+    print_table(specs, samples)
+    print("\nServer CPU during each row (cores busy: CPU seconds / wall seconds; the load")
+    print("generators share the same cores), and the rate per busy core:\n")
+    print_cpu_table(specs, samples)
+
+
+if __name__ == "__main__":
+    main()
