@@ -265,3 +265,37 @@ def test_gnsq_consumer_reconnects_after_a_drop(
         consumer.close()
         consumer.join(timeout=TIMEOUT)
     assert got == [b"after the drop"]
+
+
+def test_gnsq_consumer_gets_a_timed_out_message_again_with_attempts_plus_one(
+    handle: NSQBox, gevent_hub: Any
+) -> None:
+    import gnsq
+
+    topic = handle.name("orders")
+    got: list[tuple[bytes, int]] = []
+
+    def handler(_consumer: Any, message: Any) -> None:
+        got.append((message.body, message.attempts))
+        if message.attempts == 1:
+            message.enable_async()  # left in flight: neither FIN nor REQ
+        # a later delivery is FINished by gnsq when the handler returns
+
+    consumer = gnsq.Consumer(topic, "work", handle.nsqd_tcp_address, message_handler=handler)
+    handle.publish(topic, b"slow")
+    try:
+        consumer.start(block=False)
+        with gevent_hub.Timeout(TIMEOUT):
+            while not got:
+                gevent_hub.sleep(0.01)
+        handle.wait_for(topic, "work", in_flight=1, sleep=gevent_hub.sleep)
+        assert handle.faults.time_out_in_flight(topic, "work") == 1
+        with gevent_hub.Timeout(TIMEOUT):
+            while len(got) < 2:
+                gevent_hub.sleep(0.01)
+        channel = handle.wait_for(topic, "work", in_flight=0, depth=0, sleep=gevent_hub.sleep)
+    finally:
+        consumer.close()
+        consumer.join(timeout=TIMEOUT)
+    assert got == [(b"slow", 1), (b"slow", 2)]
+    assert channel.timeout_count == 1
