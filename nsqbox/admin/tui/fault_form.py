@@ -10,18 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Input, Label
 
 from ...gosyntax import parse_duration
 from ...wire.names import is_valid_channel_name, is_valid_topic_name
 from ..faults import is_fault_kind
-from .modals import _MODAL_CSS
+from .modals import MODAL_CSS, FormScreen, node_select, pick_node
 
 __all__ = ["KNOWN_KINDS", "AddFaultScreen", "FaultRequest"]
 
@@ -44,11 +41,11 @@ class FaultRequest:
         return f"fault {self.kind}" + (f" ({scope})" if scope else "") + f" on {self.node}"
 
 
-class AddFaultScreen(ModalScreen[FaultRequest | None]):
+class AddFaultScreen(FormScreen[FaultRequest | None]):
     """Ask for a fault's node, kind and parameters; a :class:`FaultRequest` or None."""
 
     DEFAULT_CSS = (
-        _MODAL_CSS.format(name="AddFaultScreen")
+        MODAL_CSS.format(name="AddFaultScreen")
         + """
     AddFaultScreen > Vertical {
         width: 90;
@@ -68,77 +65,60 @@ class AddFaultScreen(ModalScreen[FaultRequest | None]):
     }
     """
     )
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    OK = "Start"
+    OK_VARIANT = "warning"
 
     def __init__(self, nodes: Sequence[str], node: str = "", topic: str = "") -> None:
-        super().__init__()
+        super().__init__("Start a fault")
         self.nodes = list(nodes)
-        self.node = node if node in self.nodes else (self.nodes[0] if self.nodes else "")
+        self.node = pick_node(self.nodes, node)
         self.topic = topic
 
-    def compose(self) -> ComposeResult:
-        """Node, kind, topic and channel, count and duration, other parameters, buttons."""
-        with Vertical():
-            yield Label("Start a fault", classes="title")
-            yield Label("Node")
-            yield Select(
-                [(n, n) for n in self.nodes],
-                value=self.node or Select.NULL,
-                allow_blank=not self.nodes,
-                id="node",
-            )
-            yield Label(f"Kind: {', '.join(KNOWN_KINDS)}, ...")
-            yield Input(
-                KNOWN_KINDS[0],
-                id="kind",
-                suggester=SuggestFromList(KNOWN_KINDS, case_sensitive=True),
-            )
-            yield Label("Topic, channel (optional: every one)")
-            with Horizontal(classes="fields"):
-                yield Input(self.topic, placeholder="topic", id="topic")
-                yield Input(placeholder="channel", id="channel")
-            yield Label("Count (commands) and duration (30s, 2m); without either: until lifted")
-            with Horizontal(classes="fields"):
-                yield Input(placeholder="count", id="count", type="integer")
-                yield Input(placeholder="duration", id="duration")
-            yield Label("Other parameters (key=value ...)")
-            yield Input(placeholder="error=boom user_agent=pynsq reset=true", id="other")
-            yield Label("", id="problem")
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button("Start", id="start", variant="warning")
+    def fields(self) -> ComposeResult:
+        """Node, kind, topic and channel, count and duration, other parameters."""
+        yield Label("Node")
+        yield node_select(self.nodes, self.node)
+        yield Label(f"Kind: {', '.join(KNOWN_KINDS)}, ...")
+        yield Input(
+            KNOWN_KINDS[0],
+            id="kind",
+            suggester=SuggestFromList(KNOWN_KINDS, case_sensitive=True),
+        )
+        yield Label("Topic, channel (optional: every one)")
+        with Horizontal(classes="fields"):
+            yield Input(self.topic, placeholder="topic", id="topic")
+            yield Input(placeholder="channel", id="channel")
+        yield Label("Count (commands) and duration (30s, 2m); without either: until lifted")
+        with Horizontal(classes="fields"):
+            yield Input(placeholder="count", id="count", type="integer")
+            yield Input(placeholder="duration", id="duration")
+        yield Label("Other parameters (key=value ...)")
+        yield Input(placeholder="error=boom user_agent=pynsq reset=true", id="other")
 
     def on_mount(self) -> None:
         """Focus the kind."""
         self.query_one("#kind", Input).focus()
 
-    def action_cancel(self) -> None:
-        """Close without starting anything."""
-        self.dismiss(None)
-
-    def _value(self, name: str) -> str:
-        return self.query_one(f"#{name}", Input).value.strip()
-
-    def _answer(self) -> FaultRequest | str:
-        node = self.query_one("#node", Select).value
-        kind = self._value("kind")
-        if not isinstance(node, str) or not node:
+    def answer(self) -> FaultRequest | str:
+        """The request, or what is wrong."""
+        node, kind = self.chosen_node(), self.value("kind")
+        if not node:
             return "no node with fault routes"
         if not is_fault_kind(kind):
             return f"invalid fault kind {kind!r}"
         params: list[tuple[str, str]] = []
-        topic, channel = self._value("topic"), self._value("channel")
+        topic, channel = self.value("topic"), self.value("channel")
         if topic and not is_valid_topic_name(topic):
             return f"invalid topic name {topic!r}"
         if channel and not is_valid_channel_name(channel):
             return f"invalid channel name {channel!r}"
         params += [(k, v) for k, v in (("topic", topic), ("channel", channel)) if v]
-        count = self._value("count")
+        count = self.value("count")
         if count:
             if not count.isdigit() or int(count) < 1:
                 return "count must be a positive number"
             params.append(("count", str(int(count))))
-        duration = self._value("duration")
+        duration = self.value("duration")
         if duration:
             try:
                 seconds = parse_duration(duration)
@@ -147,22 +127,9 @@ class AddFaultScreen(ModalScreen[FaultRequest | None]):
             if seconds <= 0:
                 return "duration must be positive"
             params.append(("duration", repr(seconds)))
-        for pair in self._value("other").split():
+        for pair in self.value("other").split():
             key, sep, value = pair.partition("=")
             if not sep or not key:
                 return f"other parameters are key=value, not {pair!r}"
             params.append((key, value))
         return FaultRequest(node, kind, tuple(params))
-
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#start")
-    def _start(self) -> None:
-        answer = self._answer()
-        if isinstance(answer, str):
-            self.query_one("#problem", Label).update(answer)
-            return
-        self.dismiss(answer)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)

@@ -15,78 +15,47 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Input, Label, Select
+from textual.screen import Screen
+from textual.widgets import Input, Label
 
 from ...wire.names import is_valid_name
 from . import format as fmt
 from .base import AdminHost
-from .modals import _MODAL_CSS, _VALID_NAME, ConfirmScreen, PublishRequest
+from .modals import (
+    MODAL_CSS,
+    VALID_NAME,
+    ConfirmScreen,
+    FormScreen,
+    PublishRequest,
+    node_select,
+    pick_node,
+)
 from .peeked import Listed, json_line
 
 __all__ = ["RepublishScreen", "SaveScreen", "republish", "save_messages", "write_messages"]
 
 
-class _FormScreen(ModalScreen[Any]):
-    """A form whose primary button (or Enter in an input) submits :meth:`answer`."""
-
-    BINDINGS = [("escape", "cancel", "Cancel")]
-
-    def answer(self) -> object:
-        """The form's value, or a string saying what is wrong with it."""
-        raise NotImplementedError
-
-    def action_cancel(self) -> None:
-        """Close without an answer."""
-        self.dismiss(None)
-
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#ok")
-    def _submit(self) -> None:
-        answer = self.answer()
-        if isinstance(answer, str):
-            self.query_one("#problem", Label).update(answer)
-            return
-        self.dismiss(answer)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
-
-
-class RepublishScreen(_FormScreen):
+class RepublishScreen(FormScreen[PublishRequest | None]):
     """Name the topic (and the nsqd) a copy of ``message`` goes to; a PublishRequest or None."""
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="RepublishScreen")
+    DEFAULT_CSS = MODAL_CSS.format(name="RepublishScreen")
+    OK = "Republish"
 
     def __init__(self, message: Listed, nodes: Sequence[str], topic: str) -> None:
-        super().__init__()
+        super().__init__(f"Republish a copy of message {message.id}")
         self.message = message
         self.nodes = list(nodes)
-        self.node = message.node if message.node in self.nodes else next(iter(self.nodes), "")
+        self.node = pick_node(self.nodes, message.node)
         self.topic = topic
 
-    def compose(self) -> ComposeResult:
-        """What is copied, the nsqd, the topic, Cancel and Republish."""
-        with Vertical():
-            yield Label(f"Republish a copy of message {self.message.id}", classes="title")
-            yield Label(f"{fmt.plural(self.message.size, 'byte')}, now {self.message.where}")
-            yield Label("Through nsqd")
-            yield Select(
-                [(n, n) for n in self.nodes],
-                value=self.node or Select.NULL,
-                allow_blank=not self.nodes,
-                id="node",
-            )
-            yield Label("To topic")
-            yield Input(self.topic, placeholder="topic", id="topic", validators=[_VALID_NAME])
-            yield Label("", id="problem")
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button("Republish", id="ok", variant="primary")
+    def fields(self) -> ComposeResult:
+        """What is copied, the nsqd, the topic."""
+        yield Label(f"{fmt.plural(self.message.size, 'byte')}, now {self.message.where}")
+        yield Label("Through nsqd")
+        yield node_select(self.nodes, self.node)
+        yield Label("To topic")
+        yield Input(self.topic, placeholder="topic", id="topic", validators=[VALID_NAME])
 
     def on_mount(self) -> None:
         """The topic has the focus."""
@@ -94,37 +63,31 @@ class RepublishScreen(_FormScreen):
 
     def answer(self) -> PublishRequest | str:
         """The request, or what is wrong."""
-        node = self.query_one("#node", Select).value
-        topic = self.query_one("#topic", Input).value.strip()
-        if not isinstance(node, str) or not node:
+        node, topic = self.chosen_node(), self.value("topic")
+        if not node:
             return "no nsqd to publish through"
         if not is_valid_name(topic):
             return f"invalid topic name {topic!r}"
         return PublishRequest(node, topic, self.message.body)
 
 
-class SaveScreen(_FormScreen):
+class SaveScreen(FormScreen[Path | None]):
     """Name the file the listed messages are written to; its path or None."""
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="SaveScreen")
+    DEFAULT_CSS = MODAL_CSS.format(name="SaveScreen")
+    OK = "Save"
 
     def __init__(self, count: int, path: str) -> None:
-        super().__init__()
+        super().__init__(f"Save {fmt.plural(count, 'listed message')}")
         self.count = count
         self.path = path
 
-    def compose(self) -> ComposeResult:
-        """The path, Cancel and Save."""
-        with Vertical():
-            yield Label(f"Save {fmt.plural(self.count, 'listed message')}", classes="title")
-            yield Label("One JSON object per line: id, node, state, attempts, timestamp, size,")
-            yield Label("body (base64), text (when UTF-8), truncated.")
-            yield Label("File (on the machine the TUI runs on)")
-            yield Input(self.path, placeholder="path", id="path")
-            yield Label("", id="problem")
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button("Save", id="ok", variant="primary")
+    def fields(self) -> ComposeResult:
+        """What is written, and the path."""
+        yield Label("One JSON object per line: id, node, state, attempts, timestamp, size,")
+        yield Label("body (base64), text (when UTF-8), truncated.")
+        yield Label("File (on the machine the TUI runs on)")
+        yield Input(self.path, placeholder="path", id="path")
 
     def on_mount(self) -> None:
         """The path has the focus."""
@@ -132,7 +95,7 @@ class SaveScreen(_FormScreen):
 
     def answer(self) -> Path | str:
         """The path, or what is wrong with it."""
-        raw = self.query_one("#path", Input).value.strip()
+        raw = self.value("path")
         if not raw:
             return "a file name is needed"
         path = Path(raw).expanduser()

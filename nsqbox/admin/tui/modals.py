@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -17,12 +18,24 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.validation import Function
 from textual.widgets import Button, Input, Label, Select
+from textual.widgets.button import ButtonVariant
 
 from ...wire.names import is_valid_name
 
-__all__ = ["ConfirmScreen", "CreateScreen", "PublishRequest", "PublishScreen"]
+__all__ = [
+    "MODAL_CSS",
+    "VALID_NAME",
+    "ConfirmScreen",
+    "CreateScreen",
+    "FormScreen",
+    "PublishRequest",
+    "PublishScreen",
+    "node_select",
+    "pick_node",
+]
 
-_MODAL_CSS = """
+#: The look every modal shares: ``MODAL_CSS.format(name="TheScreen")``.
+MODAL_CSS = """
 {name} {{
     align: center middle;
 }}
@@ -53,14 +66,93 @@ _MODAL_CSS = """
 }}
 """
 
-_VALID_NAME = Function(is_valid_name, "1-64 characters of . a-z A-Z 0-9 _ - (#ephemeral)")
+#: An input validator for topic and channel names.
+VALID_NAME = Function(is_valid_name, "1-64 characters of . a-z A-Z 0-9 _ - (#ephemeral)")
+
+ResultT = TypeVar("ResultT")
+
+
+def pick_node(nodes: Sequence[str], node: str) -> str:
+    """``node`` when it is one of ``nodes``, else the first of them ("" without any)."""
+    return node if node in nodes else next(iter(nodes), "")
+
+
+def node_select(nodes: Sequence[str], node: str) -> Select[str]:
+    """A choice of ``nodes`` (id ``node``) with ``node`` chosen."""
+    return Select(
+        [(n, n) for n in nodes],
+        value=node or Select.NULL,
+        allow_blank=not nodes,
+        id="node",
+    )
+
+
+class FormScreen(ModalScreen[ResultT]):
+    """A form: a title, :meth:`fields`, a problem line, *Cancel* and the ``OK`` button.
+
+    The OK button (or Enter in an input) closes the form with :meth:`answer`, unless that
+    is a string: what is wrong, shown on the problem line. Esc or *Cancel* close it with None.
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    #: The label and the variant of the button that submits the form.
+    OK = "OK"
+    OK_VARIANT: ButtonVariant = "primary"
+
+    def __init__(self, heading: str) -> None:
+        super().__init__()
+        self.heading = heading
+
+    def fields(self) -> ComposeResult:
+        """The form's labels and inputs, between its title and its problem line."""
+        raise NotImplementedError
+
+    def answer(self) -> ResultT | str:
+        """The form's value, or a string saying what is wrong with it."""
+        raise NotImplementedError
+
+    def compose(self) -> ComposeResult:
+        """The title, the fields, the problem line, Cancel and OK."""
+        with Vertical():
+            yield Label(self.heading, classes="title")
+            yield from self.fields()
+            yield Label("", id="problem")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button(self.OK, id="ok", variant=self.OK_VARIANT)
+
+    def value(self, name: str) -> str:
+        """The stripped text of the input ``#name``."""
+        return self.query_one(f"#{name}", Input).value.strip()
+
+    def chosen_node(self) -> str:
+        """The node chosen in ``#node`` ("" for none)."""
+        node = self.query_one("#node", Select).value
+        return node if isinstance(node, str) else ""
+
+    def action_cancel(self) -> None:
+        """Close without an answer."""
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#ok")
+    def _submit(self) -> None:
+        answer = self.answer()
+        if isinstance(answer, str):
+            self.query_one("#problem", Label).update(answer)
+            return
+        self.dismiss(answer)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
 
 
 class ConfirmScreen(ModalScreen[bool]):
     """Ask before doing something: *y* or the confirm button says yes, *n* or Esc no."""
 
     DEFAULT_CSS = (
-        _MODAL_CSS.format(name="ConfirmScreen")
+        MODAL_CSS.format(name="ConfirmScreen")
         + """
     ConfirmScreen > Vertical.danger {
         border: thick $error;
@@ -105,42 +197,31 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "confirm")
 
 
-class CreateScreen(ModalScreen[tuple[str, str] | None]):
+class CreateScreen(FormScreen[tuple[str, str] | None]):
     """Name a topic (and maybe a channel) to create; ``(topic, channel)`` or None."""
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="CreateScreen")
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = MODAL_CSS.format(name="CreateScreen")
+    OK = "Create"
 
     def __init__(self, topic: str = "", *, channel_required: bool = False) -> None:
-        super().__init__()
+        super().__init__(f"Create a {'channel' if channel_required else 'topic'}")
         self.topic = topic
         self.channel_required = channel_required
 
-    def compose(self) -> ComposeResult:
-        """Topic and channel inputs, Cancel and Create."""
-        what = "channel" if self.channel_required else "topic"
-        with Vertical():
-            yield Label(f"Create a {what}", classes="title")
-            yield Label("Topic")
-            yield Input(self.topic, placeholder="topic", id="topic", validators=[_VALID_NAME])
-            yield Label("Channel" if self.channel_required else "Channel (optional)")
-            yield Input(placeholder="channel", id="channel")
-            yield Label("", id="problem")
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button("Create", id="create", variant="primary")
+    def fields(self) -> ComposeResult:
+        """Topic and channel inputs."""
+        yield Label("Topic")
+        yield Input(self.topic, placeholder="topic", id="topic", validators=[VALID_NAME])
+        yield Label("Channel" if self.channel_required else "Channel (optional)")
+        yield Input(placeholder="channel", id="channel")
 
     def on_mount(self) -> None:
         """Focus the first empty input."""
         self.query_one("#channel" if self.topic else "#topic", Input).focus()
 
-    def action_cancel(self) -> None:
-        """Close without creating anything."""
-        self.dismiss(None)
-
-    def _answer(self) -> tuple[str, str] | str:
-        topic = self.query_one("#topic", Input).value.strip()
-        channel = self.query_one("#channel", Input).value.strip()
+    def answer(self) -> tuple[str, str] | str:
+        """``(topic, channel)``, or what is wrong."""
+        topic, channel = self.value("topic"), self.value("channel")
         if not is_valid_name(topic):
             return f"invalid topic name {topic!r}"
         if channel and not is_valid_name(channel):
@@ -148,19 +229,6 @@ class CreateScreen(ModalScreen[tuple[str, str] | None]):
         if self.channel_required and not channel:
             return "a channel name is needed"
         return (topic, channel)
-
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#create")
-    def _create(self) -> None:
-        answer = self._answer()
-        if isinstance(answer, str):
-            self.query_one("#problem", Label).update(answer)
-            return
-        self.dismiss(answer)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,67 +240,39 @@ class PublishRequest:
     body: bytes
 
 
-class PublishScreen(ModalScreen[PublishRequest | None]):
+class PublishScreen(FormScreen[PublishRequest | None]):
     """Write one message for nsqd's ``/pub``: node, topic and body."""
 
-    DEFAULT_CSS = _MODAL_CSS.format(name="PublishScreen")
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = MODAL_CSS.format(name="PublishScreen")
+    OK = "Publish"
 
     def __init__(self, nodes: Sequence[str], node: str = "", topic: str = "") -> None:
-        super().__init__()
+        super().__init__("Publish a message")
         self.nodes = list(nodes)
-        self.node = node if node in self.nodes else (self.nodes[0] if self.nodes else "")
+        self.node = pick_node(self.nodes, node)
         self.topic = topic
 
-    def compose(self) -> ComposeResult:
-        """Node, topic and body, Cancel and Publish."""
-        with Vertical():
-            yield Label("Publish a message", classes="title")
-            yield Label("Through nsqd")
-            yield Select(
-                [(n, n) for n in self.nodes],
-                value=self.node or Select.NULL,
-                allow_blank=not self.nodes,
-                id="node",
-            )
-            yield Label("Topic")
-            yield Input(self.topic, placeholder="topic", id="topic", validators=[_VALID_NAME])
-            yield Label("Body")
-            yield Input(placeholder="message body", id="body")
-            yield Label("", id="problem")
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button("Publish", id="publish", variant="primary")
+    def fields(self) -> ComposeResult:
+        """Node, topic and body."""
+        yield Label("Through nsqd")
+        yield node_select(self.nodes, self.node)
+        yield Label("Topic")
+        yield Input(self.topic, placeholder="topic", id="topic", validators=[VALID_NAME])
+        yield Label("Body")
+        yield Input(placeholder="message body", id="body")
 
     def on_mount(self) -> None:
         """Focus the body when the topic is known."""
         self.query_one("#body" if self.topic else "#topic", Input).focus()
 
-    def action_cancel(self) -> None:
-        """Close without publishing."""
-        self.dismiss(None)
-
-    def _answer(self) -> PublishRequest | str:
-        node = self.query_one("#node", Select).value
-        topic = self.query_one("#topic", Input).value.strip()
+    def answer(self) -> PublishRequest | str:
+        """The request, or what is wrong."""
+        node, topic = self.chosen_node(), self.value("topic")
         body = self.query_one("#body", Input).value
-        if not isinstance(node, str) or not node:
+        if not node:
             return "no nsqd to publish through"
         if not is_valid_name(topic):
             return f"invalid topic name {topic!r}"
         if not body:
             return "nsqd refuses empty messages"
         return PublishRequest(node, topic, body.encode())
-
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#publish")
-    def _publish(self) -> None:
-        answer = self._answer()
-        if isinstance(answer, str):
-            self.query_one("#problem", Label).update(answer)
-            return
-        self.dismiss(answer)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
