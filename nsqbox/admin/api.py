@@ -62,7 +62,7 @@ from .fault_api import add_fault_routes
 from .faults import ClusterFaults
 from .metrics import ClusterExporter
 from .options import AdminOptions
-from .peek import InvalidCursor, peek_nodes
+from .peek import InvalidCursor, PeekQuery, peek_nodes
 from .stats import Producer, TopicStats, aggregate_channel, aggregate_topic
 
 __all__ = ["AdminAPI", "build_router"]
@@ -273,15 +273,8 @@ class AdminAPI:
             if not producers:
                 raise HTTPError(404, "NODE_NOT_FOUND")
         try:
-            result = await peek_nodes(
-                self.info,
-                producers,
-                topic,
-                channel,
-                limit=limit,
-                body_bytes=body_bytes,
-                cursor=request.arg("cursor") or "",
-            )
+            query = PeekQuery(topic, channel, limit, body_bytes, request.arg("cursor") or "")
+            result = await peek_nodes(self.info, producers, query)
         except InvalidCursor:
             raise HTTPError(400, "INVALID_CURSOR") from None
         if result.errors and len(result.errors) == len(result.nodes):

@@ -31,6 +31,7 @@ __all__ = [
     "NodePeek",
     "PeekMessage",
     "PeekPage",
+    "PeekQuery",
     "PeekResult",
     "decode_cursor",
     "decode_peek_page",
@@ -44,6 +45,19 @@ PEEK_PATH = "/nsqbox/peek"
 NOT_SUPPORTED = "not supported by this nsqd"
 #: nsqbox's answers when the topic or channel is not on the node (peeking never creates one).
 _ABSENT = frozenset({"TOPIC_NOT_FOUND", "CHANNEL_NOT_FOUND"})
+
+
+@dataclass(frozen=True, slots=True)
+class PeekQuery:
+    """What to peek at: ``channel`` of ``topic`` ("" for the topic itself), up to ``limit``
+    messages a node with up to ``body_bytes`` of each body, from ``cursor`` (a previous
+    result's ``next``; "" for the first page). None: the node's default."""
+
+    topic: str
+    channel: str = ""
+    limit: int | None = None
+    body_bytes: int | None = None
+    cursor: str = ""
 
 
 class PeekMessage(msgspec.Struct, omit_defaults=True):
@@ -158,27 +172,22 @@ def _error_code(exc: UpstreamError) -> str:
 async def peek_nodes(
     info: ClusterInfo,
     producers: Sequence[Producer],
-    topic: str,
-    channel: str = "",
-    *,
-    limit: int | None = None,
-    body_bytes: int | None = None,
-    cursor: str = "",
+    query: PeekQuery,
 ) -> PeekResult:
-    """One merged page from ``producers`` (up to ``limit`` messages from each node).
+    """One merged page from ``producers`` (up to ``query.limit`` messages from each node).
 
-    With ``cursor`` (from a previous result's ``next``) only the nodes it names are asked,
-    each from where it left off. :class:`InvalidCursor` if ``cursor`` cannot be read.
+    With a ``query.cursor`` (from a previous result's ``next``) only the nodes it names are
+    asked, each from where it left off. :class:`InvalidCursor` if it cannot be read.
     """
-    cursors = decode_cursor(cursor) if cursor else None
+    cursors = decode_cursor(query.cursor) if query.cursor else None
     asked = [p for p in producers if cursors is None or p.http_address in cursors]
-    params: dict[str, str] = {"topic": topic}
-    if channel:
-        params["channel"] = channel
-    if limit is not None:
-        params["limit"] = str(limit)
-    if body_bytes is not None:
-        params["body_bytes"] = str(body_bytes)
+    params: dict[str, str] = {"topic": query.topic}
+    if query.channel:
+        params["channel"] = query.channel
+    if query.limit is not None:
+        params["limit"] = str(query.limit)
+    if query.body_bytes is not None:
+        params["body_bytes"] = str(query.body_bytes)
 
     async def fetch(producer: Producer) -> PeekPage:
         node = producer.http_address

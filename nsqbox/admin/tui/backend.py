@@ -23,7 +23,7 @@ from ..clusterinfo import UpstreamError, base_url
 from ..fault_client import AdminFaults
 from ..faults import ClusterFaults, FaultSource
 from ..model import ClusterModel, ClusterSnapshot, open_cluster_model
-from ..peek import PeekResult, peek_nodes
+from ..peek import PeekQuery, PeekResult, peek_nodes
 from ..stats import Producer
 
 __all__ = [
@@ -63,20 +63,11 @@ class Backend(Protocol):
         """Rates between consecutive refreshes, oldest first (for sparklines)."""
         ...
 
-    async def peek(
-        self,
-        nodes: Sequence[Producer],
-        topic: str,
-        channel: str = "",
-        *,
-        cursor: str = "",
-        limit: int | None = None,
-        body_bytes: int | None = None,
-    ) -> PeekResult:
-        """One page of what ``channel`` (or the topic) holds on ``nodes``, changing nothing.
+    async def peek(self, nodes: Sequence[Producer], query: PeekQuery) -> PeekResult:
+        """One page of what the query's channel (or topic) holds on ``nodes``, changing nothing.
 
         nsqbox's peek route (:func:`~nsqbox.admin.peek.peek_nodes`): real nsqd is reported
-        as not supported; ``cursor`` is the previous page's ``next``.
+        as not supported; ``query.cursor`` is the previous page's ``next``.
         """
         ...
 
@@ -160,26 +151,9 @@ class ModelBackend:
         """See :meth:`ClusterModel.rate_series`."""
         return self.model.rate_series(topic, channel, node=node)
 
-    async def peek(
-        self,
-        nodes: Sequence[Producer],
-        topic: str,
-        channel: str = "",
-        *,
-        cursor: str = "",
-        limit: int | None = None,
-        body_bytes: int | None = None,
-    ) -> PeekResult:
+    async def peek(self, nodes: Sequence[Producer], query: PeekQuery) -> PeekResult:
         """See :func:`~nsqbox.admin.peek.peek_nodes`."""
-        return await peek_nodes(
-            self.model.info,
-            nodes,
-            topic,
-            channel,
-            limit=limit,
-            body_bytes=body_bytes,
-            cursor=cursor,
-        )
+        return await peek_nodes(self.model.info, nodes, query)
 
     async def create_topic(self, topic: str, channel: str = "") -> Outcome:
         """See :meth:`ClusterActions.create_topic`."""

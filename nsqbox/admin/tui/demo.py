@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from ..clusterinfo import UpstreamError
 from ..model import ClusterSnapshot, NodeSnapshot
-from ..peek import PeekResult
+from ..peek import PeekQuery, PeekResult
 from ..stats import (
     ChannelStats,
     ClientStats,
@@ -182,18 +182,9 @@ class DemoBackend:
         """The last point of :meth:`rate_series`."""
         return self.rate_series(topic, channel, node=node)[-1]
 
-    async def peek(
-        self,
-        nodes: Sequence[Producer],
-        topic: str,
-        channel: str = "",
-        *,
-        cursor: str = "",
-        limit: int | None = None,
-        body_bytes: int | None = None,
-    ) -> PeekResult:
+    async def peek(self, nodes: Sequence[Producer], query: PeekQuery) -> PeekResult:
         """A fixed page (:mod:`.demo_messages`), whatever the cursor."""
-        return demo_peek(nodes, topic, channel)
+        return demo_peek(nodes, query.topic, query.channel)
 
     async def _record(self, name: str, *args: object) -> Outcome:
         self.calls.append((name, args))

@@ -21,6 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from ..peek import PeekQuery
 from . import format as fmt
 from .base import ClusterScreen
 from .bodies import preview
@@ -136,14 +137,8 @@ class MessagesScreen(ClusterScreen):
             nodes = [n.producer for n in snapshot.nodes if n.ok and n.topic(self.topic)]
             if not nodes:
                 raise LookupError(f"no node has topic {self.topic}")
-            result = await backend.peek(
-                nodes,
-                self.topic,
-                self.channel or "",
-                cursor=cursor,
-                limit=self.limit,
-                body_bytes=BODY_BYTES,
-            )
+            query = PeekQuery(self.topic, self.channel or "", self.limit, BODY_BYTES, cursor)
+            result = await backend.peek(nodes, query)
         except Exception as exc:  # ClusterError, InvalidCursor, a host gone: say it, stay up
             self.error = str(exc) or type(exc).__name__
             self.messages, self.reports, self.next_cursor = [], [], None
