@@ -14,8 +14,9 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
-__all__ = ["Fault", "FaultList", "check_limits", "left_text"]
+__all__ = ["ClientScope", "Fault", "FaultList", "check_limits", "check_scope", "left_text"]
 
 #: Fault ids, unique in the process: a server started again (a restart) never gives
 #: a new fault the id of one a test still holds for its old self.
@@ -111,6 +112,29 @@ def check_limits(count: int | None, duration: float | None) -> None:
         raise ValueError("count must be at least 1")
     if duration is not None and not (0 < duration < math.inf):
         raise ValueError("duration must be positive")
+
+
+class ClientScope(TypedDict, total=False):
+    """Which clients latency or a stall holds, and for how long (nsqd's and the test handle's
+    keyword arguments). A client matches when it is subscribed to ``topic`` (and
+    ``channel``), its user agent contains ``user_agent`` and its IDENTIFY ``client_id`` is
+    ``client_id``, each if given; the fault ends after ``count`` uses or ``duration`` seconds.
+    """
+
+    topic: str | None
+    channel: str | None
+    user_agent: str | None
+    client_id: str | None
+    count: int | None
+    duration: float | None
+
+
+def check_scope(scope: ClientScope) -> None:
+    """TypeError for a key :class:`ClientScope` lacks (as for an unknown keyword argument),
+    ValueError for a bad ``count`` or ``duration`` (:func:`check_limits`)."""
+    for key in sorted(scope.keys() - ClientScope.__optional_keys__):
+        raise TypeError(f"unexpected keyword argument {key!r}")
+    check_limits(scope.get("count"), scope.get("duration"))
 
 
 class FaultList:

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from random import Random
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from ..faultlist import Fault, FaultList
+from ..faultlist import ClientScope, Fault, FaultList, check_scope
 from .write_faults import WriteGates
 
 if TYPE_CHECKING:
@@ -109,60 +109,24 @@ class NodeFaults(FaultList):
         """Publishes fail with ``error`` and ``/ping`` answers ``NOK - <error>``."""
         return self.fail_publishes(topic, duration=duration, error=error, kind=DISK_FULL)
 
-    def latency(
-        self,
-        delay: float,
-        *,
-        jitter: float = 0.0,
-        topic: str | None = None,
-        channel: str | None = None,
-        user_agent: str | None = None,
-        client_id: str | None = None,
-        count: int | None = None,
-        duration: float | None = None,
-    ) -> Fault:
+    def latency(self, delay: float, *, jitter: float = 0.0, **scope: Unpack[ClientScope]) -> Fault:
         """Every write to a matching client (responses, deliveries, heartbeats) waits
         ``delay`` seconds, plus or minus up to ``jitter``: the next ``count`` writes, or
         for ``duration`` seconds, or until lifted. A client matches when it is
         subscribed to ``topic`` (and ``channel``), its user agent contains
-        ``user_agent`` and its IDENTIFY ``client_id`` is ``client_id``, as given;
-        every client by default."""
+        ``user_agent`` and its IDENTIFY ``client_id`` is ``client_id``, as given
+        (:class:`~nsqbox.faultlist.ClientScope`); every client by default."""
         if not (0 <= jitter <= delay < float("inf")):
             raise ValueError("delay must be at least 0, and jitter between 0 and delay")
-        return self._add(
-            LATENCY,
-            count=count,
-            duration=duration,
-            topic=topic,
-            channel=channel,
-            user_agent=user_agent,
-            client_id=client_id,
-            delay=delay,
-            jitter=jitter,
-        )
+        check_scope(scope)
+        return self._add(LATENCY, delay=delay, jitter=jitter, **scope)
 
-    def stall(
-        self,
-        *,
-        topic: str | None = None,
-        channel: str | None = None,
-        user_agent: str | None = None,
-        client_id: str | None = None,
-        count: int | None = None,
-        duration: float | None = None,
-    ) -> Fault:
+    def stall(self, **scope: Unpack[ClientScope]) -> Fault:
         """Send nothing more to matching clients (matched as by :meth:`latency`), not
         even heartbeats, until lifted or ``duration`` seconds are up; with ``count``,
         only the first ``count`` connections it catches. Their read timeouts fire."""
-        return self._add(
-            STALL,
-            count=count,
-            duration=duration,
-            topic=topic,
-            channel=channel,
-            user_agent=user_agent,
-            client_id=client_id,
-        )
+        check_scope(scope)
+        return self._add(STALL, **scope)
 
     @property
     def disk_error(self) -> str | None:
