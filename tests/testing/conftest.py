@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,6 +74,15 @@ def handle(thread_box: ThreadBox) -> Iterator[NSQBox]:
     """A handle on ``thread_box``, cleaned up after the test."""
     with NSQBox(thread_box, timeout=TIMEOUT) as h:
         yield h
+
+
+@pytest.fixture
+def gevent_hub() -> Iterator[Any]:
+    """gevent, with a fresh hub in this thread destroyed afterwards (no monkey patching)."""
+    gevent = pytest.importorskip("gevent")
+    pytest.importorskip("gnsq")
+    yield gevent
+    gevent.get_hub().destroy(destroy_loop=True)
 
 
 @pytest.fixture

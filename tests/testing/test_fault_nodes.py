@@ -10,27 +10,22 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import trio
 
-from nsqbox.client import Config
 from nsqbox.client.blocking import Publisher
-from nsqbox.client.consumer import open_consumer
 from nsqbox.testing import NoProcBox, NSQBox, SubprocessBox, ThreadBox
 from nsqbox.testing.boxes import Box
 from nsqbox.testing.cluster import NodeStopped
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.faults import FaultsUnsupported
-from nsqbox.testing.trio_box import open_trio_box
-from nsqbox.testing.waiting import poll
 from tests.helpers import wait_until
 
 from .conftest import TIMEOUT
+from .fault_clients import gevent_wait, gnsq_consumer, trio_consumer
 
 BODIES = [f"order {i}".encode() for i in range(10)]
 
@@ -134,33 +129,12 @@ def test_subprocess_mode_restarts_only_a_box_of_one_nsqd(remote: NSQBox) -> None
 # -- clients reconnect --------------------------------------------------------------------
 
 
-@pytest.fixture
-def gevent_hub() -> Iterator[Any]:
-    """gevent, with a fresh hub in this thread destroyed afterwards (no monkey patching)."""
-    gevent = pytest.importorskip("gevent")
-    pytest.importorskip("gnsq")
-    yield gevent
-    gevent.get_hub().destroy(destroy_loop=True)
-
-
 @pytest.mark.parametrize("how", ["restart", "crash"])
 def test_gnsq_consumer_reconnects_after_a_restart_or_a_crash(
     handle: NSQBox, thread_box: ThreadBox, gevent_hub: Any, how: str
 ) -> None:
-    import gnsq
-
     topic = handle.name("orders")
-    got: list[bytes] = []
-    consumer = gnsq.Consumer(
-        topic,
-        "work",
-        handle.nsqd_tcp_address,
-        message_handler=lambda _consumer, message: got.append(message.body),
-        max_backoff_duration=0.1,
-    )
-    try:
-        consumer.start(block=False)
-        handle.wait_for(topic, "work", clients=1, sleep=gevent_hub.sleep)
+    with gnsq_consumer(handle, topic, max_backoff_duration=0.1) as got:
         if how == "restart":
             handle.faults.restart()
         else:
@@ -168,33 +142,19 @@ def test_gnsq_consumer_reconnects_after_a_restart_or_a_crash(
         # gnsq dials the same address again and subscribes on the new node
         handle.wait_for(topic, "work", clients=1, sleep=gevent_hub.sleep)
         handle.publish(topic, b"after")
-        poll(lambda: (bool(got), got), TIMEOUT, lambda g: f"got {g}", gevent_hub.sleep)
-    finally:
-        consumer.close()
-        consumer.join(timeout=TIMEOUT)
+        gevent_wait(lambda: got, "a message")
     assert got == [b"after"]
 
 
 async def test_trio_consumer_reconnects_after_a_crash(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        box = await open_trio_box(nursery, ClusterSpec(lookupd=0), str(tmp_path))
-        got: list[bytes] = []
-        config = Config(reconnect_delay=0.05, max_reconnect_delay=0.05)
-        async with open_consumer(
-            "orders",
-            "work",
-            lambda m: got.append(m.body),
-            nsqd_tcp_addresses=[box.nsqd_tcp_address],
-            config=config,
-        ):
-            await box.wait_for("orders", "work", clients=1)
-            before = box.nsqds[0]
-            await box.faults.crash()
-            assert box.faults.active() == []
-            await box.faults.start()
-            assert box.nsqds[0] is not before
-            await box.wait_for("orders", "work", clients=1)
-            await box.publish("orders", b"after")
-            await wait_until(lambda: got)
-        assert got == [b"after"]
-        await box.aclose()
+    async with trio_consumer(tmp_path) as (box, got):
+        await box.wait_for("orders", "work", clients=1)
+        before = box.nsqds[0]
+        await box.faults.crash()
+        assert box.faults.active() == []
+        await box.faults.start()
+        assert box.nsqds[0] is not before
+        await box.wait_for("orders", "work", clients=1)
+        await box.publish("orders", b"after")
+        await wait_until(lambda: got)
+    assert got == [b"after"]

@@ -9,38 +9,20 @@ and gets its messages once the stall is lifted. Servers on 127.0.0.1 port 0.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
-from nsqbox.client.consumer import open_consumer
 from nsqbox.testing import NSQBox, ThreadBox
-from nsqbox.testing.config import ClusterSpec
-from nsqbox.testing.trio_box import open_trio_box
-from nsqbox.testing.waiting import poll
 from tests.helpers import wait_until
 
 from .conftest import TIMEOUT
+from .fault_clients import client_ids, gevent_wait, gnsq_consumer, trio_consumer
 
 BODIES = [f"m{i}".encode() for i in range(20)]
-
-
-@pytest.fixture
-def gevent_hub() -> Iterator[Any]:
-    """gevent, with a fresh hub in this thread destroyed afterwards (no monkey patching)."""
-    gevent = pytest.importorskip("gevent")
-    pytest.importorskip("gnsq")
-    yield gevent
-    gevent.get_hub().destroy(destroy_loop=True)
-
-
-def _client_ids(box: ThreadBox) -> set[int]:
-    return set(box.call(lambda: list(box.ops.nsqds[0].clients)))
 
 
 def test_under_latency_a_blocking_consumer_gets_everything(handle: NSQBox) -> None:
@@ -70,68 +52,34 @@ def test_under_latency_a_blocking_consumer_gets_everything(handle: NSQBox) -> No
 
 
 def test_gnsq_consumer_gets_everything_under_latency(handle: NSQBox, gevent_hub: Any) -> None:
-    import gnsq
-
     topic = handle.name("orders")
-    got: list[bytes] = []
-    consumer = gnsq.Consumer(
-        topic,
-        "work",
-        handle.nsqd_tcp_address,
-        message_handler=lambda _consumer, message: got.append(message.body),
-        max_in_flight=4,
-    )
-    try:
-        with handle.faults.latency(0.01, user_agent="gnsq", count=50):
-            consumer.start(block=False)
-            handle.wait_for(topic, "work", clients=1, sleep=gevent_hub.sleep)
-            handle.publish(topic, BODIES)
-            poll(
-                lambda: (len(got) == len(BODIES), got),
-                TIMEOUT,
-                lambda g: f"got {len(g)} of {len(BODIES)}",
-                gevent_hub.sleep,
-            )
-    finally:
-        consumer.close()
-        consumer.join(timeout=TIMEOUT)
+    with (
+        handle.faults.latency(0.01, user_agent="gnsq", count=50),
+        gnsq_consumer(handle, topic, max_in_flight=4) as got,
+    ):
+        handle.publish(topic, BODIES)
+        gevent_wait(lambda: len(got) == len(BODIES), f"the {len(BODIES)} messages")
     assert sorted(got) == sorted(BODIES)
 
 
 def test_gnsq_consumer_is_cut_off_by_a_stall_and_recovers(
     handle: NSQBox, thread_box: ThreadBox, gevent_hub: Any
 ) -> None:
-    import gnsq
-
     topic = handle.name("orders")
-    got: list[bytes] = []
-    consumer = gnsq.Consumer(
+    with gnsq_consumer(
+        handle,
         topic,
-        "work",
-        handle.nsqd_tcp_address,
-        message_handler=lambda _consumer, message: got.append(message.body),
         max_backoff_duration=0.1,
         heartbeat_interval=1,  # seconds; nsqd's read timeout is two of them
         timeout=2.0,  # gnsq's socket read timeout
-    )
-    try:
-        consumer.start(block=False)
-        handle.wait_for(topic, "work", clients=1, sleep=gevent_hub.sleep)
-        first = _client_ids(thread_box)
+    ) as got:
+        first = client_ids(thread_box)
         with handle.faults.stall(topic=topic):
             # no heartbeat reaches it: a read timeout ends the connection
-            poll(
-                lambda: (not first & _client_ids(thread_box), None),
-                TIMEOUT,
-                lambda _: "the stalled connection was never closed",
-                gevent_hub.sleep,
-            )
+            gevent_wait(lambda: not first & client_ids(thread_box), "the stalled one to close")
         handle.wait_for(topic, "work", clients=1, sleep=gevent_hub.sleep)
         handle.publish(topic, b"after the stall")
-        poll(lambda: (bool(got), got), TIMEOUT, lambda g: f"got {g}", gevent_hub.sleep)
-    finally:
-        consumer.close()
-        consumer.join(timeout=TIMEOUT)
+        gevent_wait(lambda: got, "a message")
     assert got == [b"after the stall"]
 
 
@@ -139,34 +87,22 @@ async def test_trio_consumer_read_timeout_fires_under_a_stall(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="nsqbox.client")
-    async with trio.open_nursery() as nursery:
-        box = await open_trio_box(nursery, ClusterSpec(lookupd=0), str(tmp_path))
-        got: list[bytes] = []
-        config = Config(
-            heartbeat_interval=1.0,
-            read_timeout=1.5,  # before nsqd's own read timeout (2 heartbeats)
-            reconnect_delay=0.05,
-            max_reconnect_delay=0.05,
-            user_agent="app/1.0",
-        )
-        async with open_consumer(
-            "orders",
-            "work",
-            lambda m: got.append(m.body),
-            nsqd_tcp_addresses=[box.nsqd_tcp_address],
-            config=config,
-        ):
-            await box.publish("orders", b"before")
-            await wait_until(lambda: got)  # connected, subscribed, receiving
-            first = set(box.nsqds[0].clients)
-            stall = box.faults.stall(user_agent="app/")
-            await wait_until(lambda: not first & set(box.nsqds[0].clients))
-            # its own read timeout (server and client share this loop's clock: nsqd's,
-            # two heartbeats after the last NOP, comes later)
-            assert "connection closed: nothing received for 1.5s" in caplog.text
-            await box.publish("orders", b"held")
-            assert got == [b"before"]  # the new connection is stalled too, until the lift
-            assert stall.lift()
-            await wait_until(lambda: len(got) == 2)
-        assert got == [b"before", b"held"]
-        await box.aclose()
+    async with trio_consumer(
+        tmp_path,
+        heartbeat_interval=1.0,
+        read_timeout=1.5,  # before nsqd's own read timeout (2 heartbeats)
+        user_agent="app/1.0",
+    ) as (box, got):
+        await box.publish("orders", b"before")
+        await wait_until(lambda: got)  # connected, subscribed, receiving
+        first = set(box.nsqds[0].clients)
+        stall = box.faults.stall(user_agent="app/")
+        await wait_until(lambda: not first & set(box.nsqds[0].clients))
+        # its own read timeout (server and client share this loop's clock: nsqd's,
+        # two heartbeats after the last NOP, comes later)
+        assert "connection closed: nothing received for 1.5s" in caplog.text
+        await box.publish("orders", b"held")
+        assert got == [b"before"]  # the new connection is stalled too, until the lift
+        assert stall.lift()
+        await wait_until(lambda: len(got) == 2)
+    assert got == [b"before", b"held"]

@@ -7,26 +7,22 @@ client recovers once it is lifted or has acted. Servers: 127.0.0.1 port 0, in a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import trio
 
 from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer, Publisher
-from nsqbox.client.consumer import open_consumer
 from nsqbox.client.errors import ConnectionClosed
 from nsqbox.client.message import Message
 from nsqbox.testing import NSQBox, ThreadBox
-from nsqbox.testing.config import ClusterSpec
-from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.wire.errors import NSQError
 from tests.helpers import wait_until
 
 from .conftest import TIMEOUT
+from .fault_clients import client_ids, gevent_wait, gnsq_consumer, trio_consumer
 
 # -- fail publishes ----------------------------------------------------------------------
 
@@ -172,41 +168,21 @@ def test_drop_connections_by_user_agent(handle: NSQBox) -> None:
 
 
 async def test_trio_mode_consumer_reconnects_after_drop(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        box = await open_trio_box(nursery, ClusterSpec(lookupd=0), str(tmp_path))
-        got: list[bytes] = []
-        config = Config(reconnect_delay=0.05, max_reconnect_delay=0.05)
-        async with open_consumer(
-            "orders",
-            "work",
-            lambda m: got.append(m.body),
-            nsqd_tcp_addresses=[box.nsqd_tcp_address],
-            config=config,
-        ):
-            await box.wait_for("orders", "work", clients=1)
-            assert box.faults.drop_connections(reset=True) == 1
-            await box.wait_for("orders", "work", clients=1)  # it came back
-            url = f"http://{box.nsqd_http_address}/pub?topic=orders"
-            async with httpx.AsyncClient(timeout=TIMEOUT) as http:
-                with box.faults.fail_publishes("orders", count=1):
-                    assert (await http.post(url, content=b"lost")).status_code == 503
-                    assert (await http.post(url, content=b"kept")).status_code == 200
-            await wait_until(lambda: got)
-            await box.wait_for("orders", "work", message_count=1, depth=0, in_flight=0)
-        assert got == [b"kept"]
-        await box.aclose()
+    async with trio_consumer(tmp_path) as (box, got):
+        await box.wait_for("orders", "work", clients=1)
+        assert box.faults.drop_connections(reset=True) == 1
+        await box.wait_for("orders", "work", clients=1)  # it came back
+        url = f"http://{box.nsqd_http_address}/pub?topic=orders"
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+            with box.faults.fail_publishes("orders", count=1):
+                assert (await http.post(url, content=b"lost")).status_code == 503
+                assert (await http.post(url, content=b"kept")).status_code == 200
+        await wait_until(lambda: got)
+        await box.wait_for("orders", "work", message_count=1, depth=0, in_flight=0)
+    assert got == [b"kept"]
 
 
 # -- third-party clients: gnsq (gevent) --------------------------------------------------
-
-
-@pytest.fixture
-def gevent_hub() -> Iterator[Any]:
-    """gevent, with a fresh hub in this thread destroyed afterwards (no monkey patching)."""
-    gevent = pytest.importorskip("gevent")
-    pytest.importorskip("gnsq")
-    yield gevent
-    gevent.get_hub().destroy(destroy_loop=True)
 
 
 def test_gnsq_producer_sees_pub_failed_then_publishes(handle: NSQBox, gevent_hub: Any) -> None:
@@ -234,44 +210,20 @@ def test_gnsq_producer_sees_pub_failed_then_publishes(handle: NSQBox, gevent_hub
 def test_gnsq_consumer_reconnects_after_a_drop(
     handle: NSQBox, thread_box: ThreadBox, gevent_hub: Any
 ) -> None:
-    import gnsq
-
     topic = handle.name("orders")
-    got: list[bytes] = []
-    consumer = gnsq.Consumer(
-        topic,
-        "work",
-        handle.nsqd_tcp_address,
-        message_handler=lambda _consumer, message: got.append(message.body),
-        max_backoff_duration=0.1,
-    )
-
-    def client_ids() -> set[int]:
-        return set(thread_box.call(lambda: list(thread_box.ops.nsqds[0].clients)))
-
-    try:
-        consumer.start(block=False)
-        handle.wait_for(topic, "work", clients=1, sleep=gevent_hub.sleep)
-        before = client_ids()
+    with gnsq_consumer(handle, topic, max_backoff_duration=0.1) as got:
+        before = client_ids(thread_box)
         assert handle.faults.drop_connections(topic=topic, channel="work") == 1
-        with gevent_hub.Timeout(TIMEOUT):
-            while not client_ids() - before:  # gnsq subscribed again, on a new connection
-                gevent_hub.sleep(0.01)
+        # gnsq subscribed again, on a new connection
+        gevent_wait(lambda: client_ids(thread_box) - before, "a new connection")
         handle.publish(topic, b"after the drop")
-        with gevent_hub.Timeout(TIMEOUT):
-            while not got:
-                gevent_hub.sleep(0.01)
-    finally:
-        consumer.close()
-        consumer.join(timeout=TIMEOUT)
+        gevent_wait(lambda: got, "a message")
     assert got == [b"after the drop"]
 
 
 def test_gnsq_consumer_gets_a_timed_out_message_again_with_attempts_plus_one(
     handle: NSQBox, gevent_hub: Any
 ) -> None:
-    import gnsq
-
     topic = handle.name("orders")
     got: list[tuple[bytes, int]] = []
 
@@ -281,21 +233,12 @@ def test_gnsq_consumer_gets_a_timed_out_message_again_with_attempts_plus_one(
             message.enable_async()  # left in flight: neither FIN nor REQ
         # a later delivery is FINished by gnsq when the handler returns
 
-    consumer = gnsq.Consumer(topic, "work", handle.nsqd_tcp_address, message_handler=handler)
     handle.publish(topic, b"slow")
-    try:
-        consumer.start(block=False)
-        with gevent_hub.Timeout(TIMEOUT):
-            while not got:
-                gevent_hub.sleep(0.01)
+    with gnsq_consumer(handle, topic, handler):
+        gevent_wait(lambda: got, "the first delivery")
         handle.wait_for(topic, "work", in_flight=1, sleep=gevent_hub.sleep)
         assert handle.faults.time_out_in_flight(topic, "work") == 1
-        with gevent_hub.Timeout(TIMEOUT):
-            while len(got) < 2:
-                gevent_hub.sleep(0.01)
+        gevent_wait(lambda: len(got) == 2, "the second delivery")
         channel = handle.wait_for(topic, "work", in_flight=0, depth=0, sleep=gevent_hub.sleep)
-    finally:
-        consumer.close()
-        consumer.join(timeout=TIMEOUT)
     assert got == [(b"slow", 1), (b"slow", 2)]
     assert channel.timeout_count == 1
