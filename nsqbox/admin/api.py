@@ -133,7 +133,7 @@ class AdminAPI:
         self.actions = ClusterActions(
             info, lookupd_http_addresses=self.lookupds, nsqd_http_addresses=self.nsqds
         )
-        self.exporter = ClusterExporter(info, self.lookupds, self.nsqds, control)
+        self.exporter = ClusterExporter(info, self.lookupds, self.nsqds, control=control)
 
     def _authorize(self, request: Request) -> None:
         users = self.options.admin_users

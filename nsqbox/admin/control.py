@@ -14,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .clusterinfo import ClusterInfo
 
 __all__ = [
+    "ClusterNodes",
     "ControlledNode",
     "NodeAction",
     "NodeControl",
@@ -85,6 +89,28 @@ class NodeControl(Protocol):
     async def start(self, index: int) -> None:
         """Start a node that is down (after :meth:`crash`)."""
         ...
+
+
+class ClusterNodes:
+    """The nodes an admin component reads: those ``info`` finds through ``lookupds`` (or the
+    ``nsqds`` given), and the box's own through ``control`` (None: no box), even when down."""
+
+    def __init__(
+        self,
+        info: ClusterInfo,
+        lookupds: Sequence[str] = (),
+        nsqds: Sequence[str] = (),
+        *,
+        control: NodeControl | None = None,
+    ) -> None:
+        self.info = info
+        self.lookupds = list(lookupds)
+        self.nsqds = list(nsqds)
+        self.control = control
+
+    def controlled(self) -> Sequence[ControlledNode]:
+        """The box's nodes, running or not (none without a control)."""
+        return self.control.nodes() if self.control is not None else ()
 
 
 def find_node(nodes: Sequence[ControlledNode], name: str) -> ControlledNode | None:

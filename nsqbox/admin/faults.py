@@ -23,11 +23,11 @@ from typing import Any, Protocol
 import msgspec
 
 from ..wire.peer_json import PeerJSONError, decode_peer_json
-from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, gather, warning
+from .clusterinfo import ClusterError, UpstreamError, gather, warning
 from .control import (
+    ClusterNodes,
     ControlledNode,
     NodeAction,
-    NodeControl,
     NodeControlError,
     find_node,
     run_node_action,
@@ -204,25 +204,12 @@ class FaultSource(Protocol):
         ...
 
 
-class ClusterFaults:
+class ClusterFaults(ClusterNodes):
     """The faults of the nodes ``lookupds``/``nsqds`` find, read and changed through ``info``.
 
     ``control`` (the box's) adds its nodes to the known ones and makes
     :meth:`node_action` possible.
     """
-
-    def __init__(
-        self,
-        info: ClusterInfo,
-        lookupds: Sequence[str] = (),
-        nsqds: Sequence[str] = (),
-        *,
-        control: NodeControl | None = None,
-    ) -> None:
-        self.info = info
-        self.lookupds = list(lookupds)
-        self.nsqds = list(nsqds)
-        self.control = control
 
     # -- nodes --------------------------------------------------------------------------------
 
@@ -243,7 +230,7 @@ class ClusterFaults:
             errors = exc.errors
         for address in self.lookupds:
             found.setdefault(address, FaultNode(node=address, role=LOOKUPD))
-        for controlled in self.control.nodes() if self.control is not None else ():
+        for controlled in self.controlled():
             node = found.setdefault(
                 controlled.http_address,
                 FaultNode(node=controlled.http_address, role=controlled.role),
@@ -261,7 +248,7 @@ class ClusterFaults:
             if len(nsqds) == 1:
                 return nsqds[0]
             raise FaultError(400, "MISSING_ARG_NODE", _one_of([n.node for n in nsqds]))
-        controlled = find_node(self.control.nodes(), name) if self.control is not None else None
+        controlled = find_node(self.controlled(), name)
         if controlled is not None:
             if not controlled.running:
                 raise FaultError(

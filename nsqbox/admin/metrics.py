@@ -27,37 +27,28 @@ When no lookupd answers (or no nsqd, without lookupds) the scrape fails with the
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from functools import cached_property
 
 from ..http.messages import Response
 from ..metrics.scrape import Scraper
 from ..metrics.snapshot import NodeSnapshot, connections_in
-from .clusterinfo import ClusterInfo, UpstreamError, gather
+from .clusterinfo import UpstreamError, gather
+from .control import ClusterNodes
 from .stats import Producer
-
-if TYPE_CHECKING:
-    from .control import NodeControl
 
 __all__ = ["ClusterExporter"]
 
 
-class ClusterExporter:
-    """Renders the cluster's metrics; raises ClusterError when no node list could be had."""
+class ClusterExporter(ClusterNodes):
+    """Renders the cluster's metrics; raises ClusterError when no node list could be had.
 
-    def __init__(
-        self,
-        info: ClusterInfo,
-        lookupds: Sequence[str],
-        nsqds: Sequence[str],
-        control: NodeControl | None = None,
-    ) -> None:
-        self.info = info
-        self.lookupds = list(lookupds)
-        self.nsqds = list(nsqds)
-        #: The box's nodes: those down are exported as ``nsqd_up 0`` too.
-        self.control = control
-        self.scraper = Scraper(node_label=True)
+    The box's nodes (``control``) that are down are exported as ``nsqd_up 0`` too.
+    """
+
+    @cached_property
+    def scraper(self) -> Scraper:
+        """What renders the families (one, with its registry, for the exporter's life)."""
+        return Scraper(node_label=True)
 
     async def snapshots(self) -> tuple[list[tuple[str, NodeSnapshot]], list[str]]:
         """The nsqds that answered, by node name, and the names of those that did not.
@@ -89,7 +80,7 @@ class ClusterExporter:
             else:
                 answered.append((producer.http_address, result))
         known = {name for name, _ in answered} | set(silent)
-        for node in self.control.nodes() if self.control is not None else ():
+        for node in self.controlled():
             if node.role == "nsqd" and not node.running and node.http_address not in known:
                 silent.append(node.http_address)
         return answered, silent
