@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..client.message import Message
-from .fetch import Fetcher, discover_nsqd
+from .fetch import discover_nsqd, node_fetcher
 from .options import ReadOptions
 from .rows import messages_to_batch
 
@@ -63,16 +63,7 @@ class NSQBatchReader(DataSourceReader):
         assert isinstance(partition, NSQPartition)
         options = self.options
         remaining = partition.max_messages
-        fetcher = Fetcher(
-            options.topic,
-            options.channel,
-            options.connection.client_config(
-                msg_timeout=options.msg_timeout, output_buffer_timeout=0.025
-            ),
-            lambda: [partition.address],
-            max_in_flight=min(remaining, CHUNK),
-            connections=1,
-        )
+        fetcher = node_fetcher(options, partition.address, min(remaining, CHUNK), connections=1)
         chunk: list[Message] = []
         try:
             fetcher.connect(force=True)

@@ -38,10 +38,10 @@ from ..client.message import Message
 from ..wire import commands
 from ..wire.errors import NSQError
 from ..wire.peer_json import PeerJSONError
-from .options import ConnectionOptions
+from .options import ConnectionOptions, ReadOptions
 from .rdy_budget import RdyBudget
 
-__all__ = ["Fetcher", "discover_nsqd"]
+__all__ = ["Fetcher", "discover_nsqd", "node_fetcher"]
 
 log = logging.getLogger("nsqbox.spark")
 
@@ -471,3 +471,20 @@ class Fetcher:
                     consumer.close()
                 except (OSError, ClientError) as exc:  # pragma: no cover - close is lenient
                     log.debug("closing consumer: %s", exc)
+
+
+def node_fetcher(
+    options: ReadOptions, address: str, max_in_flight: int, *, connections: int | None = None
+) -> Fetcher:
+    """A fetcher of the options' topic and channel from the one nsqd at ``address`` (an
+    executor's partition), its writes flushed within 25 ms."""
+    return Fetcher(
+        options.topic,
+        options.channel,
+        options.connection.client_config(
+            msg_timeout=options.msg_timeout, output_buffer_timeout=0.025
+        ),
+        lambda: [address],
+        max_in_flight=max_in_flight,
+        connections=connections,
+    )

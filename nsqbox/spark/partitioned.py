@@ -40,7 +40,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from ..client.errors import ClientError
 from ..client.message import Message
 from ..wire.errors import NSQError
-from .fetch import Fetcher, discover_nsqd
+from .fetch import discover_nsqd, node_fetcher
 from .options import ReadOptions
 from .rows import messages_to_batch
 from .wal import Segment, WriteAheadLog
@@ -100,15 +100,7 @@ def pull_segment(options: ReadOptions, partition: SegmentPartition) -> Segment:
     if wal.committed() >= partition.seq:
         # A straggler of a batch Spark committed already: its rows go nowhere.
         return Segment(messages_to_batch([], options.topic, options.channel))
-    fetcher = Fetcher(
-        options.topic,
-        options.channel,
-        options.connection.client_config(
-            msg_timeout=options.msg_timeout, output_buffer_timeout=0.025
-        ),
-        lambda: [partition.address],
-        max_in_flight=partition.quota,
-    )
+    fetcher = node_fetcher(options, partition.address, partition.quota)
     messages: list[Message] = []
     try:
         try:
