@@ -207,14 +207,16 @@ async def test_unreachable_node_is_a_warning(box: Box) -> None:
         assert (await box.stats(0))["haunted"]["paused"]
 
 
-async def test_no_lookupd_answers_is_502(nursery: trio.Nursery, tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", ["/api/nodes", "/metrics"])
+async def test_no_lookupd_answers_is_502(nursery: trio.Nursery, path: str) -> None:
+    """The API and the exporter's scrape alike (Prometheus marks the target down)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead = format_address(sock.getsockname())
     options = AdminOptions(http_address="127.0.0.1:0", lookupd_http_addresses=[dead])
     addresses: AdminAddresses = await nursery.start(serve_admin, options)
     async with httpx.AsyncClient(trust_env=False) as client:
-        response = await client.get(f"http://{format_address(addresses.http)}/api/nodes")
+        response = await client.get(f"http://{format_address(addresses.http)}{path}")
     assert response.status_code == 502
     assert response.json()["message"].startswith("UPSTREAM_ERROR: failed to query any nsqlookupd")
 

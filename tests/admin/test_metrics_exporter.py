@@ -126,18 +126,6 @@ async def test_a_crashed_box_node_is_down_though_lookupd_forgot_it(box: Box) -> 
     await eventually(back, every=0.05)  # once registered again
 
 
-async def test_no_lookupd_answers_is_502(nursery: trio.Nursery) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = format_address(sock.getsockname())
-    options = AdminOptions(http_address="127.0.0.1:0", lookupd_http_addresses=[dead])
-    addresses: AdminAddresses = await nursery.start(serve_admin, options)
-    async with httpx.AsyncClient(trust_env=False) as client:
-        response = await client.get(f"http://{format_address(addresses.http)}/metrics")
-    assert response.status_code == 502
-    assert response.json()["message"].startswith("UPSTREAM_ERROR: failed to query any nsqlookupd")
-
-
 async def test_openmetrics_from_the_exporter(box: Box) -> None:
     await box.publish(0, "om", b"x")
     headers = {"Accept": "application/openmetrics-text; version=1.0.0"}
