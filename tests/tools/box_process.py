@@ -10,10 +10,14 @@ import select
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+
+from nsqbox import cli
 
 TIMEOUT = 20.0
 NSQBOX = [sys.executable, "-m", "nsqbox"]
@@ -90,3 +94,23 @@ class BoxProcess:
             self.process.wait(TIMEOUT)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def running_box(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Iterator[BoxProcess]:
+    """A box for a fixture (``yield from``): ``nsqbox up <args>``, stopped cleanly afterwards
+    (exit status 0), killed if it would not stop."""
+    process = BoxProcess(tmp_path_factory.mktemp("box"), *args)
+    try:
+        yield process
+        assert process.stop() == 0, process.stderr
+    finally:
+        process.kill()
+
+
+def admin_command(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """``nsqbox <args>`` in this process against the box's admin service: status, out, err."""
+    status = cli.main([*args, f"--admin-http-address={box.ready['admin_http_address']}"])
+    out, err = capsys.readouterr()
+    return status, out, err

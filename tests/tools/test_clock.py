@@ -12,33 +12,21 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from nsqbox import cli
-from tests.tools.box_process import TIMEOUT, BoxProcess
-
-
-def _box(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Iterator[BoxProcess]:
-    process = BoxProcess(tmp_path_factory.mktemp("clock-box"), *args)
-    try:
-        yield process
-        assert process.stop() == 0, process.stderr
-    finally:
-        process.kill()
+from tests.tools.box_process import TIMEOUT, BoxProcess, admin_command, running_box
 
 
 @pytest.fixture(scope="module")
 def manual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
-    yield from _box(tmp_path_factory, "--nsqd-count=2", "--clock=manual")
+    yield from running_box(tmp_path_factory, "--nsqd-count=2", "--clock=manual")
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
-    yield from _box(tmp_path_factory)
+    yield from running_box(tmp_path_factory)
 
 
 def clock(box: BoxProcess, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    status = cli.main(["clock", *args, f"--admin-http-address={box.ready['admin_http_address']}"])
-    out, err = capsys.readouterr()
-    return status, out, err
+    return admin_command(box, capsys, "clock", *args)
 
 
 def _deferred(box: BoxProcess, index: int, topic: str) -> int:

@@ -24,23 +24,16 @@ from nsqbox.admin.faults import FaultError
 from nsqbox.tools.common import parse_args
 from nsqbox.tools.fault import fault_flag_set, parse_command, run_command
 from tests.admin.conftest import start_controlled
-from tests.tools.box_process import TIMEOUT, BoxProcess
+from tests.tools.box_process import TIMEOUT, BoxProcess, admin_command, running_box
 
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
-    process = BoxProcess(tmp_path_factory.mktemp("box"), "--nsqd-count=2")
-    try:
-        yield process
-        assert process.stop() == 0, process.stderr
-    finally:
-        process.kill()
+    yield from running_box(tmp_path_factory, "--nsqd-count=2")
 
 
 def fault(box: BoxProcess, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    status = cli.main(["fault", *args, f"--admin-http-address={box.ready['admin_http_address']}"])
-    out, err = capsys.readouterr()
-    return status, out, err
+    return admin_command(box, capsys, "fault", *args)
 
 
 def pub(box: BoxProcess, index: int, topic: str) -> int:

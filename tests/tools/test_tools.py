@@ -19,17 +19,12 @@ from nsqbox import cli
 from nsqbox.goflags import FlagSet
 from nsqbox.tools.common import parse_args
 from nsqbox.tools.stat import format_header
-from tests.tools.box_process import TIMEOUT, BoxProcess
+from tests.tools.box_process import TIMEOUT, BoxProcess, running_box
 
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
-    process = BoxProcess(tmp_path_factory.mktemp("box"), "--nsqd-count=2")
-    try:
-        yield process
-        assert process.stop() == 0, process.stderr
-    finally:
-        process.kill()
+    yield from running_box(tmp_path_factory, "--nsqd-count=2")
 
 
 def nsqd_tcp(box: BoxProcess, index: int = 0) -> str:
