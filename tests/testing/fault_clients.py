@@ -1,4 +1,4 @@
-"""Clients the fault tests watch: a gnsq consumer under gevent, a nsqbox consumer in trio mode.
+"""Clients the fault and clock tests watch: a gnsq consumer (gevent), a trio-mode consumer.
 
 Each starts its client on a box's nsqd (channel ``work``), hands it to the test and closes
 it afterwards, with every wait bounded by :data:`~.conftest.TIMEOUT`.
@@ -49,11 +49,14 @@ def gnsq_consumer(
     handle: NSQBox,
     topic: str,
     handler: Callable[[Any, Any], None] | None = None,
+    *,
+    on_giving_up: Callable[[Any, Any], None] | None = None,
     **options: Any,
 ) -> Iterator[list[bytes]]:
     """A gnsq consumer of ``topic``/``work``, started and subscribed; closed afterwards.
 
     Yields the bodies the default handler appends (empty with a ``handler`` of the test's).
+    ``on_giving_up`` is connected to its signal (weakly: the caller keeps it alive).
     Needs the ``gevent_hub`` fixture.
     """
     import gevent
@@ -67,6 +70,8 @@ def gnsq_consumer(
         message_handler=handler or (lambda _consumer, message: got.append(message.body)),
         **options,
     )
+    if on_giving_up is not None:
+        consumer.on_giving_up.connect(on_giving_up)
     try:
         consumer.start(block=False)
         handle.wait_for(topic, "work", clients=1, sleep=gevent.sleep)

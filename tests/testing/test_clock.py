@@ -32,6 +32,7 @@ from nsqbox.testing.waiting import poll
 from tests.admin.conftest import register_ghost
 
 from .conftest import TIMEOUT
+from .fault_clients import gevent_wait, gnsq_consumer
 
 HOUR = 3600 * 1000
 #: nsqd's default --msg-timeout.
@@ -166,9 +167,8 @@ def test_a_consumer_gives_up_after_three_advances(box: NSQBox) -> None:
         assert state.timeout_count == 3
 
 
-def test_gnsq_sees_a_deferred_message_after_the_jump(box: NSQBox) -> None:
-    gevent = pytest.importorskip("gevent")
-    gnsq = pytest.importorskip("gnsq")
+def test_gnsq_sees_a_deferred_message_after_the_jump(box: NSQBox, gevent_hub: Any) -> None:
+    gevent = gevent_hub
     topic = box.name("gnsq")
     got: list[tuple[bytes, int]] = []
 
@@ -177,30 +177,24 @@ def test_gnsq_sees_a_deferred_message_after_the_jump(box: NSQBox) -> None:
         if message.attempts == 1:
             message.enable_async()  # never answered: msg-timeout redelivers it
 
-    consumer = gnsq.Consumer(topic, "work", box.nsqd_tcp_address, message_handler=handle)
-    try:
-        consumer.start(block=False)
-        box.wait_for(topic, "work", clients=1, sleep=gevent.sleep)
+    with gnsq_consumer(box, topic, handle):
         box.publish(topic, b"hello gnsq", defer_ms=HOUR)
         box.wait_for(topic, "work", deferred=1, sleep=gevent.sleep)
         box.clock.advance(3599)
         assert box.wait_for(topic, "work").deferred == 1
         box.clock.advance(1)
-        poll(lambda: (len(got) == 1, got), TIMEOUT, repr, gevent.sleep)
+        gevent_wait(lambda: len(got) == 1, "the delivery")
         box.clock.advance(MSG_TIMEOUT)
-        poll(lambda: (len(got) == 2, got), TIMEOUT, repr, gevent.sleep)
+        gevent_wait(lambda: len(got) == 2, "the redelivery")
         assert got == [(b"hello gnsq", 1), (b"hello gnsq", 2)]
         state = box.wait_for(topic, "work", in_flight=0, sleep=gevent.sleep)
         assert state.timeout_count == 1
-    finally:
-        consumer.close()
-        consumer.join(timeout=TIMEOUT)
-        gevent.get_hub().destroy(destroy_loop=True)
 
 
-def test_gnsq_requeues_with_a_delay_and_gives_up_after_three_tries(box: NSQBox) -> None:
-    gevent = pytest.importorskip("gevent")
-    gnsq = pytest.importorskip("gnsq")
+def test_gnsq_requeues_with_a_delay_and_gives_up_after_three_tries(
+    box: NSQBox, gevent_hub: Any
+) -> None:
+    gevent = gevent_hub
     topic = box.name("gnsq-req")
     attempts: list[int] = []
     given_up: list[int] = []
@@ -209,21 +203,14 @@ def test_gnsq_requeues_with_a_delay_and_gives_up_after_three_tries(box: NSQBox) 
         attempts.append(message.attempts)
         message.requeue(90_000, backoff=False)  # REQ, 90 s
 
-    consumer = gnsq.Consumer(
-        topic, "work", box.nsqd_tcp_address, message_handler=handle, max_tries=3
-    )
-
     def give_up(_consumer: Any, message: Any) -> None:
         given_up.append(message.attempts)
 
-    consumer.on_giving_up.connect(give_up)  # a weak reference: give_up lives as long as the test
-
     def wait(n: int) -> None:
-        poll(lambda: (len(attempts) + len(given_up) == n, attempts), TIMEOUT, repr, gevent.sleep)
+        gevent_wait(lambda: len(attempts) + len(given_up) == n, f"{n} deliveries")
 
-    try:
-        consumer.start(block=False)
-        box.wait_for(topic, "work", clients=1, sleep=gevent.sleep)
+    # give_up lives as long as the test (the signal holds a weak reference)
+    with gnsq_consumer(box, topic, handle, on_giving_up=give_up, max_tries=3):
         box.publish(topic, b"retry me")
         wait(1)
         box.wait_for(topic, "work", deferred=1, requeue_count=1, sleep=gevent.sleep)
@@ -240,10 +227,6 @@ def test_gnsq_requeues_with_a_delay_and_gives_up_after_three_tries(box: NSQBox) 
         assert (attempts, given_up) == ([1, 2, 3], [4])
         state = box.wait_for(topic, "work", in_flight=0, deferred=0, sleep=gevent.sleep)
         assert (state.depth, state.timeout_count) == (0, 0)
-    finally:
-        consumer.close()
-        consumer.join(timeout=TIMEOUT)
-        gevent.get_hub().destroy(destroy_loop=True)
 
 
 def test_a_lookupd_tombstone_expires_after_45_seconds(box: NSQBox) -> None:
