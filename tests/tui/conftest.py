@@ -21,6 +21,7 @@ from textual.pilot import Pilot
 
 from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
+from nsqbox.admin.tui.widgets import StatsTable
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.handle import NSQBox
@@ -136,3 +137,12 @@ class HTTP:
 
     async def lookupd(self, path: str, **params: str) -> Any:
         return await self.get(str(self.nsq.lookupd_http_address), path, **params)
+
+
+async def open_topic(pilot: Pilot[Any], app: AdminApp, topic: str) -> StatsTable:
+    """Select ``topic`` in the Topics view and return its table."""
+    table = app.screen.query_one("#topics", StatsTable)
+    await wait_until(pilot, lambda: topic in table.keys, f"topic {topic}", lambda: table.keys)
+    table.select(topic)
+    await pilot.pause()
+    return table

@@ -24,16 +24,7 @@ from nsqbox.admin.tui.topics import TopicsScreen
 from nsqbox.admin.tui.widgets import StatsTable, StatusLine
 from nsqbox.testing.handle import NSQBox
 
-from .conftest import HTTP, INTERVAL, make_app, run_app, until_true, wait_until
-
-
-async def open_topic(pilot: Pilot[Any], app: AdminApp, topic: str) -> StatsTable:
-    """Select ``topic`` in the Topics view and return its table."""
-    table = app.screen.query_one("#topics", StatsTable)
-    await wait_until(pilot, lambda: topic in table.keys, f"topic {topic}", lambda: table.keys)
-    table.select(topic)
-    await pilot.pause()
-    return table
+from .conftest import HTTP, INTERVAL, make_app, open_topic, run_app, until_true, wait_until
 
 
 async def confirm(pilot: Pilot[Any], app: AdminApp, answer: str = "y") -> str:

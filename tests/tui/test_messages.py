@@ -35,7 +35,7 @@ from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.testing.handle import NSQBox
 from tests.compat.differential import real_binary, running
 
-from .conftest import HTTP, INTERVAL, TIMEOUT, make_app, run_app, wait_until
+from .conftest import HTTP, INTERVAL, TIMEOUT, make_app, open_topic, run_app, wait_until
 
 #: Column indexes of the messages table.
 WHERE, ATTEMPTS, BODY = 2, 3, 7
@@ -49,6 +49,13 @@ async def listed(pilot: Pilot[Any], app: AdminApp, after: int = 0) -> MessagesSc
     await wait_until(pilot, lambda: screen.loads > after, f"listing {after + 1}")
     await pilot.pause()
     return screen
+
+
+async def topic_view(pilot: Pilot[Any], app: AdminApp, topic: str) -> None:
+    """Open ``topic``'s view from the Topics view, as a person would (select, Enter)."""
+    await open_topic(pilot, app, topic)
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: isinstance(app.screen, TopicScreen), "topic view")
 
 
 def column(screen: MessagesScreen, index: int) -> list[str]:
@@ -94,11 +101,7 @@ def test_a_channel_from_memory_to_in_flight_and_nothing_changes(nsq: NSQBox) -> 
 
         async def body(pilot: Pilot[Any], app: AdminApp) -> None:
             # Topics -> Topic -> Channel -> m, as a person would
-            table = app.screen.query_one("#topics", StatsTable)
-            await wait_until(pilot, lambda: "peeked" in table.keys, "topic peeked")
-            table.select("peeked")
-            await pilot.press("enter")
-            await wait_until(pilot, lambda: isinstance(app.screen, TopicScreen), "topic view")
+            await topic_view(pilot, app, "peeked")
             channels = app.screen.query_one("#channels", StatsTable)
             await wait_until(pilot, lambda: channels.keys == ["c"], "channel c")
             await pilot.press("enter")
@@ -159,11 +162,7 @@ def test_a_topic_without_channels_from_the_topic_view(nsq: NSQBox) -> None:
     nsq.publish("unchannelled", [b"one", b"two"])
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
-        table = app.screen.query_one("#topics", StatsTable)
-        await wait_until(pilot, lambda: "unchannelled" in table.keys, "topic")
-        table.select("unchannelled")
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, TopicScreen), "topic view")
+        await topic_view(pilot, app, "unchannelled")
         await pilot.press("m")
         screen = await listed(pilot, app)
         assert screen.channel is None
