@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import httpx
 
 from ..goflags import FlagSet
-from .common import Fatal, ParsedArgs, run_tool, tool_version
+from .common import Fatal, ParsedArgs, run_tool
 
 __all__ = ["clock_flag_set", "format_clocks", "main"]
 
@@ -103,11 +103,4 @@ def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:
 def main(argv: list[str]) -> int:
     """``nsqbox clock now|advance D [flags]``; the exit status."""
     flags = clock_flag_set()
-
-    def body(args: ParsedArgs) -> int:
-        if flags["version"].value.value:
-            print(tool_version("nsqbox clock"))
-            return 0
-        return run(flags, args)
-
-    return run_tool(flags, argv, body)
+    return run_tool(flags, argv, lambda args: run(flags, args), version="nsqbox clock")

@@ -81,12 +81,14 @@ def run_tool(
     body: Callable[[ParsedArgs], int],
     *,
     synopsis: str = "",
+    version: str = "",
 ) -> int:
     """Parse ``argv`` with ``flags``, run ``body``; map usage errors and :class:`Fatal`.
 
     A flag that does not parse exits 2 with the flag list, as Go's ``flag`` package (and so
     every NSQ tool) does; ``synopsis`` (a command's subcommands) goes before that list, and
-    before ``-h``'s.
+    before ``-h``'s. With ``version`` (the tool's name), ``--version`` prints the tool's
+    version instead of running ``body``.
     """
     before = f"{synopsis.rstrip()}\n" if synopsis else ""
     try:
@@ -97,6 +99,9 @@ def run_tool(
     except FlagError as exc:
         sys.stderr.write(f"{exc}\n{before}{exc.usage}")
         return 2
+    if version and flags["version"].value.value:
+        print(tool_version(version))
+        return 0
     try:
         return body(args)
     except Fatal as exc:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..faultlist import left_text
 from ..goflags import FlagSet
-from .common import Fatal, ParsedArgs, run_tool, run_trio, tool_version
+from .common import Fatal, ParsedArgs, run_tool, run_trio
 
 if TYPE_CHECKING:
     from ..admin.faults import FaultListing, FaultSource
@@ -236,11 +236,10 @@ async def _run(command: FaultCommand) -> None:
 def main(argv: list[str]) -> int:
     """``nsqbox fault ACTION [flags]``; the exit status."""
     flags = fault_flag_set()
-
-    def body(args: ParsedArgs) -> int:
-        if flags["version"].value.value:
-            print(tool_version("nsqbox fault"))
-            return 0
-        return run_trio(_run, parse_command(flags, args))
-
-    return run_tool(flags, argv, body, synopsis=USAGE)
+    return run_tool(
+        flags,
+        argv,
+        lambda args: run_trio(_run, parse_command(flags, args)),
+        synopsis=USAGE,
+        version="nsqbox fault",
+    )

@@ -20,7 +20,7 @@ from typing import cast
 
 from .. import __version__
 from ..goflags import FlagSet
-from .common import DEFAULT_NSQD_TCP, Fatal, ParsedArgs, run_tool, run_trio, tool_version
+from .common import DEFAULT_NSQD_TCP, Fatal, ParsedArgs, run_tool, run_trio
 
 __all__ = ["main", "pub_flag_set"]
 
@@ -153,11 +153,6 @@ async def _list_batches(messages: list[bytes], size: int) -> AsyncIterator[list[
 def main(argv: list[str]) -> int:
     """``nsqbox pub TOPIC [MESSAGE ...]``; returns the exit status."""
     flags = pub_flag_set()
-
-    def body(args: ParsedArgs) -> int:
-        if flags["version"].value.value:
-            print(tool_version("nsqbox pub"))
-            return 0
-        return run_trio(_publish, _options(flags, args))
-
-    return run_tool(flags, argv, body)
+    return run_tool(
+        flags, argv, lambda args: run_trio(_publish, _options(flags, args)), version="nsqbox pub"
+    )

@@ -23,7 +23,6 @@ from .common import (
     ParsedArgs,
     run_tool,
     run_trio,
-    tool_version,
 )
 
 if TYPE_CHECKING:
@@ -211,11 +210,6 @@ async def _stat(options: StatOptions) -> None:
 def main(argv: list[str]) -> int:
     """``nsqbox stat``; returns the exit status."""
     flags = stat_flag_set()
-
-    def body(args: ParsedArgs) -> int:
-        if flags["version"].value.value:
-            print(tool_version("nsqbox stat"))
-            return 0
-        return run_trio(_stat, _options(flags, args))
-
-    return run_tool(flags, argv, body)
+    return run_tool(
+        flags, argv, lambda args: run_trio(_stat, _options(flags, args)), version="nsqbox stat"
+    )

@@ -34,7 +34,6 @@ from .common import (
     ParsedArgs,
     run_tool,
     run_trio,
-    tool_version,
 )
 
 if TYPE_CHECKING:
@@ -213,9 +212,6 @@ def main(argv: list[str]) -> int:
     flags = tail_flag_set()
 
     def body(args: ParsedArgs) -> int:
-        if flags["version"].value.value:
-            print(tool_version("nsqbox tail"))
-            return 0
         options = _options(flags, args)
         try:
             level = parse_level(flags["log-level"].value.value)
@@ -224,4 +220,4 @@ def main(argv: list[str]) -> int:
         configure_logging(level, "")
         return run_trio(_tail, options)
 
-    return run_tool(flags, argv, body)
+    return run_tool(flags, argv, body, version="nsqbox tail")
