@@ -325,7 +325,7 @@ class AdminNodeControl:
 
         states = self._control.states()
         return [
-            ControlledNode(index, "nsqd", name, states[index] == "running", states[index])
+            ControlledNode(index, "nsqd", name, states[index])
             for index, name in enumerate(self._names)
         ]
 

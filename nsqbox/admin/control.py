@@ -52,10 +52,13 @@ class ControlledNode:
     #: ``host:port`` of its HTTP API, as the admin service names nodes (nsqadmin's
     #: ``broadcast_address:http_port``; a lookupd's address as the admin service reaches it).
     http_address: str
-    #: Whether it is serving now (False after a crash, until started).
-    running: bool = True
-    #: Why it is down when it is (``"crashed"``, ``"stopped"``); "" when unknown or running.
-    state: str = ""
+    #: ``"running"``, or why it is not: ``"crashed"``, ``"stopped"``, or ``"down"`` (unknown).
+    state: str = "running"
+
+    @property
+    def running(self) -> bool:
+        """Whether it is serving now (False after a crash, until started)."""
+        return self.state == "running"
 
 
 class NodeControlError(Exception):

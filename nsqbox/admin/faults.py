@@ -69,7 +69,7 @@ DOWN = "down"
 
 def down_error(node: ControlledNode) -> str:
     """``down (crashed)``: a controlled node that is not running, as the listing says."""
-    return f"{DOWN} ({node.state})" if node.state and node.state != "running" else DOWN
+    return DOWN if node.state == DOWN else f"{DOWN} ({node.state})"
 
 
 def _is_down(node: FaultNode) -> bool:

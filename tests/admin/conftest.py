@@ -174,7 +174,8 @@ class NSQDControl:
         self._done = trio.Event()
 
     def nodes(self) -> list[ControlledNode]:
-        return [ControlledNode(0, "nsqd", self.http, running=self._scope is not None)]
+        state = "running" if self._scope is not None else "down"
+        return [ControlledNode(0, "nsqd", self.http, state)]
 
     async def _serve(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
         done = self._done = trio.Event()
