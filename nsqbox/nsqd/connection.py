@@ -23,9 +23,11 @@ of a send in progress), whichever comes first, and acts on the one that passed.
 A cancel scope per receive and per send cost more than the receive itself.
 
 On a plain TCP stream (no TLS or compression yet) both tasks first try the
-socket's file descriptor directly (``os.read``/``os.write``: it is non-blocking)
+socket's file descriptor directly (``os.readv``/``os.write``: it is non-blocking)
 and fall back to trio's stream methods only when it would block: trio's layers
-cost more per call than the system call under them.
+cost more per call than the system call under them. Reads go into one scratch
+buffer per connection: a fresh 256 KiB bytes object per read is an mmap, an
+mremap and an munmap each time (above malloc's mmap threshold).
 
 What the commands mean is a :class:`Session`'s business (nsqd's is
 :class:`~nsqbox.nsqd.protocol_v2.ClientV2`): the connection calls it and it
@@ -171,6 +173,9 @@ class Connection:
         self._reader_ended = session.reader_ended
         self._disconnected = session.disconnected
         self._out = bytearray()
+        #: Where plain TCP reads land (the parser copies out of it before the next read).
+        self._scratch = bytearray(RECEIVE_SIZE)
+        self._scratch_view = memoryview(self._scratch)
         self._wake = trio.Event()
         self._suspended: Work | None = None
         self._hold: _WriterHold | None = None
@@ -290,43 +295,66 @@ class Connection:
             return sock.socket.fileno()
         return -1
 
-    async def _receive(self) -> bytes | bytearray | None:
-        """The next bytes from the peer (``b""``: EOF; None: the connection broke or was
-        closed). The ticker times a wait out."""
+    async def _receive(self) -> bytes | memoryview | None:
+        """The next bytes from the peer (empty: EOF; None: the connection broke or was
+        closed), valid until the next call. The ticker times a wait out."""
         fd = self._plain_fd()
-        if fd >= 0:
+        if fd < 0:
+            self._receiving_since = trio.current_time()  # real time, as the ticker's deadlines
             try:
-                data = os.read(fd, RECEIVE_SIZE)
-            except BlockingIOError:
-                pass  # nothing yet: wait below, as receive_some would
-            except OSError:
-                return None  # what receive_some raises Broken/ClosedResourceError for
-            else:
-                await trio.lowlevel.checkpoint()  # the others' turn, as receive_some gives
-                return data
-        self._receiving_since = trio.current_time()  # real time, as the ticker's deadlines
+                return await self.stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            finally:
+                self._receiving_since = None
+        scratch = (self._scratch,)
         try:
-            return await self.stream.receive_some(RECEIVE_SIZE)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return None
-        finally:
-            self._receiving_since = None
+            size = os.readv(fd, scratch)
+        except BlockingIOError:
+            # nothing yet: wait for the socket (as receive_some would), then read
+            self._receiving_since = trio.current_time()
+            try:
+                while True:
+                    await trio.lowlevel.wait_readable(fd)
+                    try:
+                        size = os.readv(fd, scratch)
+                        break
+                    except BlockingIOError:
+                        continue  # woken with nothing to read after all
+            except (trio.ClosedResourceError, OSError):  # closed meanwhile, or broken
+                return None
+            finally:
+                self._receiving_since = None
+        except OSError:
+            return None  # what receive_some raises Broken/ClosedResourceError for
+        else:
+            await trio.lowlevel.checkpoint()  # the others' turn, as receive_some gives
+        return self._scratch_view[:size]
 
     async def _send(self, data: bytearray) -> None:
         """Send it all; BrokenResourceError/ClosedResourceError when the peer is gone."""
         fd = self._plain_fd()
-        if fd >= 0:
-            try:
-                sent = os.write(fd, data)
-            except BlockingIOError:
-                sent = 0
-            except OSError as exc:
-                raise trio.BrokenResourceError(str(exc)) from exc
-            if sent == len(data):
-                await trio.lowlevel.checkpoint()  # the others' turn, as send_all gives
-                return
-            data = data[sent:]
-        await self.stream.send_all(data)
+        if fd < 0:
+            await self.stream.send_all(data)
+            return
+        try:
+            sent = os.write(fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+        if sent == len(data):
+            await trio.lowlevel.checkpoint()  # the others' turn, as send_all gives
+            return
+        with memoryview(data) as view:
+            while sent < len(view):
+                await trio.lowlevel.wait_writable(fd)  # as send_all would
+                try:
+                    sent += os.write(fd, view[sent:])
+                except BlockingIOError:
+                    continue  # woken with no room after all
+                except OSError as exc:
+                    raise trio.BrokenResourceError(str(exc)) from exc
 
     # -- reading and executing -----------------------------------------------------
     async def _reader(self, initial: bytes) -> None:
@@ -359,7 +387,7 @@ class Connection:
             if not self._feed(data):
                 return
 
-    def _feed(self, data: bytes | bytearray) -> bool:
+    def _feed(self, data: bytes | memoryview) -> bool:
         """Parse and execute; False when the connection must close."""
         self.parser.receive_data(data)
         return self._execute()

@@ -14,7 +14,7 @@ class ReceiveBuffer:
         self._buf = bytearray()
         self._pos = 0
 
-    def receive_data(self, data: bytes | bytearray) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes read from the connection."""
         if self._pos and self._pos >= len(self._buf) >> 1:
             del self._buf[: self._pos]
