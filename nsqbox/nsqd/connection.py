@@ -295,7 +295,7 @@ class Connection:
             return sock.socket.fileno()
         return -1
 
-    async def _receive(self) -> bytes | memoryview | None:
+    async def _receive(self) -> bytes | bytearray | memoryview | None:
         """The next bytes from the peer (empty: EOF; None: the connection broke or was
         closed), valid until the next call. The ticker times a wait out."""
         fd = self._plain_fd()
@@ -387,7 +387,7 @@ class Connection:
             if not self._feed(data):
                 return
 
-    def _feed(self, data: bytes | memoryview) -> bool:
+    def _feed(self, data: bytes | bytearray | memoryview) -> bool:
         """Parse and execute; False when the connection must close."""
         self.parser.receive_data(data)
         return self._execute()

@@ -150,7 +150,7 @@ class LookupdV1Parser(ReceiveBuffer):
         #: True once IDENTIFY has been parsed successfully.
         self.identified = False
 
-    def receive_data(self, data: bytes | bytearray) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes read from the connection; ``b""`` means the peer closed."""
         if not data:
             self._eof = True
