@@ -6,6 +6,7 @@ ones to :class:`DummyBackend`, which drops them (as nsqd's dummyBackendQueue).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -19,6 +20,10 @@ class BackendQueue(Protocol):
 
     def put(self, data: bytes) -> None:
         """Append one record; OSError when it cannot be stored."""
+        ...
+
+    def put_many(self, items: Sequence[bytes]) -> None:
+        """Append records in order (one write per file); OSError when they cannot be stored."""
         ...
 
     def pop(self) -> bytes | None:
@@ -56,6 +61,9 @@ class DummyBackend:
 
     def put(self, data: bytes) -> None:
         """Drop ``data``."""
+
+    def put_many(self, items: Sequence[bytes]) -> None:
+        """Drop ``items``."""
 
     def pop(self) -> bytes | None:
         """Nothing is ever held."""

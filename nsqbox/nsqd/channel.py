@@ -159,11 +159,8 @@ class Channel:
         if room > 0:
             memory.extend(msgs[:room])
             msgs = msgs[room:]
-        write = self.node.write_to_backend
-        backend = self.backend
-        for msg in msgs:
-            if not write(backend, msg):
-                raise ChannelError(self.node.health_error or "failed to write message to backend")
+        if not self.node.write_to_backend(self.backend, msgs):
+            raise ChannelError(self.node.health_error or "failed to write message to backend")
 
     def put_deferred(self, msg: Message, delay: float, now: float) -> None:
         """A new DPUB message: held for ``delay`` seconds, then queued."""
@@ -175,7 +172,7 @@ class Channel:
             return
         if len(self.memory) < self.mem_limit:
             self.memory.append(msg)
-        elif not self.node.write_to_backend(self.backend, msg):
+        elif not self.node.write_to_backend(self.backend, [msg]):
             raise ChannelError(self.node.health_error or "failed to write message to backend")
 
     def _dispatch(self, msg: Message, now: float) -> bool:

@@ -60,8 +60,9 @@ class Node(Protocol):
         """The spill queue for a topic (``name``) or channel (``topic:channel``)."""
         ...
 
-    def write_to_backend(self, backend: BackendQueue, msg: Message) -> bool:
-        """Spill one message; False (and the node unhealthy) when it could not be stored."""
+    def write_to_backend(self, backend: BackendQueue, msgs: list[Message]) -> bool:
+        """Spill messages in one write; False (and the node unhealthy) when they could not be
+        stored."""
         ...
 
     def flush_backend(self, name: str, backend: BackendQueue, msgs: list[Message]) -> None:

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from .channel import Channel
     from .quantile import Quantile
 
+#: Messages written per disk-queue call when a queue is flushed at exit.
+_FLUSH_BATCH = 4096
+
 
 class ShutdownError(RuntimeError):
     """A clean shutdown could not persist everything; each failure was logged as it happened.
@@ -280,10 +283,11 @@ class NSQD:
             for channel in topic.channels.values():
                 channel.backend.maybe_sync()
 
-    def write_to_backend(self, backend: BackendQueue, msg: Message) -> bool:
-        """Spill one message; on failure mark the node unhealthy and return False."""
+    def write_to_backend(self, backend: BackendQueue, msgs: list[Message]) -> bool:
+        """Spill messages, one write for the lot (per data file); on failure mark the node
+        unhealthy and return False (messages of earlier files may have been written)."""
         try:
-            backend.put(msg.encode())
+            backend.put_many([msg.encode() for msg in msgs])
         except (OSError, ValueError) as exc:
             self.set_health(str(exc))
             self.logger.error("failed to write message to backend - %s", exc)
@@ -301,9 +305,10 @@ class NSQD:
         error: Exception | None = None
         written = 0
         try:
-            for msg in msgs:
-                backend.put(msg.encode())
-                written += 1
+            for start in range(0, len(msgs), _FLUSH_BATCH):
+                batch = msgs[start : start + _FLUSH_BATCH]
+                backend.put_many([msg.encode() for msg in batch])
+                written += len(batch)
         except (OSError, ValueError) as exc:
             error = exc
             lost = len(msgs) - written

@@ -124,9 +124,8 @@ class Topic:
         if room > 0:
             self.memory.extend(msgs[:room])
             msgs = msgs[room:]
-        for m in msgs:
-            if not self.node.write_to_backend(self.backend, m):
-                raise TopicError(self.node.health_error or "failed to write message to backend")
+        if not self.node.write_to_backend(self.backend, msgs):
+            raise TopicError(self.node.health_error or "failed to write message to backend")
 
     def _fan_out(self, msgs: list[Message], now: float) -> None:
         """Each message to every channel: deferred ones one by one, runs of others in batches."""

@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from nsqbox.nsqd.backend import BackendQueue
 from nsqbox.nsqd.channel import Channel
@@ -42,6 +42,12 @@ class MemoryBackend:
         if self.failing:
             raise OSError(28, "No space left on device")
         self.records.append(data)
+
+    def put_many(self, items: Sequence[bytes]) -> None:
+        """Append them all, or fail like a full disk (nothing is kept)."""
+        if self.failing:
+            raise OSError(28, "No space left on device")
+        self.records.extend(items)
 
     def pop(self) -> bytes | None:
         """The oldest record, or None."""
@@ -105,10 +111,10 @@ class FakeNode:
         self.backends[name] = backend
         return backend
 
-    def write_to_backend(self, backend: BackendQueue, msg: Message) -> bool:
+    def write_to_backend(self, backend: BackendQueue, msgs: list[Message]) -> bool:
         """As NSQD: a failure marks the node unhealthy, a success heals it."""
         try:
-            backend.put(msg.encode())
+            backend.put_many([msg.encode() for msg in msgs])
         except OSError as exc:
             self.health_error = str(exc)
             return False

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -157,6 +158,9 @@ class FailingBackend:
     depth = 0
 
     def put(self, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    def put_many(self, items: Sequence[bytes]) -> None:
         raise OSError(28, "No space left on device")
 
     def maybe_sync(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections import deque
+from collections.abc import Sequence
 
 import httpx
 import pytest
@@ -356,6 +357,10 @@ class FlakyBackend:
             self.disk.refused += 1
             raise OSError(5, "Input/output error")
         self.records.append(data)
+
+    def put_many(self, items: Sequence[bytes]) -> None:
+        for data in items:
+            self.put(data)
 
     def maybe_sync(self) -> bool:
         return False
