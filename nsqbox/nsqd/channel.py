@@ -302,16 +302,29 @@ class Channel:
         return msg
 
     def finish_message(self, client_id: int, msg_id: bytes) -> None:
-        """FIN: the message is done (_pop_in_flight, inlined: this runs once per message)."""
+        """FIN: the message is done; ChannelError when it is not in flight or not the client's."""
+        for _, why in self.finish_messages(client_id, [msg_id]):
+            raise ChannelError(why)
+
+    def finish_messages(self, client_id: int, msg_ids: list[bytes]) -> list[tuple[bytes, str]]:
+        """FIN each, in order (_pop_in_flight, inlined: this runs once per message); the
+        ids that failed, each with why."""
         in_flight = self.in_flight
-        msg = in_flight.get(msg_id)
-        if msg is None:
-            raise ChannelError("ID not in flight")
-        if msg.client_id != client_id:
-            raise ChannelError("client does not own message")
-        in_flight.remove(msg_id, msg)
-        if self.e2e_latency is not None:
-            self.e2e_latency.insert(msg.timestamp)
+        get = in_flight.get
+        remove = in_flight.remove
+        e2e = self.e2e_latency
+        failed: list[tuple[bytes, str]] = []
+        for msg_id in msg_ids:
+            msg = get(msg_id)
+            if msg is None:
+                failed.append((msg_id, "ID not in flight"))
+            elif msg.client_id != client_id:
+                failed.append((msg_id, "client does not own message"))
+            else:
+                remove(msg_id, msg)
+                if e2e is not None:
+                    e2e.insert(msg.timestamp)
+        return failed
 
     def requeue_message(self, client_id: int, msg_id: bytes, delay: float, now: float) -> None:
         """REQ: queue the message again, now (``delay == 0``) or after ``delay`` seconds."""

@@ -50,7 +50,7 @@ import trio
 from ..wire.errors import NSQError, ProtocolViolation
 from ..wire.frames import HEARTBEAT, OK, FrameType, encode_frame
 from ..wire.message import MESSAGE_FRAME_HEADER
-from ..wire.parser import NEED_DATA, Body, Command, CommandParser, MPUBBody
+from ..wire.parser import NEED_DATA, Body, Command, CommandParser, FinRun, MPUBBody
 
 if TYPE_CHECKING:
     from .message import Message
@@ -109,6 +109,10 @@ class Session(Protocol):
         """Take the body the last command asked the parser for."""
         ...
 
+    def on_fins(self, ids: list[bytes]) -> list[NSQError]:
+        """Execute a run of ``FIN <id>`` lines; the non-fatal errors, in order, to send."""
+        ...
+
     def after_turn(self) -> None:
         """A run of buffered commands was executed (once per received chunk, not per command)."""
         ...
@@ -159,7 +163,7 @@ class Connection:
         self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
         self.snappy = False
         self.deflate = False
-        self.parser = CommandParser()
+        self.parser = CommandParser(fin_runs=True)
         self.heartbeat_interval = client_timeout / 2
         #: The clock at the start of the current turn (commands that awaited refresh it).
         self.now = 0.0
@@ -168,6 +172,7 @@ class Connection:
         # the session's hooks, bound once: the command loop calls them per command
         self._on_command = session.on_command
         self._on_body = session.on_body
+        self._on_fins = session.on_fins
         self._after_turn = session.after_turn
         self._drained_hook = session.drained
         self._reader_ended = session.reader_ended
@@ -446,6 +451,7 @@ class Connection:
         out = self._out
         on_command = self._on_command
         on_body = self._on_body
+        on_fins = self._on_fins
         budget = COMMANDS_PER_TURN
         self._more = False
         while not self._closing:
@@ -456,11 +462,16 @@ class Connection:
             event = parser.next_event()
             if event is NEED_DATA:
                 return
+            kind = type(event)
             try:
-                # not a command: a body (NEED_DATA returned above; mypy cannot narrow on `is`)
-                response = (
-                    on_command(event) if type(event) is Command else on_body(event)  # type: ignore[arg-type]
-                )
+                if kind is Command:
+                    response = on_command(event)  # type: ignore[arg-type]
+                elif kind is FinRun:
+                    for err in on_fins(event.ids):  # type: ignore[union-attr]
+                        out += encode_frame(FrameType.ERROR, err.frame_body())
+                    continue
+                else:  # a body (NEED_DATA returned above; mypy cannot narrow on `is`)
+                    response = on_body(event)  # type: ignore[arg-type]
             except NSQError as err:
                 if err.fatal:
                     raise

@@ -140,6 +140,23 @@ class ClientV2(ClientState):
         assert pending is not None, "a body without a command"
         return pending(body)
 
+    def on_fins(self, ids: list[bytes]) -> list[NSQError]:
+        """A run of ``FIN <id>`` lines: one pass over the channel's in-flight messages."""
+        if self._table.handlers.get(b"FIN") is not ClientV2._fin:
+            # refused in this state: as that many lines (the first refusal is fatal)
+            for msg_id in ids:
+                self.on_command(Command(b"FIN", [b"FIN", msg_id]))
+            return []
+        channel = self.channel
+        assert channel is not None  # the table lets FIN through only once subscribed
+        failed = channel.finish_messages(self.id, ids)
+        done = len(ids) - len(failed)
+        if done:
+            self.finish_count += done
+            self.in_flight_count -= done
+            self._refill = True  # one pull per received chunk, not one per FIN
+        return [_fin_failed(msg_id, why) for msg_id, why in failed]
+
     def after_turn(self) -> None:
         """One pull per received chunk of FINs, not one per FIN."""
         if self._refill:
@@ -287,12 +304,8 @@ class ClientV2(ClientState):
         msg_id = params[1]
         if len(msg_id) != MSG_ID_LENGTH:
             raise invalid("invalid message ID")
-        try:
-            channel.finish_message(self.id, msg_id)
-        except ChannelError as err:
-            raise NSQError(
-                "E_FIN_FAILED", f"FIN {_raw_text(msg_id)} failed {err}", fatal=False
-            ) from None
+        for failed_id, why in channel.finish_messages(self.id, [msg_id]):
+            raise _fin_failed(failed_id, why)
         self.finish_count += 1
         self.in_flight_count -= 1
         self._refill = True  # one pull per received chunk, not one per FIN
@@ -419,6 +432,10 @@ class ClientV2(ClientState):
 async def _answer_after(announced: Callable[[], Awaitable[None]]) -> bytes:
     await announced()
     return OK
+
+
+def _fin_failed(msg_id: bytes, why: str) -> NSQError:
+    return NSQError("E_FIN_FAILED", f"FIN {_raw_text(msg_id)} failed {why}", fatal=False)
 
 
 def _raw_text(name: bytes) -> str:

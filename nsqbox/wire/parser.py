@@ -8,6 +8,13 @@ the body calls :meth:`~CommandParser.expect_body` or
 :meth:`~CommandParser.expect_mpub`, and the next event is the :class:`Body` or
 :class:`MPUBBody`. Size violations raise :class:`~nsqbox.wire.errors.NSQError`
 with nsqd's code and text (all fatal).
+
+A consumer FINs every message, so a chunk it sends is mostly ``FIN <id>\n`` lines.
+A parser made with ``fin_runs=True`` returns a run of such lines as one
+:class:`FinRun` (their ids, in order) instead of a :class:`Command` each: only
+lines that the generic path would split into exactly ``[b"FIN", <16-byte id>]``
+(one space, no ``\r``), so what a FIN means, or which error it gets, is the same
+either way.
 """
 
 from __future__ import annotations
@@ -37,6 +44,12 @@ class Body(NamedTuple):
     data: bytes
 
 
+class FinRun(NamedTuple):
+    """Consecutive ``FIN <16-byte id>`` lines (``fin_runs=True``): the ids, in order."""
+
+    ids: list[bytes]
+
+
 class MPUBBody(NamedTuple):
     """The messages of an MPUB, in order."""
 
@@ -53,7 +66,12 @@ class NeedData:
 #: Returned by :meth:`CommandParser.next_event` when more bytes are needed.
 NEED_DATA: Final = NeedData()
 
-Event = Command | Body | MPUBBody | NeedData
+Event = Command | FinRun | Body | MPUBBody | NeedData
+
+#: ``FIN <16-byte id>\n``: the length of one line of a FinRun.
+_FIN_LINE: Final = 21
+#: The most FIN lines one FinRun holds.
+MAX_FIN_RUN: Final = 4096
 
 # What the parser is waiting for.
 _LINE, _MESSAGE, _BODY, _MPUB_LEN, _MPUB_COUNT, _MPUB_ITEMS = range(6)
@@ -65,9 +83,10 @@ class CommandParser(ReceiveBuffer):
     The ``"  V2"`` magic is not its business: the server reads it first.
     """
 
-    def __init__(self, max_line_length: int = MAX_LINE_LENGTH) -> None:
+    def __init__(self, max_line_length: int = MAX_LINE_LENGTH, *, fin_runs: bool = False) -> None:
         super().__init__()
         self._max_line = max_line_length
+        self._fin_runs = fin_runs
         self._state = _LINE
         self._name = ""
         self._limit = 0
@@ -140,7 +159,7 @@ class CommandParser(ReceiveBuffer):
             )
         return NSQError("E_BAD_MESSAGE", "MPUB failed to read message body")
 
-    def _next_line(self) -> Command | NeedData:
+    def _next_line(self) -> Command | FinRun | NeedData:
         buf = self._buf
         pos = self._pos
         idx = buf.find(b"\n", pos)
@@ -148,12 +167,44 @@ class CommandParser(ReceiveBuffer):
             if len(buf) - pos >= self._max_line:
                 raise ProtocolViolation("command line too long")
             return NEED_DATA
+        if idx == pos + _FIN_LINE - 1 and self._fin_runs and buf.startswith(b"FIN ", pos):
+            run = self._fin_run(pos)
+            if run is not None:
+                return run
         if idx - pos >= self._max_line:
             raise ProtocolViolation("command line too long")
         end = idx - 1 if idx > pos and buf[idx - 1] == 13 else idx  # strip an optional \r
         params = bytes(buf[pos:end]).split(b" ")
         self._pos = idx + 1
         return Command(params[0], params)
+
+    def _fin_run(self, pos: int) -> FinRun | None:
+        """The FIN lines from ``pos`` on (the first is known to be one), up to the first
+        that is not plain (a space or ``\r`` in its id: it goes the generic way); None when
+        the first is not."""
+        buf = self._buf
+        end = pos + _FIN_LINE
+        stop = min(len(buf), pos + _FIN_LINE * MAX_FIN_RUN)
+        while (
+            end + _FIN_LINE <= stop
+            and buf[end + _FIN_LINE - 1] == 10
+            and buf.startswith(b"FIN ", end)
+        ):
+            end += _FIN_LINE
+        lines = bytes(buf[pos:end])
+        if lines.count(b" ") != len(lines) // _FIN_LINE or b"\r" in lines:
+            # not all plain: keep those before the first that is not
+            plain = 0
+            while plain < len(lines):
+                line = lines[plain : plain + _FIN_LINE]
+                if line.count(b" ") != 1 or b"\r" in line:
+                    break
+                plain += _FIN_LINE
+            if not plain:
+                return None
+            lines = lines[:plain]
+        self._pos = pos + len(lines)
+        return FinRun([lines[i : i + 16] for i in range(4, len(lines), _FIN_LINE)])
 
     def _read_size(self) -> int | None:
         if len(self._buf) - self._pos < 4:

@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from nsqbox.nsqd.connection import Connection
+from nsqbox.wire.errors import NSQError
 from nsqbox.wire.frames import FrameType, encode_frame
 from nsqbox.wire.parser import Body, Command, MPUBBody
 
@@ -34,6 +35,10 @@ class _Session:
 
     def on_body(self, body: Body | MPUBBody) -> bytes | None:
         raise AssertionError("no command asks for a body")
+
+    def on_fins(self, ids: list[bytes]) -> list[NSQError]:
+        self.commands.extend(b"FIN" for _ in ids)
+        return []
 
     def after_turn(self) -> None:
         pass
