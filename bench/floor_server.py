@@ -40,7 +40,7 @@ import struct
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from email.utils import formatdate
 from pathlib import Path
 
@@ -210,7 +210,8 @@ class Broker:
         first.queue.extend(msgs)
         self.dirty.add(first)
 
-    def messages(self, bodies: list[bytes]) -> list[Message]:
+    def messages(self, bodies: Sequence[bytes | memoryview]) -> list[Message]:
+        """Each body copied after a fresh id (out of the receive buffer for a view)."""
         base, ts = self.next_id, time.time_ns()
         self.next_id += len(bodies)
         return [Message(b"%016x" % (base + i) + body, ts) for i, body in enumerate(bodies)]
@@ -270,7 +271,7 @@ class Broker:
                 elif verb in WITH_BODY:
                     if end < nl + 5 or end < (stop := nl + 5 + unpack(buf, nl + 1)[0]):
                         break  # the body is not all here yet
-                    if verb == b"MPUB":
+                    if verb == b"MPUB":  # as messages(), inline: a list of views costs 18%
                         (count,) = unpack(buf, nl + 5)
                         at, base, ts, msgs = nl + 9, self.next_id, time.time_ns(), []
                         self.next_id += count
@@ -281,7 +282,7 @@ class Broker:
                             at += size
                         self.publish(arg, msgs)
                     elif verb == b"PUB":
-                        self.publish(arg, self.messages([bytes(view[nl + 5 : stop])]))
+                        self.publish(arg, self.messages([view[nl + 5 : stop]]))
                     out += OK_FRAME
                     pos = stop
                 else:
