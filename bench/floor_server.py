@@ -309,17 +309,18 @@ class Broker:
         try:
             while await receive(fd, buf):
                 out, pos = bytearray(), 0
-                while (head_end := buf.find(b"\r\n\r\n", pos)) >= 0:
-                    head = bytes(buf[pos:head_end])
-                    at, length = head.lower().find(b"\r\ncontent-length:"), 0
-                    if at >= 0:
-                        line_end = head.find(b"\r\n", at + 2)
-                        length = int(head[at + 17 : line_end if line_end >= 0 else None])
-                    stop = head_end + 4 + length
-                    if len(buf) < stop:
-                        break  # the body is not all here yet
-                    out += self.http_request(head, bytes(buf[head_end + 4 : stop]))
-                    pos = stop
+                with memoryview(buf) as view:
+                    while (head_end := buf.find(b"\r\n\r\n", pos)) >= 0:
+                        head = bytes(view[pos:head_end])
+                        at, length = head.lower().find(b"\r\ncontent-length:"), 0
+                        if at >= 0:
+                            line_end = head.find(b"\r\n", at + 2)
+                            length = int(head[at + 17 : line_end if line_end >= 0 else None])
+                        stop = head_end + 4 + length
+                        if len(buf) < stop:
+                            break  # the body is not all here yet
+                        out += self.http_request(head, view[head_end + 4 : stop])
+                        pos = stop
                 del buf[:pos]
                 self.end_turn()
                 if out:
@@ -330,14 +331,15 @@ class Broker:
             trio.lowlevel.notify_closing(sock)
             sock.close()
 
-    def http_request(self, head: bytes, body: bytes) -> bytes:
+    def http_request(self, head: bytes, body: memoryview) -> bytes:
         target = head.split(b" ", 2)[1]
         path, _, query = target.partition(b"?")
         params = dict(part.partition(b"=")[::2] for part in query.split(b"&"))
         if path == b"/pub":
             self.publish(params[b"topic"], self.messages([body]))
         elif path == b"/mpub":
-            self.publish(params[b"topic"], self.messages([b for b in body.split(b"\n") if b]))
+            bodies = [b for b in bytes(body).split(b"\n") if b]
+            self.publish(params[b"topic"], self.messages(bodies))
         elif path == b"/topic/create":
             self.topic(params[b"topic"])
         elif path == b"/channel/create":
