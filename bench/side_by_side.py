@@ -24,8 +24,8 @@ Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel)
   (``bench/http_pub_load.py``);
 - end-to-end latency p50/p99 at a fixed rate of PUBs (``bench/latency_probe.py``).
 
-Two ceilings for Python on one core follow, measured with the last nsqbox tree's
-message type. The trio floor (``bench/floor_server.py``, skip it with ``--no-floor``)
+The table ends with two ceilings for Python on one core (with the last nsqbox tree's
+message type). The trio floor (``bench/floor_server.py``, skip it with ``--no-floor``)
 is a server doing only the I/O a trio server cannot avoid and the unavoidable
 per-message work, run like the others on the tcp, memory, pub and http workloads
 (with ``bench/h11_ok_server.py``, trio + h11 answering ``OK``, on the ``/pub`` load:
