@@ -258,17 +258,17 @@ class Broker:
     def execute(self, client: Client, buf: bytearray) -> int:
         """Run the complete commands in ``buf``: how far it got, or -1 to close."""
         pos, end, out, unpack = 0, len(buf), client.out, SIZE.unpack_from
+        in_flight = client.channel.in_flight if client.channel is not None else {}
+        finished = 0
         with memoryview(buf) as view:
             while (nl := buf.find(b"\n", pos)) >= 0:
-                verb, _, arg = bytes(view[pos:nl]).partition(b" ")
-                if verb == b"FIN":
-                    channel = client.channel
-                    assert channel is not None
-                    if channel.in_flight.pop(arg, None) is not None:
-                        client.in_flight -= 1
-                        self.dirty.add(channel)
+                if buf.startswith(b"FIN ", pos):
+                    if in_flight.pop(bytes(view[pos + 4 : nl]), None) is not None:
+                        finished += 1
                     pos = nl + 1
-                elif verb in WITH_BODY:
+                    continue
+                verb, _, arg = bytes(view[pos:nl]).partition(b" ")
+                if verb in WITH_BODY:
                     if end < nl + 5 or end < (stop := nl + 5 + unpack(buf, nl + 1)[0]):
                         break  # the body is not all here yet
                     if verb == b"MPUB":  # as messages(), inline: a list of views costs 18%
@@ -295,12 +295,16 @@ class Broker:
                         topic, _, name = arg.partition(b" ")
                         client.channel = self.topic(topic).channel(name)
                         client.channel.clients.append(client)
+                        in_flight = client.channel.in_flight
                         out += OK_FRAME
                     elif verb == b"CLS":
                         out += CLOSE_WAIT_FRAME
                     elif verb != b"NOP":
                         out += INVALID_FRAME
                         return -1
+        if finished and client.channel is not None:
+            client.in_flight -= finished
+            self.dirty.add(client.channel)
         return pos
 
     # -- HTTP ----------------------------------------------------------------------
