@@ -366,7 +366,7 @@ async def accept_loop(
             while True:
                 try:
                     sock, _ = listener.accept()
-                except BlockingIOError:
+                except OSError:  # none left (or no descriptor left: wait for one)
                     break
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
