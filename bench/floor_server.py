@@ -6,7 +6,7 @@
 trio server cannot avoid and nothing else, so ``bench/side_by_side.py`` runs it
 beside real nsqd and nsqbox under the same load generators (NSQ's bench_writer and
 bench_reader, ``bench/bench_writer.py``, ``bench/http_pub_load.py``): its figures are
-a ceiling for any broker written in Python on trio, one process, one core.
+about the best a broker in Python on trio, in one process, can hope for.
 
 What it does, as nsqbox's ``nsqd/connection.py`` does it: one task pair per protocol V2
 connection (a reader; a writer for what the socket did not take at once); reads with
@@ -25,10 +25,10 @@ fixed ``200 OK`` carrying nsqd's headers.
 
 What it skips: validation beyond what framing forces (a bad command closes the
 connection), error frames, stats, timeouts (message, read, write), heartbeats,
-REQ/TOUCH/AUTH/DPUB, TLS, compression, the disk queue (``--mem-queue-size`` and
-``--data-path`` are accepted and ignored: everything stays in memory), lookupd, the
-output high-water mark, fairness budgets, and requeueing a closed consumer's
-in-flight messages (they are dropped).
+REQ/TOUCH/AUTH/DPUB, what CLS means (it is answered, deliveries go on), TLS,
+compression, the disk queue (``--mem-queue-size`` and ``--data-path`` are accepted
+and ignored: everything stays in memory), lookupd, the output high-water mark,
+fairness budgets, and requeueing a closed consumer's in-flight messages (dropped).
 """
 
 from __future__ import annotations
