@@ -24,8 +24,13 @@ Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel)
   (``bench/http_pub_load.py``);
 - end-to-end latency p50/p99 at a fixed rate of PUBs (``bench/latency_probe.py``).
 
-Each round also runs ``bench/ceiling.py`` (with the last nsqbox tree): bare loops doing
-only the unavoidable per-message work, the last column, a one-core ceiling for Python.
+The table ends with two ceilings for Python on one core (with the last nsqbox tree's
+message type). The trio floor (``bench/floor_server.py``, skip it with ``--no-floor``)
+is a server doing only the I/O a trio server cannot avoid and the unavoidable
+per-message work, run like the others on the tcp, memory, pub and http workloads
+(with ``bench/h11_ok_server.py``, trio + h11 answering ``OK``, on the ``/pub`` load:
+the row "HTTP /pub, h11 alone"); the bare loops (``bench/ceiling.py``, once per round,
+the last column) do that work without any I/O.
 A second table gives each server's CPU use during the throughput rows (cores busy,
 from /proc) and its rate per busy core: real nsqd spreads over every core, nsqbox is
 one Python process.
@@ -57,17 +62,30 @@ PY = sys.executable
 CEILING = "bare loop"
 #: Suffix of a row's key for the server's CPU use during it (cores busy).
 CPU = "@cpu"
+#: The I/O floor's label, and the workloads it runs (it has nothing to show on the others).
+FLOOR = "trio floor"
+FLOOR_WORKLOADS = ("tcp", "memory", "pub", "http")
+H11 = "h11_ok_server.py"
 
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """Real nsqd (``binary``) or ``python -m nsqbox nsqd`` from the tree ``tree``."""
+    """Real nsqd (``binary``), ``python -m nsqbox nsqd`` from the tree ``tree``, or a
+    ``bench/`` server (``script``: the floor, or the h11 server) with ``tree``'s nsqbox."""
 
     label: str
     binary: str = ""
     tree: str = ""
+    script: str = ""
+
+    @property
+    def listeners(self) -> int:
+        """How many "listening on" lines it logs when it is ready."""
+        return 1 if self.script == H11 else 2
 
     def command(self, tcp: int, http: int, data: str, flags: list[str]) -> list[str]:
+        if self.script == H11:
+            return [PY, str(HERE / H11), f"--port={http}"]
         common = [
             f"--tcp-address=127.0.0.1:{tcp}",
             f"--http-address=127.0.0.1:{http}",
@@ -76,6 +94,8 @@ class ServerSpec:
         ]
         if self.binary:
             return [self.binary, f"--https-address=127.0.0.1:{free_port()}", *common]
+        if self.script:
+            return [PY, str(HERE / self.script), *common]
         return [PY, "-m", "nsqbox", "nsqd", *common]
 
 
@@ -132,7 +152,7 @@ def running(spec: ServerSpec, *flags: str) -> Iterator[Running]:
         )
     try:
         deadline = time.monotonic() + 30
-        while log_path.read_bytes().count(b"listening on") < 2:
+        while log_path.read_bytes().count(b"listening on") < spec.listeners:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{spec.label} did not start:\n{log_path.read_text()}")
             time.sleep(0.02)
@@ -183,6 +203,8 @@ class Row:
     name: str
     unit: str
     lower_is_better: bool = False
+    #: The row whose reference figure its ratio compares with (default: its own).
+    against: str = ""
 
 
 ROWS = {
@@ -192,6 +214,7 @@ ROWS = {
     "pub": Row("PUB one at a time, 200 B", "msgs/s"),
     "disk": Row("MPUB ingest, --mem-queue-size 0", "msgs/s"),
     "http_pub": Row("HTTP /pub, 100 B", "req/s"),
+    "http_pub_h11": Row("HTTP /pub, h11 alone", "req/s", against="http_pub"),
     "http_mpub": Row("HTTP /mpub, 100 x 100 B", "msgs/s"),
     "lat_p50": Row("e2e latency p50 at fixed rate", "ms", lower_is_better=True),
     "lat_p99": Row("e2e latency p99 at fixed rate", "ms", lower_is_better=True),
@@ -294,8 +317,14 @@ def disk_ingest(spec: ServerSpec, settings: Settings) -> Results:
 
 def http_load(spec: ServerSpec, settings: Settings) -> Results:
     results: Results = {}
-    for key, batch in (("http_pub", 0), ("http_mpub", 100)):
-        with running(spec, "--mem-queue-size=100000000") as server, server.cores(results, key):
+    loads = [(spec, "http_pub", 0), (spec, "http_mpub", 100)]
+    if spec.script:  # the floor's turn: the h11 server on the /pub load too
+        loads.append((ServerSpec("h11", tree=spec.tree, script=H11), "http_pub_h11", 0))
+    for server_spec, key, batch in loads:
+        with (
+            running(server_spec, "--mem-queue-size=100000000") as server,
+            server.cores(results, key),
+        ):
             res = run_load(
                 server.http,
                 "http_load",
@@ -334,7 +363,7 @@ WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
     "memory": (memory_mpub1000, ("rss_idle", "mpub1000", "rss_1m")),
     "pub": (pub_one_at_a_time, ("pub",)),
     "disk": (disk_ingest, ("disk",)),
-    "http": (http_load, ("http_pub", "http_mpub")),
+    "http": (http_load, ("http_pub", "http_mpub", "http_pub_h11")),
     "latency": (latency, ("lat_p50", "lat_p99")),
 }
 
@@ -360,53 +389,81 @@ def _figure(value: float, unit: str) -> str:
     return f"{value:,.0f}"
 
 
-def print_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[float]]) -> None:
-    reference = specs[0]
-    others = specs[1:]
+Samples = dict[tuple[str, str], list[float]]
+
+
+def _median(samples: Samples, label: str, key: str) -> float | None:
+    values = samples.get((label, key))
+    return statistics.median(values) if values else None
+
+
+def _cell(value: float | None, unit: str) -> str:
+    return "" if value is None else _figure(value, unit)
+
+
+def _ratio(value: float | None, reference: float | None) -> str:
+    return "" if value is None or not reference else f"{value / reference:.2f}x"
+
+
+def print_table(specs: list[ServerSpec], samples: Samples) -> None:
+    """Servers, their ratios to the first, then the floor and its ratio, then the bare loops.
+
+    A cell is blank where its server did not run the row.
+    """
+    servers = [s for s in specs if not s.script]
+    floors = [s for s in specs if s.script]
+    reference = servers[0]
     bare = any(label == CEILING for label, _ in samples)
     head = [
         "workload",
-        *(s.label for s in specs),
-        *(f"{s.label} / {reference.label}" for s in others),
+        *(s.label for s in servers),
+        *(f"{s.label} / {reference.label}" for s in servers[1:]),
+        *(x for s in floors for x in (s.label, f"{s.label} / {reference.label}")),
         *([f"{CEILING} (one core)"] if bare else []),
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for key, row in ROWS.items():
-        medians = [samples.get((s.label, key)) for s in specs]
-        if all(m is None for m in medians):
+        values = {s.label: _median(samples, s.label, key) for s in specs}
+        if all(v is None for v in values.values()):
             continue
-        values = [statistics.median(m) if m else float("nan") for m in medians]
+        ref = _median(samples, reference.label, row.against or key)
         cells = [f"{row.name} ({row.unit}{', lower is better' if row.lower_is_better else ''})"]
-        cells += [_figure(v, row.unit) for v in values]
-        cells += [f"{v / values[0]:.2f}x" if values[0] else "n/a" for v in values[1:]]
+        cells += [_cell(values[s.label], row.unit) for s in servers]
+        cells += [_ratio(values[s.label], ref) for s in servers[1:]]
+        for s in floors:
+            cells += [_cell(values[s.label], row.unit), _ratio(values[s.label], ref)]
         if bare:
-            limit = samples.get((CEILING, key))
-            cells.append(_figure(statistics.median(limit), row.unit) if limit else "")
+            cells.append(_cell(_median(samples, CEILING, key), row.unit))
         print("| " + " | ".join(cells) + " |", flush=True)
 
 
-def print_cpu_table(specs: list[ServerSpec], samples: dict[tuple[str, str], list[float]]) -> None:
-    """Cores each server kept busy per row, and its rate per busy core (per-core efficiency)."""
+def print_cpu_table(specs: list[ServerSpec], samples: Samples) -> None:
+    """Cores each server kept busy per row, and its rate per busy core (per-core efficiency);
+    the floor's two columns last."""
+    servers = [s for s in specs if not s.script]
+    floors = [s for s in specs if s.script]
     head = [
         "workload",
-        *(f"{s.label} cores" for s in specs),
-        *(f"{s.label} per core" for s in specs),
+        *(f"{s.label} cores" for s in servers),
+        *(f"{s.label} per core" for s in servers),
+        *(x for s in floors for x in (f"{s.label} cores", f"{s.label} per core")),
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for key, row in ROWS.items():
-        cores = [samples.get((s.label, key + CPU)) for s in specs]
-        rates = [samples.get((s.label, key)) for s in specs]
-        if not any(cores):
+        busy = {s.label: _median(samples, s.label, key + CPU) for s in specs}
+        if not any(busy.values()):
             continue
-        busy = [statistics.median(c) if c else float("nan") for c in cores]
-        per_core = [
-            statistics.median(r) / b if r and b else float("nan")
-            for r, b in zip(rates, busy, strict=True)
-        ]
-        cells = [f"{row.name} ({row.unit})", *(f"{b:.2f}" for b in busy)]
-        cells += [f"{p:,.0f}" for p in per_core]
+        cores = {label: "" if b is None else f"{b:.2f}" for label, b in busy.items()}
+        per_core = {}
+        for label, b in busy.items():
+            rate = _median(samples, label, key)
+            per_core[label] = f"{rate / b:,.0f}" if rate and b else ""
+        cells = [f"{row.name} ({row.unit})", *(cores[s.label] for s in servers)]
+        cells += [per_core[s.label] for s in servers]
+        for s in floors:
+            cells += [cores[s.label], per_core[s.label]]
         print("| " + " | ".join(cells) + " |", flush=True)
 
 
@@ -425,6 +482,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--no-ceiling", action="store_true", help="skip bench/ceiling.py's bare loops"
+    )
+    parser.add_argument(
+        "--no-floor", action="store_true", help="skip bench/floor_server.py (and the h11 row)"
     )
     parser.add_argument("--quick", action="store_true", help="short runs, for iteration")
     parser.add_argument("--only", help=f"comma-separated workloads of {','.join(WORKLOADS)}")
@@ -447,6 +507,8 @@ def main(argv: list[str] | None = None) -> None:
     for tree in trees:
         label = "nsqbox" if len(trees) == 1 else f"nsqbox@{Path(tree).name}"
         specs.append(ServerSpec(label, tree=tree))
+    if not args.no_floor:
+        specs.append(ServerSpec(FLOOR, tree=trees[-1], script="floor_server.py"))
     names = args.only.split(",") if args.only else list(WORKLOADS)
     raise_fd_limit(2 * settings.http_connections)
     print(
@@ -456,12 +518,14 @@ def main(argv: list[str] | None = None) -> None:
         f"reader {settings.bench_reader or 'bench_reader.py'}",
         flush=True,
     )
-    samples: dict[tuple[str, str], list[float]] = {}
+    samples: Samples = {}
     for rnd in range(args.rounds):
         order = specs[rnd % len(specs) :] + specs[: rnd % len(specs)]
         for name in names:
             workload, _ = WORKLOADS[name]
             for spec in order:
+                if spec.script and name not in FLOOR_WORKLOADS:
+                    continue
                 results = workload(spec, settings)
                 shown = ", ".join(
                     f"{k} {_figure(v, ROWS[k].unit)}" for k, v in results.items() if k in ROWS
