@@ -1,0 +1,109 @@
+"""Runs of FIN lines: parsed as one event, executed in one pass, answered as line by line."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from nsqbox.wire.parser import NEED_DATA, Command, CommandParser, Event, FinRun
+from tests.conftest import StartNSQD
+from tests.helpers import RawConn
+
+ID = b"0123456789abcdef"
+
+
+def events(data: bytes, *, chunk: int, fin_runs: bool) -> list[Event]:
+    parser = CommandParser(fin_runs=fin_runs)
+    out: list[Event] = []
+    for i in range(0, len(data), chunk):
+        parser.receive_data(data[i : i + chunk])
+        while (event := parser.next_event()) is not NEED_DATA:
+            out.append(event)
+    assert parser.buffered == 0
+    return out
+
+
+def as_lines(evs: list[Event]) -> list[Event]:
+    """A FinRun as the FIN commands it stands for."""
+    flat: list[Event] = []
+    for ev in evs:
+        if isinstance(ev, FinRun):
+            flat += [Command(b"FIN", [b"FIN", msg_id]) for msg_id in ev.ids]
+        else:
+            flat.append(ev)
+    return flat
+
+
+MIXED = (
+    b"".join(b"FIN %016x\n" % i for i in range(5))
+    + b"FIN 0123456789a cdef\n"  # a space in the id: [FIN, 0123456789a, cdef]
+    + b"FIN 0123456789abcde\r\n"  # CR: a 15-byte id once stripped
+    + b"FIN "
+    + ID
+    + b"\r\n"
+    + b"NOP\n"
+    + b"FIN "
+    + ID
+    + b"\n"
+    + b"FIN short\n"
+    + b"".join(b"FIN %016x\n" % i for i in range(5000))
+)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 21, 100, 4096, len(MIXED)])
+def test_fin_runs_stand_for_the_same_commands(chunk: int) -> None:
+    plain = events(MIXED, chunk=chunk, fin_runs=False)
+    runs = events(MIXED, chunk=chunk, fin_runs=True)
+    assert not any(isinstance(ev, FinRun) for ev in plain)
+    assert as_lines(runs) == plain
+    if chunk == len(MIXED):
+        # whole: the first five are one run, and 5,000 lines take two (at most 4,096 each)
+        sizes = [len(ev.ids) for ev in runs if isinstance(ev, FinRun)]
+        assert sizes == [5, 1, 4096, 904]
+
+
+async def test_a_run_of_fins_is_answered_as_line_by_line(start_nsqd: StartNSQD) -> None:
+    nsqd = await start_nsqd()
+    a = await RawConn.open(nsqd.tcp)
+    await a.sub("t", "c", rdy=3)
+    b = await RawConn.open(nsqd.tcp)
+    await b.sub("t", "c", rdy=1)
+    publisher = await RawConn.open(nsqd.tcp)
+    await publisher.mpub("t", [b"1", b"2", b"3", b"4", b"5"])
+    await publisher.aclose()
+    got = [await a.message() for _ in range(3)]
+    theirs = await b.message()
+    # one write: two of ours, one unknown, one of b's, our third; then a bad id (fatal)
+    await a.send(
+        b"FIN " + got[0].id + b"\n"
+        b"FIN " + got[1].id + b"\n"
+        b"FIN " + ID + b"\n"
+        b"FIN " + theirs.id + b"\n"
+        b"FIN " + got[2].id + b"\n"
+        b"FIN abc\n"
+    )
+    assert await a.error() == b"E_FIN_FAILED FIN " + ID + b" failed ID not in flight"
+    assert await a.error() == (
+        b"E_FIN_FAILED FIN " + theirs.id + b" failed client does not own message"
+    )
+    assert await a.error() == b"E_INVALID invalid message ID"
+    await a.expect_closed()
+    await b.send(b"FIN " + theirs.id + b"\n")
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{nsqd.http[1]}") as http:
+        stats = (await http.get("/stats?format=json&topic=t")).json()
+    channel = stats["topics"][0]["channels"][0]
+    assert channel["clients"][0]["finish_count"] == 1  # b's, once a has gone
+    # a's three FINs took: only the fifth message is left (requeued when a went)
+    assert channel["depth"] + channel["in_flight_count"] == 1
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_run_of_fins_before_sub_is_refused_once(start_nsqd: StartNSQD) -> None:
+    nsqd = await start_nsqd()
+    conn = await RawConn.open(nsqd.tcp)
+    await conn.send(b"".join(b"FIN %016x\n" % i for i in range(50)))
+    assert await conn.error() == b"E_INVALID cannot FIN in current state"
+    await conn.expect_closed()
+    assert conn.reader.take_buffered() == b""
+    await conn.aclose()
