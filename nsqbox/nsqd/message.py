@@ -84,6 +84,26 @@ class GUIDFactory:
 
     def new_ids(self, count: int) -> list[bytes]:
         """``count`` consecutive unique IDs."""
+        return [
+            b"%016x" % (base | s)
+            for base, start, stop in self._take(count)
+            for s in range(start, stop)
+        ]
+
+    def messages(self, bodies: list[bytes], timestamp: int) -> list[Message]:
+        """A new message for each body (its id, then the body), all with ``timestamp``."""
+        ranges = self._take(len(bodies))
+        if len(ranges) == 1:  # within one tick: ids and messages in one pass
+            base, start, stop = ranges[0]
+            return [
+                Message(b"%016x" % (base | s) + body, timestamp)
+                for s, body in zip(range(start, stop), bodies, strict=True)
+            ]
+        ids = _hex_ids(ranges)
+        return [Message(i + body, timestamp) for i, body in zip(ids, bodies, strict=True)]
+
+    def _take(self, count: int) -> list[tuple[int, int, int]]:
+        """Reserve ``count`` IDs: ``(base, start, stop)`` per tick, each ID ``base | seq``."""
         ts = time.time_ns() >> 20
         if ts > self._last_ts:
             self._last_ts = ts
@@ -95,8 +115,7 @@ class GUIDFactory:
         node = self._node
         while count:
             room = min(count, _SEQUENCE_MASK + 1 - seq)
-            base = ((ts - _TWEPOCH) << _TIMESTAMP_SHIFT) | node
-            out.extend([b"%016x" % (base | s) for s in range(seq, seq + room)])
+            out.append((((ts - _TWEPOCH) << _TIMESTAMP_SHIFT) | node, seq, seq + room))
             count -= room
             seq += room
             if seq > _SEQUENCE_MASK:  # tick exhausted: borrow the next one
@@ -105,3 +124,7 @@ class GUIDFactory:
         self._last_ts = ts
         self._seq = seq
         return out
+
+
+def _hex_ids(ranges: list[tuple[int, int, int]]) -> list[bytes]:
+    return [b"%016x" % (base | s) for base, start, stop in ranges for s in range(start, stop)]

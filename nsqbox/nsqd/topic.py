@@ -84,27 +84,34 @@ class Topic:
         """Publish one message (DPUB when ``defer`` > 0 seconds)."""
         self.put_messages([body], defer)
 
-    def put_messages(self, bodies: list[bytes], defer: float = 0.0) -> None:
-        """Publish a batch: ids, one timestamp, fan-out or buffering. TopicError on failure."""
+    def put_messages(
+        self, bodies: list[bytes], defer: float = 0.0, now: float | None = None
+    ) -> None:
+        """Publish a batch: ids, one timestamp, fan-out or buffering. TopicError on failure.
+
+        ``now`` is the node's clock if the caller has just read it (a connection reads
+        it once per turn).
+        """
         if self.exiting:
             raise TopicError("exiting")
-        fault = self.node.publish_fault
+        node = self.node
+        fault = node.publish_fault
         if fault is not None and (error := fault(self.name)) is not None:
             raise TopicError(error)
-        ids = self.id_factory.new_ids(len(bodies))
-        ts = self.node.wall_ns()
-        msgs = [Message(i + b, ts) for i, b in zip(ids, bodies, strict=True)]
+        msgs = self.id_factory.messages(bodies, node.wall_ns())
         if defer:
             for m in msgs:
                 m.deadline = defer  # the delay rides in `deadline` until fan-out
         for tap in self.taps:
             tap.extend(msgs)
         if self._delivering and not self.memory and not self.backend.depth:
+            if now is None:
+                now = node.now()
             try:
                 if defer:
-                    self._fan_out(msgs, self.node.now())
+                    self._fan_out(msgs, now)
                 else:
-                    self._put_batch(self._channel_list, msgs, self.node.now())
+                    self._put_batch(self._channel_list, msgs, now)
             except ChannelError as err:
                 raise TopicError(str(err)) from None
         else:

@@ -263,14 +263,17 @@ class CommandParser(ReceiveBuffer):
         # is only range-checked), so parse structurally, resuming where we stopped.
         # Unlike nsqd, the bytes actually read are held to --max-body-size too: a
         # declared size is a claim, and count * --max-msg-size can be terabytes.
+        # The sizes first, then one copy of the messages found and a slice per body
+        # (slicing the bytearray itself would copy each body twice).
         buf = self._buf
-        pos = self._pos
+        first = pos = self._pos
         have = len(buf)
         bodies = self._bodies
         max_msg = self._max_msg
         limit = self._read_limit
         consumed = self._consumed
         unpack = _INT32.unpack_from
+        starts: list[int] = []
         for i in range(len(bodies), self._count):
             if have - pos < 4:
                 break
@@ -284,9 +287,15 @@ class CommandParser(ReceiveBuffer):
             end = pos + 4 + size
             if have < end:
                 break
-            bodies.append(bytes(buf[pos + 4 : end]))
+            starts.append(pos + 4 - first)
             consumed += 4 + size
             pos = end
+        if starts:
+            with memoryview(buf) as view:
+                found = bytes(view[first:pos])
+            ends = [s - 4 for s in starts[1:]]
+            ends.append(pos - first)
+            bodies += [found[s:e] for s, e in zip(starts, ends, strict=True)]
         self._pos = pos
         self._consumed = consumed
         if len(bodies) < self._count:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqbox.nsqd.message import Message
+from nsqbox.nsqd.message import GUIDFactory, Message
 from nsqbox.nsqd.topic import Topic, TopicError
 
 from .domain_fakes import FakeConsumer, FakeNode
@@ -59,6 +59,17 @@ def test_ids_increase_and_one_batch_shares_a_timestamp() -> None:
     assert [m.id for m in msgs] == sorted(m.id for m in msgs)
     assert len({m.id for m in msgs}) == 3
     assert len({m.timestamp for m in msgs}) == 1
+
+
+def test_a_batch_past_a_ticks_4096_ids_borrows_the_next_tick() -> None:
+    factory = GUIDFactory(7)
+    first = factory.new_ids(10)
+    bodies = [b"%d" % i for i in range(5000)]  # more than one tick's 4,096: two at least
+    msgs = factory.messages(bodies, 1)
+    ids = first + [m.id for m in msgs] + factory.new_ids(5)
+    assert ids == sorted(ids) and len(set(ids)) == len(ids) == 5015
+    assert [m.body for m in msgs] == bodies
+    assert all(int(i, 16) >> 12 & 0x3FF == 7 for i in ids)  # the node id's 10 bits
 
 
 def test_overflow_goes_to_the_backend_and_a_failing_one_refuses() -> None:
