@@ -13,6 +13,9 @@ Go runs each queue in its own goroutine behind channels. nsqbox has one trio thr
 is a plain synchronous object: writes go straight to the kernel with one ``pwrite`` per
 :meth:`DiskQueue.put` (or per file for :meth:`DiskQueue.put_many`), reads come from a chunked
 read buffer, and time-based fsyncs happen when the owner calls :meth:`DiskQueue.maybe_sync`.
+Given a ``syncer`` (an executor: nsqd's node has one thread for all its queues), the fsyncs that
+every ``sync_every`` writes and reads call for run there instead, so ingest does not wait for the
+disk; every other sync first waits for the one in the background.
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ class DiskQueue(DiskQueueReader):
         self._depth += 1
         self._count += 1
         if self._count >= self.sync_every:
-            self._sync_logged()
+            self._sync_counted()
 
     def put_many(self, items: Sequence[bytes]) -> None:
         """Append ``items`` in order, with one write per data file they land in.
@@ -126,7 +129,7 @@ class DiskQueue(DiskQueueReader):
         if parts:
             self._commit_batch(parts, pos - start, n)
         if self._count >= self.sync_every:
-            self._sync_logged()
+            self._sync_counted()
 
     def _commit_batch(self, parts: list[bytes], nbytes: int, count: int) -> None:
         self._write_at(b"".join(parts))
@@ -213,11 +216,12 @@ class DiskQueue(DiskQueueReader):
 
     def release(self) -> None:
         """Close the files without writing anything (a start that failed must leave no trace)."""
-        self._closed = True
+        self._stop_background()
         self._peeked = None
         self._close_files()
 
     def _delete_all_files(self) -> None:
+        self._settle()  # a background sync must not write the meta file back afterwards
         error = self._skip_to_next_rw_file()
         self._count = 0
         try:

@@ -12,8 +12,10 @@ import logging
 import os
 import random
 import struct
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 
 from .diskqueue_files import (
     QueueState,
@@ -61,6 +63,7 @@ class DiskQueueReader:
         sync_timeout: float,
         *,
         clock: Callable[[], float] = time.monotonic,
+        syncer: Executor | None = None,
     ) -> None:
         self.name = name
         self.data_path = data_path
@@ -94,6 +97,13 @@ class DiskQueueReader:
         self._need_sync = False
         self._last_sync = clock()
         self._closed = False
+        #: Runs the syncs that every ``sync_every`` writes and reads call for, off the
+        #: caller's thread (None: they run in place, as every other sync does).
+        self._syncer = syncer
+        #: The sync running there, if any: the next sync of any kind waits for it first.
+        self._background: Future[None] | None = None
+        #: Held while a background sync writes; release() takes it to stop the next one.
+        self._sync_lock = threading.Lock()
 
         self._file_prefix = os.path.join(data_path, f"{name}.diskqueue.")
         self._meta_file_name = os.path.join(data_path, f"{name}.diskqueue.meta.dat")
@@ -169,7 +179,7 @@ class DiskQueueReader:
         self._move_forward()
         self._count += 1
         if self._need_sync or self._count >= self.sync_every:
-            self._sync_logged()
+            self._sync_counted()
         return data
 
     def _read_one(self) -> bytes | None:
@@ -323,6 +333,7 @@ class DiskQueueReader:
 
     def sync(self) -> None:
         """fsync the write file and persist the meta file. Raises OSError on failure."""
+        self._settle()
         if self._write_fd >= 0:
             try:
                 os.fsync(self._write_fd)
@@ -347,6 +358,47 @@ class DiskQueueReader:
         self._sync_logged()
         return True
 
+    def _sync_counted(self) -> None:
+        """The sync ``sync_every`` writes and reads call for: on the syncer when there is one.
+
+        It fsyncs a duplicate of the write file's descriptor and writes the meta file with
+        the state as of now, in that order, as :meth:`sync` does; a failure is logged.
+        """
+        if self._syncer is None:
+            self._sync_logged()
+            return
+        self._settle()
+        fd = os.dup(self._write_fd) if self._write_fd >= 0 else -1
+        self._background = self._syncer.submit(self._sync_in_background, fd, self._state())
+        self._need_sync = False
+        self._count = 0
+        self._last_sync = self._clock()
+
+    def _sync_in_background(self, fd: int, state: QueueState) -> None:
+        try:
+            with self._sync_lock:
+                if self._closed:  # released meanwhile: nothing more goes to the data path
+                    return
+                if fd >= 0:
+                    os.fsync(fd)
+                self._persist_metadata(state)
+        except OSError as exc:
+            log.error("DISKQUEUE(%s) failed to sync - %s", self.name, exc)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _settle(self) -> None:
+        """Wait for the background sync, if one is running (it logs its own failure)."""
+        if self._background is not None:
+            self._background.result()
+            self._background = None
+
+    def _stop_background(self) -> None:
+        """No background sync writes from now on (one that is writing finishes first)."""
+        with self._sync_lock:
+            self._closed = True
+
     def _sync_logged(self) -> None:
         """Sync where go-diskqueue's ioLoop would; like it, log failures rather than raise."""
         try:
@@ -355,11 +407,15 @@ class DiskQueueReader:
             log.error("DISKQUEUE(%s) failed to sync - %s", self.name, exc)
             self._count = 0
 
-    def _persist_metadata(self) -> None:
-        """Write the meta file atomically: temp file, fsync, rename (persistMetaData)."""
-        state = QueueState(
+    def _state(self) -> QueueState:
+        return QueueState(
             self._depth, self._read_file_num, self._read_pos, self._write_file_num, self._write_pos
         )
+
+    def _persist_metadata(self, state: QueueState | None = None) -> None:
+        """Write the meta file atomically: temp file, fsync, rename (persistMetaData)."""
+        if state is None:
+            state = self._state()
         # Go's temp name: fmt.Sprintf("%s.%d.tmp", fileName, rand.Int()), rand.Int() in [0, 2**63).
         tmp = f"{self._meta_file_name}.{_tmp_names.getrandbits(63)}.tmp"
         write_meta_file(self._meta_file_name, tmp, state)
@@ -374,9 +430,7 @@ class DiskQueueReader:
 
     def _recount_depth(self) -> None:
         """Depth says nothing is left while records are: count them in the files."""
-        state = QueueState(
-            self._depth, self._read_file_num, self._read_pos, self._write_file_num, self._write_pos
-        )
+        state = self._state()
         depth = count_unread(self.data_path, self.name, state, self.min_msg_size, self.max_msg_size)
         if depth != self._depth:
             msg = "DISKQUEUE(%s) depth %d with records left to read, counted %d in the files"

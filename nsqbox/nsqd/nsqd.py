@@ -8,6 +8,7 @@ import random
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .. import NSQ_VERSION
@@ -70,6 +71,8 @@ class NSQD:
         #: Real time (heartbeats, disk syncs, auth TTLs), whatever the broker clock says.
         self.real_now = self.clock.real
         self.logger = logging.getLogger("nsqbox.nsqd")
+        #: One thread for the disk queues' counted syncs (started by the first of them).
+        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsqbox-diskqueue-sync")
         self.start_time = time.time()
         self.hostname = socket.gethostname()
         self.topics: dict[str, Topic] = {}
@@ -274,6 +277,7 @@ class NSQD:
             opts.sync_every,
             opts.sync_timeout,
             clock=self.real_now,
+            syncer=self._syncer,
         )
 
     def sync_backends(self) -> None:
@@ -330,6 +334,7 @@ class NSQD:
             for channel in topic.channels.values():
                 channel.backend.release()
             topic.backend.release()
+        self._syncer.shutdown()
 
     def crash(self) -> None:
         """Stop as a SIGKILL would: from now on nothing is written to the data path.
@@ -396,6 +401,7 @@ class NSQD:
         self.logger.info("NSQ: closing topics")
         for topic in list(self.topics.values()):
             topic.close()
+        self._syncer.shutdown()  # every queue waited for its own: the thread is idle
         try:
             md.save_deferred(self.data_path, self._deadlines_to_save)
         except OSError as exc:
