@@ -221,7 +221,7 @@ class DiskQueue(DiskQueueReader):
         self._close_files()
 
     def _delete_all_files(self) -> None:
-        self._settle()  # a background sync must not write the meta file back afterwards
+        self.settle()  # a background sync must not write the meta file back afterwards
         error = self._skip_to_next_rw_file()
         self._count = 0
         try:

@@ -333,7 +333,7 @@ class DiskQueueReader:
 
     def sync(self) -> None:
         """fsync the write file and persist the meta file. Raises OSError on failure."""
-        self._settle()
+        self.settle()
         if self._write_fd >= 0:
             try:
                 os.fsync(self._write_fd)
@@ -367,7 +367,7 @@ class DiskQueueReader:
         if self._syncer is None:
             self._sync_logged()
             return
-        self._settle()
+        self.settle()
         fd = os.dup(self._write_fd) if self._write_fd >= 0 else -1
         self._background = self._syncer.submit(self._sync_in_background, fd, self._state())
         self._need_sync = False
@@ -388,7 +388,7 @@ class DiskQueueReader:
             if fd >= 0:
                 os.close(fd)
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Wait for the background sync, if one is running (it logs its own failure)."""
         if self._background is not None:
             self._background.result()

@@ -87,6 +87,38 @@ class TimeoutQueue:
         if not bucket:
             del self._buckets[key]  # its heap key is skipped when it surfaces
 
+    def take(
+        self, msg_ids: list[bytes], client_id: int
+    ) -> tuple[list[Message], list[tuple[bytes, Message | None]]]:
+        """Stop holding each message of ``msg_ids`` delivered to ``client_id``, in one pass.
+
+        Returns those messages, and the ids refused, each with the message held under it
+        (delivered to another client) or None (not held).
+        """
+        items = self._items
+        buckets = self._buckets
+        taken: list[Message] = []
+        refused: list[tuple[bytes, Message | None]] = []
+        key = -1
+        bucket: dict[bytes, Message] = {}
+        for msg_id in msg_ids:
+            msg = items.get(msg_id)
+            if msg is None or msg.client_id != client_id:
+                refused.append((msg_id, msg))
+                continue
+            del items[msg_id]
+            msg_key = int(msg.deadline / RESOLUTION) + 1  # _bucket(), inlined
+            if msg_key != key:  # a run of FINs mostly finds one delivery's bucket
+                if not bucket and key in buckets:
+                    del buckets[key]  # emptied: its heap key is skipped when it surfaces
+                key = msg_key
+                bucket = buckets[key]
+            del bucket[msg_id]
+            taken.append(msg)
+        if not bucket and key in buckets:
+            del buckets[key]
+        return taken, refused
+
     def pop_expired(self, now: float) -> list[Message]:
         """Remove and return every message whose bucket ended at or before ``now``."""
         heap = self._heap

@@ -70,8 +70,24 @@ Event = Command | FinRun | Body | MPUBBody | NeedData
 
 #: ``FIN <16-byte id>\n``: the length of one line of a FinRun.
 _FIN_LINE: Final = 21
-#: The most FIN lines one FinRun holds.
-MAX_FIN_RUN: Final = 4096
+#: The most FIN lines one FinRun holds (a run is copied whole before it is checked, so
+#: this also bounds the work a peer can waste with a line that breaks a run).
+MAX_FIN_RUN: Final = 512
+
+
+def _all_plain_fins(lines: bytes) -> bool:
+    """Whether ``lines`` is whole ``FIN <16 bytes>\n`` lines, one space each and no CR."""
+    count = len(lines) // _FIN_LINE
+    return (
+        lines[20::_FIN_LINE] == b"\n" * count
+        and lines[0::_FIN_LINE] == b"F" * count
+        and lines[1::_FIN_LINE] == b"I" * count
+        and lines[2::_FIN_LINE] == b"N" * count
+        and lines[3::_FIN_LINE] == b" " * count
+        and lines.count(b" ") == count
+        and b"\r" not in lines
+    )
+
 
 # What the parser is waiting for.
 _LINE, _MESSAGE, _BODY, _MPUB_LEN, _MPUB_COUNT, _MPUB_ITEMS = range(6)
@@ -183,25 +199,15 @@ class CommandParser(ReceiveBuffer):
         that is not plain (a space or ``\r`` in its id: it goes the generic way); None when
         the first is not."""
         buf = self._buf
-        end = pos + _FIN_LINE
-        stop = min(len(buf), pos + _FIN_LINE * MAX_FIN_RUN)
-        while (
-            end + _FIN_LINE <= stop
-            and buf[end + _FIN_LINE - 1] == 10
-            and buf.startswith(b"FIN ", end)
-        ):
-            end += _FIN_LINE
-        lines = bytes(buf[pos:end])
-        if lines.count(b" ") != len(lines) // _FIN_LINE or b"\r" in lines:
-            # not all plain: keep those before the first that is not
-            plain = 0
-            while plain < len(lines):
-                line = lines[plain : plain + _FIN_LINE]
-                if line.count(b" ") != 1 or b"\r" in line:
-                    break
+        if buf.find(b" ", pos + 4, pos + 20) >= 0 or buf.find(b"\r", pos + 4, pos + 20) >= 0:
+            return None
+        whole = min(MAX_FIN_RUN, (len(buf) - pos) // _FIN_LINE)
+        with memoryview(buf) as view:
+            lines = bytes(view[pos : pos + whole * _FIN_LINE])
+        if not _all_plain_fins(lines):  # keep those before the first that is not
+            plain = _FIN_LINE  # the first is
+            while plain < len(lines) and _all_plain_fins(lines[plain : plain + _FIN_LINE]):
                 plain += _FIN_LINE
-            if not plain:
-                return None
             lines = lines[:plain]
         self._pos = pos + len(lines)
         return FinRun([lines[i : i + 16] for i in range(4, len(lines), _FIN_LINE)])

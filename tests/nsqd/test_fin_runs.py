@@ -47,6 +47,7 @@ MIXED = (
     + b"\n"
     + b"FIN short\n"
     + b"".join(b"FIN %016x\n" % i for i in range(5000))
+    + b"".join(b"FIN %016x\nFIN 0123456789a cdef\n" % i for i in range(50))  # a run breaks
 )
 
 
@@ -57,9 +58,9 @@ def test_fin_runs_stand_for_the_same_commands(chunk: int) -> None:
     assert not any(isinstance(ev, FinRun) for ev in plain)
     assert as_lines(runs) == plain
     if chunk == len(MIXED):
-        # whole: the first five are one run, and 5,000 lines take two (at most 4,096 each)
+        # whole: the first five are one run, and 5,000 lines take ten (at most 512 each)
         sizes = [len(ev.ids) for ev in runs if isinstance(ev, FinRun)]
-        assert sizes == [5, 1, 4096, 904]
+        assert sizes == [5, 1] + [512] * 9 + [393] + [1] * 49  # the next plain one joins
 
 
 async def test_a_run_of_fins_is_answered_as_line_by_line(start_nsqd: StartNSQD) -> None:

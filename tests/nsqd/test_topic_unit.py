@@ -67,7 +67,8 @@ def test_a_batch_past_a_ticks_4096_ids_borrows_the_next_tick() -> None:
     bodies = [b"%d" % i for i in range(5000)]  # more than one tick's 4,096: two at least
     msgs = factory.messages(bodies, 1)
     ids = first + [m.id for m in msgs] + factory.new_ids(5)
-    assert ids == sorted(ids) and len(set(ids)) == len(ids) == 5015
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids) == 5015
     assert [m.body for m in msgs] == bodies
     assert all(int(i, 16) >> 12 & 0x3FF == 7 for i in ids)  # the node id's 10 bits
 
