@@ -188,9 +188,8 @@ class Channel:
                 ring.append(client)
                 return True
             msg.attempts += 1
-            msg.client_id = client.id
-            msg.delivery_ts = now
-            self.in_flight.add(msg.data[:16], msg, now + client.msg_timeout)
+            msg.lease = (client.id, now, now + client.msg_timeout)
+            self.in_flight.add(msg.data[:16], msg, msg.lease[2])
             client.send_message(msg)
             if client.can_take():
                 ring.append(client)
@@ -258,12 +257,9 @@ class Channel:
 
     def _deliver(self, client: Consumer, batch: list[Message], now: float) -> None:
         """Hand ``batch`` (no more than its RDY allows) to ``client`` in one tight loop."""
-        client_id = client.id
         for msg in batch:
             msg.attempts += 1
-            msg.client_id = client_id
-            msg.delivery_ts = now
-        self.in_flight.add_batch(batch, now + client.msg_timeout)
+        self.in_flight.add_batch(batch, (client.id, now, now + client.msg_timeout))
         client.send_messages(batch)
 
     def _stored_message(self, data: bytes, now: float) -> Message | None:

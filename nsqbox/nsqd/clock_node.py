@@ -94,10 +94,10 @@ def _delivered_at(in_flight: TimeoutQueue, now: float, resume: float) -> None:
     """Move the messages delivered at ``now`` to a delivery at ``resume``."""
     for msg in [m for m in in_flight if m.delivery_ts == now]:
         msg_id = msg.data[:16]
-        timeout = msg.deadline - msg.delivery_ts
+        client_id, delivered, deadline = msg.lease
         in_flight.remove(msg_id, msg)
-        msg.delivery_ts = resume
-        in_flight.add(msg_id, msg, resume + timeout)
+        msg.lease = (client_id, resume, resume + deadline - delivered)
+        in_flight.add(msg_id, msg, msg.lease[2])
 
 
 async def _flushed(conn: _Output) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Final
 
 import msgspec
 
@@ -13,6 +14,12 @@ _NODE_ID_SHIFT = 12
 _TIMESTAMP_SHIFT = 22
 _SEQUENCE_MASK = (1 << 12) - 1
 _TWEPOCH = 1288834974288
+
+
+#: Who holds a message and until when: ``(client id, delivered at, deadline)``.
+Lease = tuple[int, float, float]
+#: The lease of a message that is neither in flight nor deferred.
+NO_LEASE: Final[Lease] = (0, 0.0, 0.0)
 
 
 class Message(msgspec.Struct, gc=False, eq=False):
@@ -32,11 +39,26 @@ class Message(msgspec.Struct, gc=False, eq=False):
     data: bytes
     timestamp: int  # wall clock, ns (what clients see)
     attempts: int = 0
-    client_id: int = 0
-    delivery_ts: float = 0.0  # server clock, seconds
-    # In a channel: the in-flight or deferred expiry (server clock, seconds).
-    # At the topic, before fan-out: the DPUB delay in seconds (0.0 for none).
-    deadline: float = 0.0
+    #: In flight: the client's id, when it was delivered and when it times out (server
+    #: clock, seconds), one tuple shared by a delivery's batch. Deferred: the deadline.
+    #: At the topic, before fan-out: a DPUB's delay in seconds (0.0 for none).
+    #: Four fields, not six: 16 bytes less per message held.
+    lease: Lease = NO_LEASE
+
+    @property
+    def client_id(self) -> int:
+        """The client it is in flight to (0: none)."""
+        return self.lease[0]
+
+    @property
+    def delivery_ts(self) -> float:
+        """When it was delivered (server clock, seconds)."""
+        return self.lease[1]
+
+    @property
+    def deadline(self) -> float:
+        """When it times out (in flight) or is due (deferred); a DPUB's delay at the topic."""
+        return self.lease[2]
 
     @property
     def id(self) -> bytes:
@@ -50,7 +72,7 @@ class Message(msgspec.Struct, gc=False, eq=False):
 
     def copy(self) -> Message:
         """A fresh copy for another channel (same id, body, timestamp; nsqd does the same)."""
-        return Message(self.data, self.timestamp, self.attempts, deadline=self.deadline)
+        return Message(self.data, self.timestamp, self.attempts, self.lease)
 
     def encode(self) -> bytes:
         """The message encoding (as on disk and in delivery frames)."""

@@ -12,7 +12,7 @@ import heapq
 import itertools
 from collections.abc import Iterator
 
-from .message import Message
+from .message import Lease, Message
 
 #: Bucket width in seconds. Expiry may run up to this late, well inside the
 #: 100 ms queue-scan interval.
@@ -54,8 +54,13 @@ class TimeoutQueue:
         return list(itertools.islice(self._items.values(), start, start + count))
 
     def add(self, msg_id: bytes, msg: Message, deadline: float) -> None:
-        """Hold ``msg`` (whose id is ``msg_id``) until ``deadline``; the id must be new here."""
-        msg.deadline = deadline
+        """Hold ``msg`` (whose id is ``msg_id``) until ``deadline``; the id must be new here.
+
+        The message's lease gets the deadline; its client and delivery time stay.
+        """
+        lease = msg.lease
+        if lease[2] != deadline:
+            msg.lease = (lease[0], lease[1], deadline)
         key = _bucket(deadline)
         bucket = self._buckets.get(key)
         if bucket is None:
@@ -64,16 +69,16 @@ class TimeoutQueue:
         bucket[msg_id] = msg
         self._items[msg_id] = msg
 
-    def add_batch(self, msgs: list[Message], deadline: float) -> None:
-        """Hold every message of ``msgs`` until the same ``deadline``."""
-        key = _bucket(deadline)
+    def add_batch(self, msgs: list[Message], lease: Lease) -> None:
+        """Hold every message of ``msgs`` until the same deadline: they share ``lease``."""
+        key = _bucket(lease[2])
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = {}
             heapq.heappush(self._heap, key)
         items = self._items
         for msg in msgs:
-            msg.deadline = deadline
+            msg.lease = lease
             msg_id = msg.data[:16]
             bucket[msg_id] = msg
             items[msg_id] = msg
@@ -81,7 +86,7 @@ class TimeoutQueue:
     def remove(self, msg_id: bytes, msg: Message) -> None:
         """Stop holding ``msg`` (which must be held)."""
         del self._items[msg_id]
-        key = int(msg.deadline / RESOLUTION) + 1  # _bucket(), inlined: once per FIN
+        key = int(msg.lease[2] / RESOLUTION) + 1  # _bucket(), inlined: once per FIN
         bucket = self._buckets[key]
         del bucket[msg_id]
         if not bucket:
@@ -103,11 +108,11 @@ class TimeoutQueue:
         bucket: dict[bytes, Message] = {}
         for msg_id in msg_ids:
             msg = items.get(msg_id)
-            if msg is None or msg.client_id != client_id:
+            if msg is None or msg.lease[0] != client_id:
                 refused.append((msg_id, msg))
                 continue
             del items[msg_id]
-            msg_key = int(msg.deadline / RESOLUTION) + 1  # _bucket(), inlined
+            msg_key = int(msg.lease[2] / RESOLUTION) + 1  # _bucket(), inlined
             if msg_key != key:  # a run of FINs mostly finds one delivery's bucket
                 if not bucket and key in buckets:
                     del buckets[key]  # emptied: its heap key is skipped when it surfaces
@@ -157,4 +162,4 @@ class TimeoutQueue:
 
 
 def _deadline(msg: Message) -> float:
-    return msg.deadline
+    return msg.lease[2]

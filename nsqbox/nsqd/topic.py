@@ -100,8 +100,9 @@ class Topic:
             raise TopicError(error)
         msgs = self.id_factory.messages(bodies, node.wall_ns())
         if defer:
+            lease = (0, 0.0, defer)  # the delay rides in the deadline until fan-out
             for m in msgs:
-                m.deadline = defer  # the delay rides in `deadline` until fan-out
+                m.lease = lease
         for tap in self.taps:
             tap.extend(msgs)
         if self._delivering and not self.memory and not self.backend.depth:

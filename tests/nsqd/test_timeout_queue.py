@@ -38,8 +38,8 @@ def test_pop_expired_only_takes_ended_buckets_in_deadline_order() -> None:
 def test_add_batch_and_clear() -> None:
     q = TimeoutQueue()
     batch = [msg(i) for i in range(3)]
-    q.add_batch(batch, 7.0)
-    assert [m.deadline for m in batch] == [7.0, 7.0, 7.0]
+    q.add_batch(batch, (3, 1.0, 7.0))
+    assert [(m.client_id, m.delivery_ts, m.deadline) for m in batch] == [(3, 1.0, 7.0)] * 3
     assert all(m.id in q for m in batch)
     q.remove(batch[1].id, batch[1])
     assert set(q.clear()) == {batch[0], batch[2]}
