@@ -24,6 +24,7 @@ import logging
 import os
 import struct
 from collections.abc import Sequence
+from itertools import chain
 
 from .diskqueue_reader import DiskQueueReader
 
@@ -104,11 +105,23 @@ class DiskQueue(DiskQueueReader):
         """
         if self._closed:
             raise DiskQueueClosedError
+        if not items:
+            return
+        sizes = list(map(len, items))
         lo, hi = self.min_msg_size, self.max_msg_size
-        for data in items:
-            size = len(data)
-            if size < lo or size > hi:
-                raise ValueError(self._bad_size_text(size))
+        if min(sizes) < lo or max(sizes) > hi:
+            raise ValueError(self._bad_size_text(next(s for s in sizes if s < lo or s > hi)))
+        nbytes = sum(sizes) + 4 * len(sizes)
+        if self._write_pos + nbytes <= self.max_bytes_per_file:  # all in the write file
+            framed = b"".join(chain.from_iterable(zip(map(_pack_len, sizes), items, strict=True)))
+            self._commit_batch([framed], nbytes, len(sizes))
+        else:
+            self._put_rolling(items)
+        if self._count >= self.sync_every:
+            self._sync_counted()
+
+    def _put_rolling(self, items: Sequence[bytes]) -> None:
+        """put_many's items, rolling to a new file as each record requires."""
         limit = self.max_bytes_per_file
         parts: list[bytes] = []
         pos = self._write_pos
@@ -128,8 +141,6 @@ class DiskQueue(DiskQueueReader):
             n += 1
         if parts:
             self._commit_batch(parts, pos - start, n)
-        if self._count >= self.sync_every:
-            self._sync_counted()
 
     def _commit_batch(self, parts: list[bytes], nbytes: int, count: int) -> None:
         self._write_at(b"".join(parts))

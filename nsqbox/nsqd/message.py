@@ -148,5 +148,11 @@ class GUIDFactory:
         return out
 
 
+def encode_messages(msgs: list[Message]) -> list[bytes]:
+    """Each message's encoding (as :meth:`Message.encode`, without a call per message)."""
+    pack = MESSAGE_HEADER.pack
+    return [pack(m.timestamp, m.attempts) + m.data for m in msgs]
+
+
 def _hex_ids(ranges: list[tuple[int, int, int]]) -> list[bytes]:
     return [b"%016x" % (base | s) for base, start, stop in ranges for s in range(start, stop)]

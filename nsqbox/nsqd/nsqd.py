@@ -19,7 +19,7 @@ from . import metadata as md
 from .backend import BackendQueue, DummyBackend
 from .diskqueue import DiskQueue
 from .faults import NodeFaults
-from .message import Message
+from .message import Message, encode_messages
 from .options import NSQDOptions
 from .topic import Topic
 
@@ -291,7 +291,7 @@ class NSQD:
         """Spill messages, one write for the lot (per data file); on failure mark the node
         unhealthy and return False (messages of earlier files may have been written)."""
         try:
-            backend.put_many([msg.encode() for msg in msgs])
+            backend.put_many(encode_messages(msgs))
         except (OSError, ValueError) as exc:
             self.set_health(str(exc))
             self.logger.error("failed to write message to backend - %s", exc)
@@ -311,7 +311,7 @@ class NSQD:
         try:
             for start in range(0, len(msgs), _FLUSH_BATCH):
                 batch = msgs[start : start + _FLUSH_BATCH]
-                backend.put_many([msg.encode() for msg in batch])
+                backend.put_many(encode_messages(batch))
                 written += len(batch)
         except (OSError, ValueError) as exc:
             error = exc
