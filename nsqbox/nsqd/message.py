@@ -14,6 +14,9 @@ _NODE_ID_SHIFT = 12
 _TIMESTAMP_SHIFT = 22
 _SEQUENCE_MASK = (1 << 12) - 1
 _TWEPOCH = 1288834974288
+#: The last 3 hex digits of an id (its 12 sequence bits), made once: an id is the tick's
+#: 13 digits plus one of these, which costs half of formatting all 16 digits.
+_HEX_SEQUENCES: Final = [b"%03x" % seq for seq in range(_SEQUENCE_MASK + 1)]
 
 
 #: Who holds a message and until when: ``(client id, delivered at, deadline)``.
@@ -106,20 +109,17 @@ class GUIDFactory:
 
     def new_ids(self, count: int) -> list[bytes]:
         """``count`` consecutive unique IDs."""
-        return [
-            b"%016x" % (base | s)
-            for base, start, stop in self._take(count)
-            for s in range(start, stop)
-        ]
+        return _hex_ids(self._take(count))
 
     def messages(self, bodies: list[bytes], timestamp: int) -> list[Message]:
         """A new message for each body (its id, then the body), all with ``timestamp``."""
         ranges = self._take(len(bodies))
         if len(ranges) == 1:  # within one tick: ids and messages in one pass
             base, start, stop = ranges[0]
+            head = b"%013x" % (base >> _NODE_ID_SHIFT)
             return [
-                Message(b"%016x" % (base | s) + body, timestamp)
-                for s, body in zip(range(start, stop), bodies, strict=True)
+                Message(head + seq + body, timestamp)
+                for seq, body in zip(_HEX_SEQUENCES[start:stop], bodies, strict=True)
             ]
         ids = _hex_ids(ranges)
         return [Message(i + body, timestamp) for i, body in zip(ids, bodies, strict=True)]
@@ -155,4 +155,8 @@ def encode_messages(msgs: list[Message]) -> list[bytes]:
 
 
 def _hex_ids(ranges: list[tuple[int, int, int]]) -> list[bytes]:
-    return [b"%016x" % (base | s) for base, start, stop in ranges for s in range(start, stop)]
+    out: list[bytes] = []
+    for base, start, stop in ranges:
+        head = b"%013x" % (base >> _NODE_ID_SHIFT)
+        out += [head + seq for seq in _HEX_SEQUENCES[start:stop]]
+    return out
