@@ -21,6 +21,7 @@ from nsqbox.http.protocol import (
     MAX_HEADER_SIZE,
     NEED_DATA,
     CloseConnection,
+    ConnectionEvent,
     Dispatch,
     SendBytes,
     ServerConnection,
@@ -141,9 +142,12 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
     A read that finds data and a write that fits in the socket buffer are one
     system call each, without a coroutine around them; the rest (waiting, the
     reader's turn every :data:`READS_PER_TURN` reads, a partial write) is
-    :class:`SocketIO`'s. The connection yields once per answer, as in _pump.
+    :class:`SocketIO`'s. As in _pump, the connection yields between two
+    answers, but a wait for the next request is that turn: a client that waits
+    for each answer costs one scheduler pass per request, not two.
     """
     sock = io.sock
+    owes_turn = False  # answered, and not yielded since
     try:
         while True:
             event = conn.next_event()
@@ -153,6 +157,7 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
                         data = sock.recv(RECEIVE_SIZE)
                     except BlockingIOError:
                         data = await io.receive_when_readable()
+                        owes_turn = False
                     except OSError:
                         data = b""  # as SocketIO.receive: a reset ends the input
                     else:
@@ -161,7 +166,13 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
                     data = await io.receive()
                 conn.receive_data(data)
             elif type(event) is Dispatch:
-                data = conn.respond(await _answer(conn, event))
+                if owes_turn:
+                    await io.next_turn()
+                try:
+                    response = await event.endpoint.respond(event.request)
+                except Exception:
+                    response = _failed(conn, event)
+                data = conn.respond(response)
                 try:
                     sent = sock.send(data)
                 except BlockingIOError:
@@ -170,7 +181,7 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
                     raise trio.BrokenResourceError(f"send failed: {exc}") from exc
                 if sent < len(data):
                     await io.send_all(data[sent:])
-                await io.next_turn()
+                owes_turn = True
             elif await _ends(event, io):
                 return
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -186,13 +197,16 @@ async def _answer(conn: ServerConnection, event: Dispatch) -> Response:
     try:
         return await event.endpoint.respond(event.request)
     except Exception:
-        log.exception(
-            "HTTP endpoint failed for %s from %s", event.request.target, conn.remote_address
-        )
-        return Response.error(HTTPError(500, "INTERNAL_ERROR"))
+        return _failed(conn, event)
 
 
-async def _ends(event: SendBytes | CloseConnection | Any, io: _IO) -> bool:
+def _failed(conn: ServerConnection, event: Dispatch) -> Response:
+    """Log the endpoint's exception (being handled); the 500 that answers the request."""
+    log.exception("HTTP endpoint failed for %s from %s", event.request.target, conn.remote_address)
+    return Response.error(HTTPError(500, "INTERNAL_ERROR"))
+
+
+async def _ends(event: ConnectionEvent, io: _IO) -> bool:
     """Act on an event other than NEED_DATA and Dispatch; True when the connection is over."""
     if isinstance(event, SendBytes):
         await io.send_all(event.data)
