@@ -182,11 +182,9 @@ class _NSQDHTTP:
         if binary:
             bodies = _read_binary_mpub(request.body, opts.max_msg_size, opts.max_body_size)
         else:
-            # Empty lines are dropped, as nsqd has done since 0.2.22.
-            bodies = request.body.split(b"\n")
-            if b"" in bodies:
-                bodies = [line for line in bodies if line]
-            if bodies and max(map(len, bodies)) > opts.max_msg_size:
+            bodies = _split_lines(request.body)
+            # No line is longer than the body: only a long body needs the check.
+            if len(request.body) > opts.max_msg_size and max(map(len, bodies)) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
         self._put(topic, bodies, 0.0)
         await self._announced(topic)
@@ -341,6 +339,14 @@ def _parse_int64(raw: str) -> int | None:
         return parse_int(raw, 10)
     except StrconvError:
         return None
+
+
+def _split_lines(body: bytes) -> list[bytes]:
+    """The messages of a text ``/mpub``: its lines, without the empty ones (nsqd since 0.2.22)."""
+    lines = body.split(b"\n")
+    if b"" in lines:
+        return [line for line in lines if line]
+    return lines
 
 
 def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
