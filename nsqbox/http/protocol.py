@@ -20,7 +20,10 @@ h11's more precise status, e.g. 431) and the connection is closed.
 Plain requests that arrive whole skip h11 (:mod:`nsqbox.http.fastpath`, which
 gives the same results): while h11 is between requests with nothing buffered,
 received bytes wait in this object until the fast path takes a request or
-declines, and then h11 gets them.
+declines, and then h11 gets them. A request whose head is byte for byte the
+last fast request's (a client publishing again) reuses that parse, and an
+answer that is the same :class:`Response` object as before (a handler's
+constant ``OK``) reuses its encoding.
 """
 
 from __future__ import annotations

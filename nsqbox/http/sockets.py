@@ -9,8 +9,11 @@ says "would block":
 
 * :class:`SocketIO` reads and writes without a checkpoint when the kernel has
   data or room; the pump yields once per answered request instead
-  (:meth:`SocketIO.next_turn`), which is what keeps connections fair: one with
-  pipelined requests always waiting gets one answer per turn, like every other.
+  (:meth:`SocketIO.next_turn`, or the wait for the next request), which is what
+  keeps connections fair: one with pipelined requests always waiting gets one
+  answer per turn, like every other. The server's socket pump
+  (``nsqbox.http.server._pump_socket``) makes the read and write that need no
+  wait itself, one system call each, and leaves the rest to this class.
 """
 
 from __future__ import annotations
