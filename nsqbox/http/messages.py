@@ -108,6 +108,12 @@ def parse_query(raw: str) -> dict[str, list[str]]:
     error (a ``;`` in a pair, a bad ``%`` escape), so callers can answer
     ``INVALID_REQUEST`` as nsqd does.
     """
+    if "&" not in raw and ";" not in raw and "%" not in raw and "+" not in raw:
+        # One pair with nothing to unescape (``topic=name``): the loop's result.
+        if not raw:
+            return {}
+        key, _, value = raw.partition("=")
+        return {key: [value]}
     values: dict[str, list[str]] = {}
     for pair in raw.split("&"):
         if not pair:
@@ -120,6 +126,9 @@ def parse_query(raw: str) -> dict[str, list[str]]:
 
 
 def _unescape(text: str) -> str:
+    if "%" not in text:
+        # Nothing to unescape, nothing Go refuses: the text round-trips through UTF-8.
+        return text.replace("+", " ") if "+" in text else text
     if _BAD_ESCAPE.search(text):
         raise ValueError(f"invalid URL escape in {text!r}")
     # Go strings hold any bytes; undecodable ones cannot be valid NSQ names,
@@ -174,3 +183,33 @@ class Request:
         if value is None:
             raise HTTPError(400, missing)
         return value
+
+
+# Each field's slot descriptor: setting through it is what the frozen
+# dataclass's __init__ does, without its per-field object.__setattr__ calls.
+_SET_METHOD, _SET_TARGET, _SET_PATH, _SET_QUERY, _SET_HEADERS, _SET_BODY, _SET_PARAMS, _SET_PEER = (
+    Request.__dict__[name].__set__ for name in Request.__slots__
+)
+
+
+def new_request(
+    method: str,
+    target: str,
+    path: str,
+    raw_query: str,
+    headers: tuple[tuple[bytes, bytes], ...],
+    body: bytes,
+    params: dict[str, str],
+    remote_address: str,
+) -> Request:
+    """``Request(method, target, ...)``, for the server's hot path: a third of the cost."""
+    request: Request = object.__new__(Request)
+    _SET_METHOD(request, method)
+    _SET_TARGET(request, target)
+    _SET_PATH(request, path)
+    _SET_QUERY(request, raw_query)
+    _SET_HEADERS(request, headers)
+    _SET_BODY(request, body)
+    _SET_PARAMS(request, params)
+    _SET_PEER(request, remote_address)
+    return request

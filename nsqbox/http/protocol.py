@@ -20,7 +20,10 @@ h11's more precise status, e.g. 431) and the connection is closed.
 Plain requests that arrive whole skip h11 (:mod:`nsqbox.http.fastpath`, which
 gives the same results): while h11 is between requests with nothing buffered,
 received bytes wait in this object until the fast path takes a request or
-declines, and then h11 gets them.
+declines, and then h11 gets them. A request whose head is byte for byte the
+last fast request's (a client publishing again) reuses that parse, and an
+answer that is the same :class:`Response` object as before (a handler's
+constant ``OK``) reuses its encoding.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from nsqbox.http.messages import (
     NSQ_CONTENT_TYPE_HEADER,
     Request,
     Response,
+    new_request,
 )
 from nsqbox.http.router import App, Endpoint
 
@@ -110,12 +114,13 @@ class ServerConnection:
         self._body_size = 0
         self._awaiting_response = False
         # The fast path: True while h11 is idle with nothing buffered; then
-        # received bytes collect in _pending. _fast_request is the request the
+        # received bytes collect in _pending. _fast_raw is the request the
         # fast path dispatched, until it is answered.
         self._fast_path = fast_path
         self._fast = fast_path
         self._pending = b""
-        self._fast_request: FastRequest | None = None
+        # The head of the last request the fast path parsed, for the next one.
+        self._fast_head: _FastHead | None = None
         self._fast_raw = b""
 
     def receive_data(self, data: bytes) -> None:
@@ -171,16 +176,9 @@ class ServerConnection:
         if not self._awaiting_response:
             raise RuntimeError("no request is waiting for a response")
         self._awaiting_response = False
-        fast, self._fast_request = self._fast_request, None
         raw, self._fast_raw = self._fast_raw, b""
-        if fast is not None:
-            data = encode_response(
-                response.status,
-                _REASONS.get(response.status, b""),
-                response.headers,
-                response.body,
-                _NSQ_HEADER_LINE if response.nsq_header else b"",
-            )
+        if raw:
+            data = _fast_encode(response)
             if data is not None:
                 return data
             self._replay(raw)
@@ -196,30 +194,37 @@ class ServerConnection:
 
     def _fast_dispatch(self) -> Dispatch | None:
         """The next request by the fast path, or None when h11 must parse it."""
-        fast = parse_request(self._pending)
-        if fast is None:
-            return None
-        target = fast.target.decode("latin-1")
-        path, query = _split_target(target)
-        method = fast.method.decode("ascii")
-        endpoint = self.app.resolve(method, path)
-        if fast.content_length > endpoint.max_body_size:
+        pending = self._pending
+        head = self._fast_head
+        if head is not None and pending.startswith(head.raw):
+            # The same head bytes as the last request's (a client publishing
+            # again): the same parse, so only the body is new.
+            size = len(head.raw) + head.content_length
+            if len(pending) < size:
+                return None  # as parse_request: incomplete requests go to h11
+        else:
+            fast = parse_request(pending)
+            if fast is None:
+                return None
+            self._fast_head = head = _FastHead.of(fast, pending)
+            size = fast.size
+        endpoint = self.app.resolve(head.method, head.path)
+        if head.content_length > endpoint.max_body_size:
             return None  # h11's path refuses it before reading the body
         # Kept for _replay; both slices are free when the buffer held just this request.
-        self._fast_raw = self._pending[: fast.size]
-        self._pending = self._pending[fast.size :]
-        self._fast_request = fast
+        self._fast_raw = pending[:size]
+        self._pending = pending[size:]
         self._awaiting_response = True
         self._head = None  # as h11's path would have replaced the last request's head
-        request = Request(
-            method=method,
-            target=target,
-            path=path,
-            raw_query=query,
-            headers=fast.headers,
-            body=fast.body,
-            params=endpoint.params,
-            remote_address=self.remote_address,
+        request = new_request(
+            head.method,
+            head.target,
+            head.path,
+            head.query,
+            head.headers,
+            pending[len(head.raw) : size],
+            endpoint.params,
+            self.remote_address,
         )
         return Dispatch(request, endpoint)
 
@@ -322,6 +327,62 @@ class ServerConnection:
             out.append(self._h11.send(h11.Data(data=response.body)))
         out.append(self._h11.send(h11.EndOfMessage()))
         return b"".join(chunk for chunk in out if chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class _FastHead:
+    """A request head the fast path parsed, ready for the next request with the same bytes."""
+
+    #: The head's bytes, through the blank line.
+    raw: bytes
+    method: str
+    target: str
+    path: str
+    query: str
+    headers: tuple[tuple[bytes, bytes], ...]
+    content_length: int
+
+    @classmethod
+    def of(cls, fast: FastRequest, buf: bytes) -> _FastHead:
+        """The head of ``fast``, parsed from the start of ``buf``."""
+        target = fast.target.decode("latin-1")
+        path, query = _split_target(target)
+        return cls(
+            raw=buf[: fast.size - fast.content_length],
+            method=fast.method.decode("ascii"),
+            target=target,
+            path=path,
+            query=query,
+            headers=fast.headers,
+            content_length=fast.content_length,
+        )
+
+
+#: Answers the fast path encoded, by the identity of their Response (kept alive
+#: here, so the id stays theirs): handlers that answer with a constant Response
+#: (``OK``) are encoded once. Small bodies only; cleared when full.
+_ENCODED: dict[int, tuple[Response, bytes | None]] = {}
+_ENCODED_LIMIT: Final = 256
+_ENCODED_MAX_BODY: Final = 1024
+
+
+def _fast_encode(response: Response) -> bytes | None:
+    """:func:`encode_response` for ``response`` (None: h11 must encode it)."""
+    cached = _ENCODED.get(id(response))
+    if cached is not None and cached[0] is response:
+        return cached[1]
+    data = encode_response(
+        response.status,
+        _REASONS.get(response.status, b""),
+        response.headers,
+        response.body,
+        _NSQ_HEADER_LINE if response.nsq_header else b"",
+    )
+    if len(response.body) <= _ENCODED_MAX_BODY:
+        if len(_ENCODED) >= _ENCODED_LIMIT:
+            _ENCODED.clear()
+        _ENCODED[id(response)] = (response, data)
+    return data
 
 
 def _split_target(target: str) -> tuple[str, str]:

@@ -101,7 +101,7 @@ class _Route:
 
     async def respond(self, request: Request) -> Response:
         """Run the handler and turn its result or error into the response."""
-        started = time.perf_counter()
+        started = time.perf_counter() if self.log else 0.0
         try:
             result = await self.handler(request)
             if self.plain_text and not isinstance(result, str | bytes | Response):
@@ -152,6 +152,8 @@ class Router:
         # differs only in case (httprouter's RedirectFixedPath).
         self._static_folded: dict[str, str] = {}
         self._dynamic: list[tuple[tuple[str, ...], dict[str, _Route]]] = []
+        # The endpoints of static routes, by (method, path), as resolve() made them.
+        self._resolved: dict[tuple[str, str], Endpoint] = {}
 
     def add(
         self,
@@ -197,6 +199,7 @@ class Router:
         if route.method in methods:
             raise ValueError(f"duplicate route {route.method} {pattern}")
         methods[route.method] = route
+        self._resolved.clear()
 
     def route(
         self,
@@ -226,18 +229,24 @@ class Router:
 
     def resolve(self, method: str, path: str) -> Endpoint:
         """The endpoint for a request head; unknown paths and methods get error endpoints."""
+        resolved = self._resolved.get((method, path))
+        if resolved is not None:
+            return resolved
         found = self._lookup(path)
         methods: dict[str, _Route] = {}
         if found is not None:
             methods, params = found
             route = methods.get(method)
             if route is not None:
-                return Endpoint(
+                endpoint = Endpoint(
                     respond=route.respond,
                     params=params,
                     max_body_size=route.max_body_size,
                     too_large=route.too_large,
                 )
+                if not params and path in self._static:  # the same endpoint every time
+                    self._resolved[method, path] = endpoint
+                return endpoint
         if method != "CONNECT" and path != "/":
             fixed = self._fixed_path(method, path)
             if fixed is not None and fixed != path:

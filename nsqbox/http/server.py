@@ -21,12 +21,13 @@ from nsqbox.http.protocol import (
     MAX_HEADER_SIZE,
     NEED_DATA,
     CloseConnection,
+    ConnectionEvent,
     Dispatch,
     SendBytes,
     ServerConnection,
 )
 from nsqbox.http.router import App
-from nsqbox.http.sockets import RECEIVE_SIZE, SocketIO, socket_peer_address
+from nsqbox.http.sockets import READS_PER_TURN, RECEIVE_SIZE, SocketIO, socket_peer_address
 from nsqbox.listeners import ACCEPT_CAPACITY_ERRNOS, ACCEPT_RETRY_DELAY, accept_batches
 
 log = logging.getLogger("nsqbox.http")
@@ -104,7 +105,7 @@ async def serve_http_connection(
 async def _serve_socket(sock: socket.socket, *, app: App, max_header_size: int) -> None:
     io = SocketIO(sock)
     conn = ServerConnection(app, remote_address=io.peer_address(), max_header_size=max_header_size)
-    await _pump(conn, io)
+    await _pump_socket(conn, io)
 
 
 class _IO(Protocol):
@@ -122,23 +123,10 @@ async def _pump(conn: ServerConnection, io: _IO) -> None:
             event = conn.next_event()
             if event is NEED_DATA:
                 conn.receive_data(await io.receive())
-            elif isinstance(event, SendBytes):
-                await io.send_all(event.data)
             elif isinstance(event, Dispatch):
-                try:
-                    response = await event.endpoint.respond(event.request)
-                except Exception:
-                    log.exception(
-                        "HTTP endpoint failed for %s from %s",
-                        event.request.target,
-                        conn.remote_address,
-                    )
-                    response = Response.error(HTTPError(500, "INTERNAL_ERROR"))
-                await io.send_all(conn.respond(response))
+                await io.send_all(conn.respond(await _answer(conn, event)))
                 await io.next_turn()
-            elif isinstance(event, CloseConnection):
-                if event.drain:
-                    await _drain(io)
+            elif await _ends(event, io):
                 return
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         log.debug("HTTP peer %s went away", conn.remote_address)
@@ -146,6 +134,88 @@ async def _pump(conn: ServerConnection, io: _IO) -> None:
         log.exception("HTTP connection from %s failed", conn.remote_address)
     finally:
         await io.aclose()
+
+
+async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
+    """:func:`_pump` on a plain socket, with its common steps inline.
+
+    A read that finds data and a write that fits in the socket buffer are one
+    system call each, without a coroutine around them; the rest (waiting, the
+    reader's turn every :data:`READS_PER_TURN` reads, a partial write) is
+    :class:`SocketIO`'s. As in _pump, the connection yields between two
+    answers, but a wait for the next request is that turn: a client that waits
+    for each answer costs one scheduler pass per request, not two.
+    """
+    sock = io.sock
+    owes_turn = False  # answered, and not yielded since
+    try:
+        while True:
+            event = conn.next_event()
+            if event is NEED_DATA:
+                if io.reads < READS_PER_TURN - 1:
+                    try:
+                        data = sock.recv(RECEIVE_SIZE)
+                    except BlockingIOError:
+                        data = await io.receive_when_readable()
+                        owes_turn = False
+                    except OSError:
+                        data = b""  # as SocketIO.receive: a reset ends the input
+                    else:
+                        io.reads += 1
+                else:
+                    data = await io.receive()
+                conn.receive_data(data)
+            elif type(event) is Dispatch:
+                if owes_turn:
+                    await io.next_turn()
+                try:
+                    response = await event.endpoint.respond(event.request)
+                except Exception:
+                    response = _failed(conn, event)
+                data = conn.respond(response)
+                try:
+                    sent = sock.send(data)
+                except BlockingIOError:
+                    sent = 0
+                except OSError as exc:
+                    raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+                if sent < len(data):
+                    await io.send_all(data[sent:])
+                owes_turn = True
+            elif await _ends(event, io):
+                return
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        log.debug("HTTP peer %s went away", conn.remote_address)
+    except Exception:
+        log.exception("HTTP connection from %s failed", conn.remote_address)
+    finally:
+        await io.aclose()
+
+
+async def _answer(conn: ServerConnection, event: Dispatch) -> Response:
+    """The endpoint's answer to a dispatched request; a 500 if it failed."""
+    try:
+        return await event.endpoint.respond(event.request)
+    except Exception:
+        return _failed(conn, event)
+
+
+def _failed(conn: ServerConnection, event: Dispatch) -> Response:
+    """Log the endpoint's exception (being handled); the 500 that answers the request."""
+    log.exception("HTTP endpoint failed for %s from %s", event.request.target, conn.remote_address)
+    return Response.error(HTTPError(500, "INTERNAL_ERROR"))
+
+
+async def _ends(event: ConnectionEvent, io: _IO) -> bool:
+    """Act on an event other than NEED_DATA and Dispatch; True when the connection is over."""
+    if isinstance(event, SendBytes):
+        await io.send_all(event.data)
+        return False
+    if isinstance(event, CloseConnection):
+        if event.drain:
+            await _drain(io)
+        return True
+    raise RuntimeError(f"unexpected connection event {event!r}")  # pragma: no cover
 
 
 class _StreamIO:

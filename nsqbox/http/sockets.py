@@ -9,8 +9,11 @@ says "would block":
 
 * :class:`SocketIO` reads and writes without a checkpoint when the kernel has
   data or room; the pump yields once per answered request instead
-  (:meth:`SocketIO.next_turn`), which is what keeps connections fair: one with
-  pipelined requests always waiting gets one answer per turn, like every other.
+  (:meth:`SocketIO.next_turn`, or the wait for the next request), which is what
+  keeps connections fair: one with pipelined requests always waiting gets one
+  answer per turn, like every other. The server's socket pump
+  (``nsqbox.http.server._pump_socket``) makes the read and write that need no
+  wait itself, one system call each, and leaves the rest to this class.
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ class SocketIO:
     :class:`trio.BrokenResourceError`, as they do from a trio stream.
     """
 
-    __slots__ = ("_reads", "sock")
+    __slots__ = ("reads", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self._reads = 0
+        #: Reads since this connection last yielded (the server's pump reads inline too).
+        self.reads = 0
         # Same as trio.SocketStream: answers are small and must not wait for Nagle.
         # A peer that already reset the connection is found out by the first read.
         with contextlib.suppress(OSError):
@@ -56,19 +60,30 @@ class SocketIO:
     async def receive(self) -> bytes:
         """The next bytes from the peer; ``b""`` at EOF or on a reset."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        self._reads += 1
-        if self._reads >= READS_PER_TURN:
-            self._reads = 0
+        self.reads += 1
+        if self.reads >= READS_PER_TURN:
+            self.reads = 0
             await trio.lowlevel.checkpoint()
         while True:
             try:
                 return self.sock.recv(RECEIVE_SIZE)
             except BlockingIOError:
-                self._reads = 0
-                await trio.lowlevel.wait_readable(self.sock)
+                return await self.receive_when_readable()
             except OSError:
                 # A reset (or any failure, as trio's streams treat them) is an
                 # end of input as far as HTTP is concerned.
+                return b""
+
+    async def receive_when_readable(self) -> bytes:
+        """:meth:`receive` once a read found nothing: wait for the peer, then read."""
+        self.reads = 0
+        while True:
+            await trio.lowlevel.wait_readable(self.sock)
+            try:
+                return self.sock.recv(RECEIVE_SIZE)
+            except BlockingIOError:
+                continue
+            except OSError:
                 return b""
 
     async def send_all(self, data: bytes) -> None:
@@ -88,7 +103,7 @@ class SocketIO:
 
     async def next_turn(self) -> None:
         """Yield once per answered request, so every connection gets its turn."""
-        self._reads = 0
+        self.reads = 0
         await trio.lowlevel.checkpoint()
 
     async def send_eof(self) -> None:
