@@ -43,9 +43,6 @@ _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 #: /pub's and /mpub's answer: one Response, so the server encodes it once.
 _OK: Final = Response.text("OK")
-#: Topic names already found valid (bounded: cleared when full).
-_VALID_TOPICS: Final[set[str]] = set()
-_VALID_TOPICS_LIMIT: Final = 4096
 
 
 def make_app(
@@ -213,12 +210,8 @@ class _NSQDHTTP:
         if not names:
             raise HTTPError(400, "MISSING_ARG_TOPIC")
         name = names[0]
-        if name not in _VALID_TOPICS:
-            if not is_valid_topic_name(name):
-                raise HTTPError(400, "INVALID_TOPIC")
-            if len(_VALID_TOPICS) >= _VALID_TOPICS_LIMIT:
-                _VALID_TOPICS.clear()
-            _VALID_TOPICS.add(name)
+        if not is_valid_topic_name(name):
+            raise HTTPError(400, "INVALID_TOPIC")
         return args, self.nsqd.get_topic(name)
 
     # -- topics ------------------------------------------------------------

@@ -44,8 +44,6 @@ logger = logging.getLogger("nsqbox.nsqd")
 __all__ = ["STATE_COMMANDS", "ClientV2"]
 
 _MAX_UINT64 = (1 << 64) - 1
-#: Checked topic names a client remembers (past that, each publish checks its name again).
-_KNOWN_TOPIC_NAMES = 64
 
 #: A command line's handler.
 Handler = Callable[["ClientV2", list[bytes]], "bytes | None"]
@@ -112,8 +110,6 @@ class ClientV2(ClientState):
             self._publish_unchecked if self._authz is None else self._publish_checked
         )
         self._pending: Continuation | None = None
-        #: Topic names this client published to, already checked (a publisher has a few).
-        self._topic_names: dict[bytes, str] = {}
         #: A FIN was executed this turn: pull from the channel once the turn ends.
         self._refill = False
         self._table: CommandTable = STATE_COMMANDS[STATE_INIT]
@@ -361,19 +357,13 @@ class ClientV2(ClientState):
 
     # -- publishing --------------------------------------------------------------
     def _topic_name(self, cmd: str, params: list[bytes], *, mpub: bool = False) -> str:
-        raw = params[1]
-        known = self._topic_names.get(raw)
-        if known is not None:
-            return known
-        name = raw.decode("latin-1")
+        name = params[1].decode("latin-1")
         if not is_valid_topic_name(name):
             # nsqd's MPUB repeats the code inside the description; clients see it that way
             prefix = "E_BAD_TOPIC " if mpub else ""
             raise NSQError(
                 "E_BAD_TOPIC", f"{prefix}{cmd} topic name {go_quote(params[1])} is not valid"
             )
-        if len(self._topic_names) < _KNOWN_TOPIC_NAMES:
-            self._topic_names[raw] = name
         return name
 
     def _pub(self, params: list[bytes]) -> bytes | None:
