@@ -106,18 +106,25 @@ class TimeoutQueue:
         refused: list[tuple[bytes, Message | None]] = []
         key = -1
         bucket: dict[bytes, Message] = {}
+        last: Lease | None = None  # a run of FINs mostly finds one delivery's lease
         for msg_id in msg_ids:
             msg = items.get(msg_id)
-            if msg is None or msg.lease[0] != client_id:
+            if msg is None:
                 refused.append((msg_id, msg))
                 continue
+            lease = msg.lease
+            if lease is not last:
+                if lease[0] != client_id:
+                    refused.append((msg_id, msg))
+                    continue
+                last = lease
+                msg_key = int(lease[2] / RESOLUTION) + 1  # _bucket(), inlined
+                if msg_key != key:
+                    if not bucket and key in buckets:
+                        del buckets[key]  # emptied: its heap key is skipped when it surfaces
+                    key = msg_key
+                    bucket = buckets[key]
             del items[msg_id]
-            msg_key = int(msg.lease[2] / RESOLUTION) + 1  # _bucket(), inlined
-            if msg_key != key:  # a run of FINs mostly finds one delivery's bucket
-                if not bucket and key in buckets:
-                    del buckets[key]  # emptied: its heap key is skipped when it surfaces
-                key = msg_key
-                bucket = buckets[key]
             del bucket[msg_id]
             taken.append(msg)
         if not bucket and key in buckets:

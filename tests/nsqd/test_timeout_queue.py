@@ -55,3 +55,21 @@ def test_readding_after_remove_moves_the_deadline() -> None:
     q.add(m.id, m, 3.0)  # TOUCH: the same message, a later deadline
     assert q.pop_expired(1.0 + RESOLUTION) == []
     assert q.pop_expired(3.0 + RESOLUTION) == [m]
+
+
+def test_take_finishes_a_clients_messages_in_one_pass() -> None:
+    q = TimeoutQueue()
+    mine = [msg(i) for i in range(4)]
+    theirs = [msg(10 + i) for i in range(2)]
+    q.add_batch(mine[:2], (1, 0.0, 5.0))
+    q.add_batch(theirs, (2, 0.0, 5.0))
+    q.add_batch(mine[2:], (1, 1.0, 6.0))  # another delivery, another bucket
+    q.remove(mine[3].id, mine[3])
+    q.add(mine[3].id, mine[3], 9.0)  # TOUCH: a lease of its own, same client
+    ids = [mine[0].id, theirs[0].id, b"0" * 16, mine[3].id, mine[1].id, mine[2].id]
+    taken, refused = q.take(ids, 1)
+    assert taken == [mine[0], mine[3], mine[1], mine[2]]
+    assert refused == [(theirs[0].id, theirs[0]), (b"0" * 16, None)]
+    assert len(q) == 2
+    assert q.earliest() == 5.0  # the emptied buckets are gone, theirs is left
+    assert q.pop_expired(100.0) == theirs
