@@ -172,6 +172,10 @@ class DiskQueueReader:
 
     def pop(self) -> bytes | None:
         """Consume and return the next record, or ``None`` when the queue is drained."""
+        if self._peeked is None and not self._need_sync and self._count + 1 < self.sync_every:
+            data = self._pop_buffered()
+            if data is not None:
+                return data
         data = self.peek()
         if data is None:
             return None
@@ -181,6 +185,38 @@ class DiskQueueReader:
         if self._need_sync or self._count >= self.sync_every:
             self._sync_counted()
         return data
+
+    def _pop_buffered(self) -> bytes | None:
+        """The next record if popping it is only taking it from the read buffer, else None.
+
+        That is: it lies whole in the buffer, not at its end; it neither finishes its file
+        nor reaches the tail (which have more to do); its size is valid; the depth stays
+        above 0. Everything else goes through :meth:`peek`, and this gives the same result.
+        """
+        buf = self._rbuf
+        pos = self._read_pos
+        off = pos - self._rbuf_pos
+        if off < 0 or off + 4 > len(buf) or self._depth <= 1 or self._closed:
+            return None
+        (size,) = _unpack_len(buf, off)
+        end = off + 4 + size
+        after = pos + 4 + size
+        if (
+            end >= len(buf)
+            or size < self.min_msg_size
+            or size > self.max_msg_size
+            or after
+            >= (
+                self._max_bytes_per_file_read
+                if self._read_file_num < self._write_file_num
+                else self._write_pos
+            )
+        ):
+            return None
+        self._read_pos = self._next_read_pos = after
+        self._depth -= 1
+        self._count += 1
+        return buf[off + 4 : end]
 
     def _read_one(self) -> bytes | None:
         """Read the record at the read position; ``None`` if it skipped a finished file instead."""

@@ -761,3 +761,28 @@ def test_missing_files_are_skipped_in_one_step(tmp_path: Path) -> None:
     assert pop_all(q) == [_ten(1)]
     assert q.depth == 0
     q.close()
+
+
+def test_pops_from_the_read_buffer_match_pops_through_peek(tmp_path: Path) -> None:
+    # sync_every=1 takes every pop through peek(); BIG lets pops come from the read buffer
+    (tmp_path / "fast").mkdir()
+    (tmp_path / "slow").mkdir()
+    fast = make_queue(tmp_path / "fast", max_bytes_per_file=300, min_msg_size=1)
+    slow = make_queue(tmp_path / "slow", max_bytes_per_file=300, min_msg_size=1, sync_every=1)
+    popped: dict[str, list[object]] = {"fast": [], "slow": []}
+    written: list[bytes] = []
+    for round_ in range(6):  # writes and reads interleaved, across file rolls and the tail
+        batch = [b"r%d-%d" % (round_, i) * (1 + i % 7) for i in range(13)]
+        written += batch
+        for q in (fast, slow):
+            q.put_many(batch)
+            for _ in range(9 + round_):
+                key = "fast" if q is fast else "slow"
+                popped[key].append((q.pop(), q.depth, q.positions))
+    for q in (fast, slow):  # to the tail, and past it
+        key = "fast" if q is fast else "slow"
+        popped[key] += [(q.pop(), q.depth, q.positions) for _ in range(12)]
+    assert popped["fast"] == popped["slow"]
+    assert [entry[0] for entry in popped["fast"]] == [*written, None, None, None]
+    fast.close()
+    slow.close()
