@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any, Final, NoReturn, Protocol
+from typing import Any, Final, NoReturn, Protocol, TypeVar
 
 import trio
 
@@ -99,13 +99,13 @@ async def serve_http_connection(
     conn = ServerConnection(
         app, remote_address=peer_address(stream), max_header_size=max_header_size
     )
-    await _pump(conn, _StreamIO(stream))
+    await _guarded(_pump, conn, _StreamIO(stream))
 
 
 async def _serve_socket(sock: socket.socket, *, app: App, max_header_size: int) -> None:
     io = SocketIO(sock)
     conn = ServerConnection(app, remote_address=io.peer_address(), max_header_size=max_header_size)
-    await _pump_socket(conn, io)
+    await _guarded(_pump_socket, conn, io)
 
 
 class _IO(Protocol):
@@ -116,18 +116,29 @@ class _IO(Protocol):
     async def aclose(self) -> None: ...
 
 
+_AnyIO = TypeVar("_AnyIO", bound=_IO)
+
+
 async def _pump(conn: ServerConnection, io: _IO) -> None:
-    """Move bytes between ``conn`` and ``io`` until the connection ends; then close ``io``."""
+    """Move bytes between ``conn`` and ``io`` until the connection ends."""
+    while True:
+        event = conn.next_event()
+        if event is NEED_DATA:
+            conn.receive_data(await io.receive())
+        elif isinstance(event, Dispatch):
+            await io.send_all(conn.respond(await _answer(conn, event)))
+            await io.next_turn()
+        elif await _ends(event, io):
+            return
+
+
+async def _guarded(
+    pump: Callable[[ServerConnection, Any], Awaitable[None]], conn: ServerConnection, io: Any
+) -> None:
+    """Run ``pump``: a peer that went away or a failure ends this connection alone; then
+    close ``io``."""
     try:
-        while True:
-            event = conn.next_event()
-            if event is NEED_DATA:
-                conn.receive_data(await io.receive())
-            elif isinstance(event, Dispatch):
-                await io.send_all(conn.respond(await _answer(conn, event)))
-                await io.next_turn()
-            elif await _ends(event, io):
-                return
+        await pump(conn, io)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         log.debug("HTTP peer %s went away", conn.remote_address)
     except Exception:
@@ -148,48 +159,41 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
     """
     sock = io.sock
     owes_turn = False  # answered, and not yielded since
-    try:
-        while True:
-            event = conn.next_event()
-            if event is NEED_DATA:
-                if io.reads < READS_PER_TURN - 1:
-                    try:
-                        data = sock.recv(RECEIVE_SIZE)
-                    except BlockingIOError:
-                        data = await io.receive_when_readable()
-                        owes_turn = False
-                    except OSError:
-                        data = b""  # as SocketIO.receive: a reset ends the input
-                    else:
-                        io.reads += 1
-                else:
-                    data = await io.receive()
-                conn.receive_data(data)
-            elif type(event) is Dispatch:
-                if owes_turn:
-                    await io.next_turn()
+    while True:
+        event = conn.next_event()
+        if event is NEED_DATA:
+            if io.reads < READS_PER_TURN - 1:
                 try:
-                    response = await event.endpoint.respond(event.request)
-                except Exception:
-                    response = _failed(conn, event)
-                data = conn.respond(response)
-                try:
-                    sent = sock.send(data)
+                    data = sock.recv(RECEIVE_SIZE)
                 except BlockingIOError:
-                    sent = 0
-                except OSError as exc:
-                    raise trio.BrokenResourceError(f"send failed: {exc}") from exc
-                if sent < len(data):
-                    await io.send_all(data[sent:])
-                owes_turn = True
-            elif await _ends(event, io):
-                return
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        log.debug("HTTP peer %s went away", conn.remote_address)
-    except Exception:
-        log.exception("HTTP connection from %s failed", conn.remote_address)
-    finally:
-        await io.aclose()
+                    data = await io.receive_when_readable()
+                    owes_turn = False
+                except OSError:
+                    data = b""  # as SocketIO.receive: a reset ends the input
+                else:
+                    io.reads += 1
+            else:
+                data = await io.receive()
+            conn.receive_data(data)
+        elif type(event) is Dispatch:
+            if owes_turn:
+                await io.next_turn()
+            try:
+                response = await event.endpoint.respond(event.request)
+            except Exception:
+                response = _failed(conn, event)
+            data = conn.respond(response)
+            try:
+                sent = sock.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+            if sent < len(data):
+                await io.send_all(data[sent:])
+            owes_turn = True
+        elif await _ends(event, io):
+            return
 
 
 async def _answer(conn: ServerConnection, event: Dispatch) -> Response:
