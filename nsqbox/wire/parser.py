@@ -276,25 +276,26 @@ class CommandParser(ReceiveBuffer):
         have = len(buf)
         bodies = self._bodies
         max_msg = self._max_msg
-        limit = self._read_limit
-        consumed = self._consumed
+        # where the bytes read would pass the limit: consumed + 4 + size > limit
+        limit_end = first + self._read_limit - self._consumed
         unpack = _INT32.unpack_from
         starts: list[int] = []
         for i in range(len(bodies), self._count):
             if have - pos < 4:
                 break
             (size,) = unpack(buf, pos)
-            if size <= 0:
-                raise NSQError("E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {size}")
-            if size > max_msg:
-                raise NSQError("E_BAD_MESSAGE", f"MPUB message too big {size} > {max_msg}")
-            if consumed + 4 + size > limit:
-                raise NSQError("E_BAD_BODY", f"MPUB body too big {consumed + 4 + size} > {limit}")
             end = pos + 4 + size
-            if have < end:
+            if size <= 0 or size > max_msg or end > limit_end or end > have:
+                # the errors in nsqd's order, or not all of it yet
+                if size <= 0:
+                    raise NSQError("E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {size}")
+                if size > max_msg:
+                    raise NSQError("E_BAD_MESSAGE", f"MPUB message too big {size} > {max_msg}")
+                if end > limit_end:
+                    total = self._consumed + end - first
+                    raise NSQError("E_BAD_BODY", f"MPUB body too big {total} > {self._read_limit}")
                 break
             starts.append(pos + 4 - first)
-            consumed += 4 + size
             pos = end
         if starts:
             with memoryview(buf) as view:
@@ -303,7 +304,7 @@ class CommandParser(ReceiveBuffer):
             ends.append(pos - first)
             bodies += [found[s:e] for s, e in zip(starts, ends, strict=True)]
         self._pos = pos
-        self._consumed = consumed
+        self._consumed += pos - first
         if len(bodies) < self._count:
             return NEED_DATA
         self._bodies = []
