@@ -786,3 +786,26 @@ def test_pops_from_the_read_buffer_match_pops_through_peek(tmp_path: Path) -> No
     assert [entry[0] for entry in popped["fast"]] == [*written, None, None, None]
     fast.close()
     slow.close()
+
+
+def test_counted_syncs_run_on_the_syncer_and_a_release_stops_a_waiting_one(
+    tmp_path: Path,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Event
+
+    meta = tmp_path / "test.diskqueue.meta.dat"
+    with ThreadPoolExecutor(max_workers=1) as syncer:
+        q = DiskQueue("test", str(tmp_path), 1024, 1, 64, 2, 2.0, syncer=syncer)
+        q.put_many([b"a", b"b"])  # the second write's count calls for a sync: in the background
+        q.settle()
+        assert meta.read_text() == "2\n0,0\n0,10\n"
+        gate = Event()
+        syncer.submit(gate.wait)  # the syncer is busy: the next sync waits behind this
+        q.put_many([b"c", b"d"])
+        q.release()  # a crash: nothing more may be written to the data path
+        gate.set()
+    assert meta.read_text() == "2\n0,0\n0,10\n"  # the waiting sync did not write
+    reopened = make_queue(tmp_path, min_msg_size=1, max_msg_size=64)
+    assert [reopened.pop() for _ in range(5)] == [b"a", b"b", b"c", b"d", None]  # salvaged
+    reopened.close()
