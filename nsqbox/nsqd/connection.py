@@ -50,7 +50,7 @@ import trio
 from ..wire.errors import NSQError, ProtocolViolation
 from ..wire.frames import HEARTBEAT, OK, FrameType, encode_frame
 from ..wire.message import MESSAGE_FRAME_HEADER
-from ..wire.parser import NEED_DATA, Body, Command, CommandParser, FinRun, MPUBBody
+from ..wire.parser import NEED_DATA, Body, Command, CommandParser, FinRun, MPUBBody, Pub
 
 if TYPE_CHECKING:
     from .message import Message
@@ -113,6 +113,10 @@ class Session(Protocol):
         """Execute a run of ``FIN <id>`` lines; the non-fatal errors, in order, to send."""
         ...
 
+    def on_pub(self, params: list[bytes], data: bytes) -> bytes | None:
+        """Execute ``PUB`` with its body, read whole (the parser's ``pub_limit``)."""
+        ...
+
     def after_turn(self) -> None:
         """A run of buffered commands was executed (once per received chunk, not per command)."""
         ...
@@ -173,6 +177,7 @@ class Connection:
         self._on_command = session.on_command
         self._on_body = session.on_body
         self._on_fins = session.on_fins
+        self._on_pub = session.on_pub
         self._after_turn = session.after_turn
         self._drained_hook = session.drained
         self._reader_ended = session.reader_ended
@@ -452,6 +457,7 @@ class Connection:
         on_command = self._on_command
         on_body = self._on_body
         on_fins = self._on_fins
+        on_pub = self._on_pub
         budget = COMMANDS_PER_TURN
         self._more = False
         while not self._closing:
@@ -466,6 +472,8 @@ class Connection:
             try:
                 if kind is Command:
                     response = on_command(event)  # type: ignore[arg-type]
+                elif kind is Pub:
+                    response = on_pub(*event)  # type: ignore[misc]
                 elif kind is FinRun:
                     for err in on_fins(event.ids):  # type: ignore[union-attr]
                         out += encode_frame(FrameType.ERROR, err.frame_body())

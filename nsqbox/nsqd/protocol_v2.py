@@ -100,6 +100,7 @@ class ClientV2(ClientState):
             max_output_buffer_size=opts.max_output_buffer_size,
         )
         self.parser = self.conn.parser
+        self.parser.pub_limit = opts.max_msg_size
         #: Offered to clients that ask for ``tls_v1`` (None: TLS not configured).
         self.tls_context = tls_context
         # nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands
@@ -156,6 +157,12 @@ class ClientV2(ClientState):
             self.in_flight_count -= done
             self._refill = True  # one pull per received chunk, not one per FIN
         return [_fin_failed(msg_id, why) for msg_id, why in failed]
+
+    def on_pub(self, params: list[bytes], data: bytes) -> bytes | None:
+        """PUB and its body in one call: the steps of :meth:`_pub` and its continuation."""
+        if self._table.handlers.get(b"PUB") is not ClientV2._pub:
+            return self.on_command(Command(b"PUB", params))  # a refusal: it raises
+        return self._publish("PUB", self._topic_name("PUB", params), [data], 0.0)
 
     def after_turn(self) -> None:
         """One pull per received chunk of FINs, not one per FIN."""

@@ -14,7 +14,9 @@ A parser made with ``fin_runs=True`` returns a run of such lines as one
 :class:`FinRun` (their ids, in order) instead of a :class:`Command` each: only
 lines that the generic path would split into exactly ``[b"FIN", <16-byte id>]``
 (one space, no ``\r``), so what a FIN means, or which error it gets, is the same
-either way.
+either way. Likewise, a parser given ``pub_limit`` returns a ``PUB <topic>`` line whose
+body is already buffered and of a size nsqd accepts (1 to ``pub_limit`` bytes) as one
+:class:`Pub`: the command and its body, for the one call nsqd's steps need.
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ class FinRun(NamedTuple):
     ids: list[bytes]
 
 
+class Pub(NamedTuple):
+    """A ``PUB <topic>`` line and its body, whole (``pub_limit``): ``params`` as a Command's."""
+
+    params: list[bytes]
+    data: bytes
+
+
 class MPUBBody(NamedTuple):
     """The messages of an MPUB, in order."""
 
@@ -66,7 +75,7 @@ class NeedData:
 #: Returned by :meth:`CommandParser.next_event` when more bytes are needed.
 NEED_DATA: Final = NeedData()
 
-Event = Command | FinRun | Body | MPUBBody | NeedData
+Event = Command | FinRun | Pub | Body | MPUBBody | NeedData
 
 #: ``FIN <16-byte id>\n``: the length of one line of a FinRun.
 _FIN_LINE: Final = 21
@@ -99,10 +108,14 @@ class CommandParser(ReceiveBuffer):
     The ``"  V2"`` magic is not its business: the server reads it first.
     """
 
-    def __init__(self, max_line_length: int = MAX_LINE_LENGTH, *, fin_runs: bool = False) -> None:
+    def __init__(
+        self, max_line_length: int = MAX_LINE_LENGTH, *, fin_runs: bool = False, pub_limit: int = 0
+    ) -> None:
         super().__init__()
         self._max_line = max_line_length
         self._fin_runs = fin_runs
+        #: The largest PUB body a :class:`Pub` may carry (0: PUB is a Command, as any other).
+        self.pub_limit = pub_limit
         self._state = _LINE
         self._name = ""
         self._limit = 0
@@ -175,7 +188,7 @@ class CommandParser(ReceiveBuffer):
             )
         return NSQError("E_BAD_MESSAGE", "MPUB failed to read message body")
 
-    def _next_line(self) -> Command | FinRun | NeedData:
+    def _next_line(self) -> Command | FinRun | Pub | NeedData:
         buf = self._buf
         pos = self._pos
         idx = buf.find(b"\n", pos)
@@ -192,6 +205,13 @@ class CommandParser(ReceiveBuffer):
         end = idx - 1 if idx > pos and buf[idx - 1] == 13 else idx  # strip an optional \r
         params = bytes(buf[pos:end]).split(b" ")
         self._pos = idx + 1
+        if params[0] == b"PUB" and len(params) == 2 and self.pub_limit:
+            after = idx + 1
+            if len(buf) - after >= 4:
+                (size,) = _INT32.unpack_from(buf, after)
+                if 0 < size <= self.pub_limit and len(buf) >= after + 4 + size:
+                    self._pos = after + 4 + size
+                    return Pub(params, bytes(buf[after + 4 : self._pos]))
         return Command(params[0], params)
 
     def _fin_run(self, pos: int) -> FinRun | None:

@@ -40,6 +40,9 @@ class _Session:
         self.commands.extend(b"FIN" for _ in ids)
         return []
 
+    def on_pub(self, params: list[bytes], data: bytes) -> bytes | None:
+        raise AssertionError("no PUB is sent")
+
     def after_turn(self) -> None:
         pass
 

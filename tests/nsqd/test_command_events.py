@@ -1,34 +1,40 @@
-"""Runs of FIN lines: parsed as one event, executed in one pass, answered as line by line."""
+"""Runs of FIN lines and whole PUBs: one event each for the parser, answered as the commands
+they stand for would be, one by one."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
 
-from nsqbox.wire.parser import NEED_DATA, Command, CommandParser, Event, FinRun
+from nsqbox.wire import commands
+from nsqbox.wire.parser import NEED_DATA, Body, Command, CommandParser, Event, FinRun, Pub
 from tests.conftest import StartNSQD
 from tests.helpers import RawConn
 
 ID = b"0123456789abcdef"
 
 
-def events(data: bytes, *, chunk: int, fin_runs: bool) -> list[Event]:
-    parser = CommandParser(fin_runs=fin_runs)
+def events(data: bytes, *, chunk: int, fin_runs: bool, pub_limit: int = 0) -> list[Event]:
+    parser = CommandParser(fin_runs=fin_runs, pub_limit=pub_limit)
     out: list[Event] = []
     for i in range(0, len(data), chunk):
         parser.receive_data(data[i : i + chunk])
         while (event := parser.next_event()) is not NEED_DATA:
             out.append(event)
+            if isinstance(event, Command) and event.name == b"PUB":
+                parser.expect_body("PUB", 10, message=True)  # as nsqd's handler, 10 B at most
     assert parser.buffered == 0
     return out
 
 
 def as_lines(evs: list[Event]) -> list[Event]:
-    """A FinRun as the FIN commands it stands for."""
+    """A FinRun as the FIN commands it stands for, a Pub as its command and body."""
     flat: list[Event] = []
     for ev in evs:
         if isinstance(ev, FinRun):
             flat += [Command(b"FIN", [b"FIN", msg_id]) for msg_id in ev.ids]
+        elif isinstance(ev, Pub):
+            flat += [Command(b"PUB", ev.params), Body(ev.data)]
         else:
             flat.append(ev)
     return flat
@@ -61,6 +67,48 @@ def test_fin_runs_stand_for_the_same_commands(chunk: int) -> None:
         # whole: the first five are one run, and 5,000 lines take ten (at most 512 each)
         sizes = [len(ev.ids) for ev in runs if isinstance(ev, FinRun)]
         assert sizes == [5, 1] + [512] * 9 + [393] + [1] * 49  # the next plain one joins
+
+
+PUBS = (
+    commands.pub("t", b"a")
+    + commands.pub("t", b"0123456789")  # the largest a Pub may carry here
+    + b"PUB t\r\n"
+    + commands.pub("u", b"b")[6:]  # CR: still a Pub, params as split
+    + commands.nop()
+    + commands.pub("t", b"b" * 11)[:-1]  # too big for a Pub: a Command (then its error)
+)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 16, len(PUBS)])
+def test_a_whole_pub_stands_for_its_command_and_body(chunk: int) -> None:
+    data = PUBS[: -len(b"PUB t\n") - 4 - 10]  # all but the too-big one, whose body errs
+    plain = events(data, chunk=chunk, fin_runs=False)
+    whole = events(data, chunk=chunk, fin_runs=False, pub_limit=10)
+    assert not any(isinstance(ev, Pub) for ev in plain)
+    assert as_lines(whole) == plain
+    if chunk == len(PUBS):
+        assert [type(ev) for ev in whole] == [Pub, Pub, Pub, Command]
+    parser = CommandParser(pub_limit=10)
+    parser.receive_data(PUBS[len(data) :])
+    assert parser.next_event() == Command(b"PUB", [b"PUB", b"t"])  # too big: the generic way
+
+
+async def test_whole_pubs_get_nsqds_errors(start_nsqd: StartNSQD) -> None:
+    nsqd = await start_nsqd(max_msg_size=10)
+    ok = await RawConn.open(nsqd.tcp)
+    await ok.send(commands.pub("t", b"x") + b"PUB t extra\n" + commands.pub("t", b"y")[6:])
+    assert [await ok.response(), await ok.response()] == [b"OK", b"OK"]
+    await ok.aclose()
+    for data, error in [
+        (commands.pub("a*b", b"x"), b'E_BAD_TOPIC PUB topic name "a*b" is not valid'),
+        (commands.pub("t", b"x" * 11), b"E_BAD_MESSAGE PUB message too big 11 > 10"),
+        (b"PUB t\n\x00\x00\x00\x00", b"E_BAD_MESSAGE PUB invalid message body size 0"),
+    ]:
+        conn = await RawConn.open(nsqd.tcp)
+        await conn.send(data)
+        assert await conn.error() == error
+        await conn.expect_closed()
+        await conn.aclose()
 
 
 async def test_a_run_of_fins_is_answered_as_line_by_line(start_nsqd: StartNSQD) -> None:
