@@ -10,6 +10,9 @@ import trio
 from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 
+# an async fixture that only autouse would bring in is a collection error (see the module)
+from tests.fixture_guard import pytest_collection_modifyitems as pytest_collection_modifyitems
+
 
 def make_options(**overrides: object) -> NSQDOptions:
     """Options for a throwaway server: loopback, port 0, no HTTP unless asked."""

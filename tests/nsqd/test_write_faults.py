@@ -8,6 +8,7 @@ loaded machine.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 
 import pytest
 import trio
@@ -18,25 +19,27 @@ from nsqbox.wire import commands
 from tests.conftest import StartNSQD
 from tests.helpers import RawConn, publish
 
-_OPEN: list[RawConn] = []
+
+@pytest.fixture
+async def conns() -> AsyncIterator[AsyncExitStack]:
+    """Closes every connection a test opens, once the test is over.
+
+    Each test names it: pytest-trio runs only the async fixtures that a test's
+    arguments reach, so an autouse async fixture would silently never run.
+    """
+    async with AsyncExitStack() as stack:
+        yield stack
 
 
-@pytest.fixture(autouse=True)
-async def _close_connections() -> AsyncIterator[None]:
-    yield
-    while _OPEN:
-        await _OPEN.pop().aclose()
-
-
-async def _open(nsqd: NSQDAddresses) -> RawConn:
+async def _open(conns: AsyncExitStack, nsqd: NSQDAddresses) -> RawConn:
     conn = await RawConn.open(nsqd.tcp)
+    conns.push_async_callback(conn.aclose)
     conn.timeout = 600.0  # virtual seconds: longer than any delay here
-    _OPEN.append(conn)
     return conn
 
 
-async def _consumer(nsqd: NSQDAddresses, **identify: object) -> RawConn:
-    conn = await _open(nsqd)
+async def _consumer(conns: AsyncExitStack, nsqd: NSQDAddresses, **identify: object) -> RawConn:
+    conn = await _open(conns, nsqd)
     await conn.identify(**identify)
     await conn.sub("orders", "work", rdy=10)
     return conn
@@ -51,9 +54,9 @@ async def _nothing_for(conn: RawConn, seconds: float) -> None:
 
 
 async def test_latency_delays_every_write_and_ends_after_count(
-    nsqd: NSQDAddresses, autojump_clock: trio.testing.MockClock
+    nsqd: NSQDAddresses, conns: AsyncExitStack, autojump_clock: trio.testing.MockClock
 ) -> None:
-    conn = await _consumer(nsqd)
+    conn = await _consumer(conns, nsqd)
     fault = nsqd.nsqd.faults.latency(5.0, topic="orders", count=2)  # consumers only
     sent = trio.current_time()
     await publish(nsqd.tcp, "orders", b"a")
@@ -72,9 +75,9 @@ async def test_latency_delays_every_write_and_ends_after_count(
 
 
 async def test_latency_with_jitter_stays_within_its_bounds(
-    nsqd: NSQDAddresses, autojump_clock: trio.testing.MockClock
+    nsqd: NSQDAddresses, conns: AsyncExitStack, autojump_clock: trio.testing.MockClock
 ) -> None:
-    conn = await _consumer(nsqd)
+    conn = await _consumer(conns, nsqd)
     with pytest.raises(ValueError, match="jitter between 0 and delay"):
         nsqd.nsqd.faults.latency(1.0, jitter=2.0)
     nsqd.nsqd.faults.latency(4.0, jitter=2.0, topic="orders")
@@ -86,10 +89,10 @@ async def test_latency_with_jitter_stays_within_its_bounds(
 
 
 async def test_latency_scoped_to_a_channel_leaves_the_others_alone(
-    nsqd: NSQDAddresses, autojump_clock: trio.testing.MockClock
+    nsqd: NSQDAddresses, conns: AsyncExitStack, autojump_clock: trio.testing.MockClock
 ) -> None:
-    slow = await _consumer(nsqd)
-    fast = await _open(nsqd)
+    slow = await _consumer(conns, nsqd)
+    fast = await _open(conns, nsqd)
     await fast.sub("orders", "audit", rdy=10)
     nsqd.nsqd.faults.latency(20.0, channel="work")
     sent = trio.current_time()
@@ -101,10 +104,10 @@ async def test_latency_scoped_to_a_channel_leaves_the_others_alone(
 
 
 async def test_a_stall_holds_everything_until_lifted(
-    nsqd: NSQDAddresses, autojump_clock: trio.testing.MockClock
+    nsqd: NSQDAddresses, conns: AsyncExitStack, autojump_clock: trio.testing.MockClock
 ) -> None:
-    conn = await _consumer(nsqd, client_id="victim", heartbeat_interval=10_000)
-    other = await _open(nsqd)
+    conn = await _consumer(conns, nsqd, client_id="victim", heartbeat_interval=10_000)
+    other = await _open(conns, nsqd)
     await other.identify(client_id="bystander")
     await other.sub("orders", "audit", rdy=10)
     fault = nsqd.nsqd.faults.stall(client_id="victim")
@@ -117,9 +120,9 @@ async def test_a_stall_holds_everything_until_lifted(
 
 
 async def test_a_stalled_client_is_cut_off_by_the_read_timeout(
-    nsqd: NSQDAddresses, autojump_clock: trio.testing.MockClock
+    nsqd: NSQDAddresses, conns: AsyncExitStack, autojump_clock: trio.testing.MockClock
 ) -> None:
-    conn = await _consumer(nsqd, heartbeat_interval=1000)
+    conn = await _consumer(conns, nsqd, heartbeat_interval=1000)
     nsqd.nsqd.faults.stall(topic="orders", duration=600)
     # no heartbeat reaches it, so it sends no NOP: nsqd's read timeout (2 heartbeats)
     # closes the connection, and the held write is abandoned with it
@@ -131,14 +134,14 @@ async def test_a_stalled_client_is_cut_off_by_the_read_timeout(
 
 
 async def test_a_stall_with_a_count_holds_only_the_first_connections(
-    start_nsqd: StartNSQD, autojump_clock: trio.testing.MockClock
+    start_nsqd: StartNSQD, conns: AsyncExitStack, autojump_clock: trio.testing.MockClock
 ) -> None:
     nsqd = await start_nsqd()
     fault = nsqd.nsqd.faults.stall(user_agent="app/", count=1)
-    first = await _open(nsqd)
+    first = await _open(conns, nsqd)
     await first.send(commands.identify({"user_agent": "app/1", "feature_negotiation": True}))
     await _nothing_for(first, 5.0)  # caught: even its IDENTIFY answer waits
-    second = await _consumer(nsqd, user_agent="app/2")  # the count is spent: it goes free
+    second = await _consumer(conns, nsqd, user_agent="app/2")  # the count is spent: it goes free
     await publish(nsqd.tcp, "orders", b"x")
     assert (await second.message()).body == b"x"
     assert fault.remaining == 0
