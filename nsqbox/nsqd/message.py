@@ -34,7 +34,7 @@ class Message(msgspec.Struct, gc=False, eq=False):
     and deadline are per channel) sharing the same ``data``.
 
     A struct the garbage collector does not track (``gc=False``; it only ever
-    refers to bytes and numbers, so it can be in no cycle): with a million
+    refers to bytes, numbers and a tuple of numbers, so it can be in no cycle): with a million
     messages queued, every collection would otherwise walk them all, and
     creating them cost four times as much.
     """
