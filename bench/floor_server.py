@@ -42,12 +42,14 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from email.utils import formatdate
+from functools import partial
 from pathlib import Path
 
 import trio
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # PYTHONPATH's tree comes first
 
+from nsqbox.listeners import accept_batches
 from nsqbox.nsqd.message import Message
 
 SIZE = struct.Struct(">i")
@@ -356,21 +358,11 @@ class Broker:
         return self.date[1]
 
 
-async def accept_loop(
-    listener: socket.socket, handler: Callable[[socket.socket], Awaitable[None]]
+async def _nodelay(
+    handler: Callable[[socket.socket], Awaitable[None]], sock: socket.socket
 ) -> None:
-    """Accept every pending connection on each wake-up; a task for each."""
-    async with trio.open_nursery() as nursery:
-        while True:
-            await trio.lowlevel.wait_readable(listener)
-            while True:
-                try:
-                    sock, _ = listener.accept()
-                except OSError:  # none left (or no descriptor left: wait for one)
-                    break
-                sock.setblocking(False)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                nursery.start_soon(handler, sock)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    await handler(sock)
 
 
 async def serve(tcp_address: str, http_address: str) -> None:
@@ -381,10 +373,9 @@ async def serve(tcp_address: str, http_address: str) -> None:
             ("HTTP", http_address, broker.http_conn),
         ):
             host, _, port = address.rpartition(":")
-            listener = socket.create_server((host, int(port)), backlog=1024)
-            listener.setblocking(False)
-            print(f"{name}: listening on {host}:{listener.getsockname()[1]}", flush=True)
-            nursery.start_soon(accept_loop, listener, handler)
+            listener = (await trio.open_tcp_listeners(int(port), host=host, backlog=1024))[0]
+            print(f"{name}: listening on {host}:{listener.socket.getsockname()[1]}", flush=True)
+            nursery.start_soon(accept_batches, listener, nursery, partial(_nodelay, handler))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,7 +12,6 @@ measures HTTP handling rather than trio's one-accept-per-scheduler-pass.
 from __future__ import annotations
 
 import argparse
-import errno
 import socket
 import sys
 from pathlib import Path
@@ -21,6 +20,8 @@ import h11
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from nsqbox.listeners import accept_batches
 
 HEADERS = [
     (b"Content-Type", b"text/plain; charset=utf-8"),
@@ -53,24 +54,13 @@ async def handle(stream: trio.SocketStream) -> None:
 async def serve(port: int) -> None:
     """Accept on 127.0.0.1:``port`` until killed, draining the backlog on each wake-up."""
     listener = (await trio.open_tcp_listeners(port, host="127.0.0.1"))[0]
-    raw = socket.socket(fileno=listener.socket.dup().detach())
-    raw.setblocking(False)
     print(f"listening on 127.0.0.1:{listener.socket.getsockname()[1]}", flush=True)
     async with trio.open_nursery() as nursery:
-        while True:
-            await trio.lowlevel.wait_readable(raw)
-            while True:
-                try:
-                    sock, _ = raw.accept()
-                except BlockingIOError:
-                    break
-                except OSError as exc:
-                    if exc.errno in (errno.EMFILE, errno.ENFILE):
-                        await trio.sleep(0.1)
-                        break
-                    raise
-                stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
-                nursery.start_soon(handle, stream)
+        await accept_batches(listener, nursery, _handle_socket)
+
+
+async def _handle_socket(sock: socket.socket) -> None:
+    await handle(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
 
 
 def main() -> None:
