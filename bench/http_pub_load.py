@@ -112,13 +112,18 @@ def running(spec: ServerSpec) -> Iterator[int]:
                 time.sleep(0.05)
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 30)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 # -- the load ------------------------------------------------------------------

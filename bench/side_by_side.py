@@ -42,7 +42,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -53,7 +52,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from http_pub_load import free_port, raise_fd_limit, run_load
+from http_pub_load import free_port, raise_fd_limit, run_load, stop
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -158,12 +157,7 @@ def running(spec: ServerSpec, *flags: str) -> Iterator[Running]:
             time.sleep(0.02)
         yield Running(tcp, http, proc.pid)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 60)
         shutil.rmtree(data, ignore_errors=True)
 
 
