@@ -187,6 +187,20 @@ CASES = [
     ("cls-before-sub", "", b"CLS\n", b"E_INVALID cannot CLS in current state", True),
     ("pub-params", "", b"PUB\n", b"E_INVALID PUB insufficient number of parameters", True),
     ("pub-topic", "", b"PUB a*b\n", b'E_BAD_TOPIC PUB topic name "a*b" is not valid', True),
+    (  # the body already there: one Pub event, the same check first
+        "pub-topic-whole",
+        "",
+        b"PUB a*b\n" + SIZE.pack(1) + b"x",
+        b'E_BAD_TOPIC PUB topic name "a*b" is not valid',
+        True,
+    ),
+    (  # a body already there but too big: not a Pub, the generic way
+        "pub-too-big-whole",
+        "",
+        b"PUB t\n" + SIZE.pack(1025) + b"x" * 1025,
+        b"E_BAD_MESSAGE PUB message too big 1025 > 1024",
+        True,
+    ),
     (
         "pub-topic-quote",
         "",
