@@ -297,11 +297,6 @@ class Channel:
         self.in_flight.remove(msg_id, msg)
         return msg
 
-    def finish_message(self, client_id: int, msg_id: bytes) -> None:
-        """FIN: the message is done; ChannelError when it is not in flight or not the client's."""
-        for _, why in self.finish_messages(client_id, [msg_id]):
-            raise ChannelError(why)
-
     def finish_messages(self, client_id: int, msg_ids: list[bytes]) -> list[tuple[bytes, str]]:
         """FIN each, in one pass over the in-flight messages; the ids that failed, each
         with why, in order."""

@@ -233,7 +233,7 @@ class FakeConsumer:
 
     def fin(self, channel: Channel, msg: Message, now: float) -> None:
         """FIN ``msg``."""
-        channel.finish_message(self.id, msg.id)
+        assert channel.finish_messages(self.id, [msg.id]) == []
         self.in_flight_count -= 1
         channel.client_ready(self, now)
 

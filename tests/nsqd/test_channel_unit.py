@@ -99,10 +99,8 @@ def test_fin_errors_and_e2e_latency() -> None:
     m = msg(1)
     made.channel.put(m, made.node.clock)
     assert a.received == [m]
-    with pytest.raises(ChannelError, match="client does not own message"):
-        made.channel.finish_message(b.id, m.id)
-    with pytest.raises(ChannelError, match="ID not in flight"):
-        made.channel.finish_message(a.id, msg(99).id)
+    assert made.channel.finish_messages(b.id, [m.id]) == [(m.id, "client does not own message")]
+    assert made.channel.finish_messages(a.id, [msg(99).id]) == [(msg(99).id, "ID not in flight")]
     a.fin(made.channel, m, made.node.clock)
     assert made.channel.in_flight_count() == 0
     assert made.channel.e2e_latency is not None
