@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import h11
 from hypothesis import given, settings
@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from nsqbox.http import Request, Response, Router, ServerConnection
 from nsqbox.http.fastpath import encode_response, parse_request
 from nsqbox.http.protocol import _REASONS, NEED_DATA, CloseConnection, Dispatch, SendBytes
+
+T = TypeVar("T")
 
 # Derandomized and without a deadline: the same cases every run, however loaded the machine.
 SETTINGS = settings(max_examples=400, derandomize=True, deadline=None, database=None)
@@ -120,12 +122,12 @@ def test_a_request_taken_by_the_fast_path_is_what_h11_parses(raw: bytes, after: 
     assert (conn.our_state, conn.their_state) == (h11.DONE, h11.DONE)  # kept alive
 
 
-def _run(coro: Coroutine[Any, Any, Response]) -> Response:
-    """Run a handler that never waits (all of these) without an event loop."""
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (these handlers) without an event loop."""
     try:
         coro.send(None)
     except StopIteration as done:
-        result: Response = done.value
+        result: T = done.value
         return result
     raise AssertionError("handler suspended")
 
@@ -147,11 +149,8 @@ def _router(seen: list[Request]) -> Router:
     return router
 
 
-def _converse(fast_path: bool, data: bytes, cuts: list[int]) -> tuple[bytes, list[Request]]:
-    """Everything the server writes for ``data`` arriving in pieces, then EOF."""
-    seen: list[Request] = []
-    conn = ServerConnection(_router(seen), remote_address="1.2.3.4:5", fast_path=fast_path)
-    pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+async def converse(conn: ServerConnection, pieces: list[bytes]) -> bytes:
+    """Everything ``conn`` writes for ``pieces`` arriving one by one, then EOF."""
     out = []
     for piece in [*pieces, b""]:
         conn.receive_data(piece)
@@ -159,12 +158,20 @@ def _converse(fast_path: bool, data: bytes, cuts: list[int]) -> tuple[bytes, lis
             if isinstance(event, SendBytes):
                 out.append(event.data)
             elif isinstance(event, Dispatch):
-                out.append(conn.respond(_run(event.endpoint.respond(event.request))))
+                out.append(conn.respond(await event.endpoint.respond(event.request)))
             else:
                 assert isinstance(event, CloseConnection)
-                return b"".join(out), seen
+                return b"".join(out)
         assert piece, "NEED_DATA after EOF"
     raise AssertionError("no end after EOF")
+
+
+def _converse(fast_path: bool, data: bytes, cuts: list[int]) -> tuple[bytes, list[Request]]:
+    """Everything the server writes for ``data`` arriving in pieces, then EOF."""
+    seen: list[Request] = []
+    conn = ServerConnection(_router(seen), remote_address="1.2.3.4:5", fast_path=fast_path)
+    pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    return _run(converse(conn, pieces)), seen
 
 
 @SETTINGS

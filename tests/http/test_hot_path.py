@@ -18,11 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nsqbox.http import Request, Response, Router, ServerConnection, parse_query
-from nsqbox.http.protocol import NEED_DATA, CloseConnection, Dispatch, SendBytes
 from nsqbox.http.router import App
 from nsqbox.nsqd.http_api import make_app
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
-from tests.http.test_fastpath import SETTINGS, plain_requests, requests
+from tests.http.test_fastpath import SETTINGS, converse, plain_requests, requests
 from tests.http.test_fastpath import _converse as converse_on_router
 
 OK = (
@@ -78,20 +77,9 @@ TOO_BIG = _post(b"/pub?topic=t", b"x" * 101)
 
 async def _converse(app: App, fast_path: bool, pieces: list[bytes]) -> bytes:
     """Everything the server writes for ``pieces`` arriving one by one, then EOF."""
-    conn = ServerConnection(app, remote_address="1.2.3.4:5", fast_path=fast_path)
-    out = []
-    for piece in [*pieces, b""]:
-        conn.receive_data(piece)
-        while (event := conn.next_event()) is not NEED_DATA:
-            if isinstance(event, SendBytes):
-                out.append(event.data)
-            elif isinstance(event, Dispatch):
-                out.append(conn.respond(await event.endpoint.respond(event.request)))
-            else:
-                assert isinstance(event, CloseConnection)
-                return b"".join(out)
-        assert piece, "NEED_DATA after EOF"
-    raise AssertionError("no end after EOF")
+    return await converse(
+        ServerConnection(app, remote_address="1.2.3.4:5", fast_path=fast_path), pieces
+    )
 
 
 @pytest.fixture
