@@ -30,7 +30,10 @@ from nsqbox.testing import NSQBox
 from .session import build_session, spark_env
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pathlib import Path
+
+    from pyspark.sql import Row, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 #: Bound on every wait (a query, a subprocess line); only reached when something is broken.
 TIMEOUT = 120.0
@@ -76,6 +79,33 @@ def channel_stats(box: NSQBox, topic: str, channel: str) -> dict[str, Any]:
                 if chan["channel_name"] == channel:
                     return dict(chan)
     raise LookupError(f"no channel {topic}/{channel} in /stats")
+
+
+def read_available_into_memory(
+    spark: SparkSession, box: NSQBox, topic: str, channel: str, checkpoint: Path, **options: object
+) -> tuple[StreamingQuery, list[Row]]:
+    """Stream ``topic`` through ``channel`` with the nsq source (``options`` added) into a
+    memory table until what was there at the start is in (``availableNow``); the query, ended
+    without error, and the table's rows."""
+    reader = (
+        spark.readStream.format("nsq")
+        .option("nsqd", box.nsqd_tcp_address)
+        .option("topic", topic)
+        .option("channel", channel)
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)  # type: ignore[arg-type]
+    query = (
+        reader.load()
+        .writeStream.format("memory")
+        .queryName(topic)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(TIMEOUT)
+    assert query.exception() is None
+    return query, spark.sql(f"SELECT * FROM {topic}").collect()
 
 
 def create_channel(box: NSQBox, topic: str, channel: str) -> None:

@@ -26,7 +26,7 @@ from nsqbox.spark.partitioned import NSQPartitionedStreamReader, SegmentPartitio
 from nsqbox.spark.wal import WriteAheadLog
 from nsqbox.testing import NSQBox, NSQBoxFactory
 
-from .conftest import TIMEOUT, channel_stats, create_channel, publish
+from .conftest import channel_stats, create_channel, publish, read_available_into_memory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -126,26 +126,18 @@ def test_partitioned_stream_in_spark_reads_every_message_once(
     bodies = [b"p%05d" % i for i in range(n)]
     create_channel(nsqbox, topic, CHANNEL)
     publish(nsqbox, topic, bodies)
-    query = (
-        spark.readStream.format("nsq")
-        .option("nsqd", nsqbox.nsqd_tcp_address)
-        .option("topic", topic)
-        .option("channel", CHANNEL)
-        .option("reader", "partitioned")
-        .option("walPath", str(tmp_path / "wal"))
-        .option("partitionsPerNode", 2)
-        .option("maxMessagesPerBatch", 1000)
-        .option("pollTimeout", "500ms")
-        .load()
-        .writeStream.format("memory")
-        .queryName(topic)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    query, rows = read_available_into_memory(
+        spark,
+        nsqbox,
+        topic,
+        CHANNEL,
+        tmp_path / "checkpoint",
+        reader="partitioned",
+        walPath=str(tmp_path / "wal"),
+        partitionsPerNode=2,
+        maxMessagesPerBatch=1000,
+        pollTimeout="500ms",
     )
-    assert query.awaitTermination(TIMEOUT)
-    assert query.exception() is None
-    rows = spark.sql(f"SELECT * FROM {topic}").collect()
     assert sorted(bytes(r.body) for r in rows) == bodies  # all of them, each once
     assert max(p["numInputRows"] for p in query.recentProgress) <= 1000
     stats = channel_stats(nsqbox, topic, CHANNEL)

@@ -19,7 +19,7 @@ pytest.importorskip("pyspark")
 from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.testing import NSQBox
 
-from .conftest import TIMEOUT, channel_stats, publish
+from .conftest import TIMEOUT, channel_stats, publish, read_available_into_memory
 from .session import needs_available_now
 
 if TYPE_CHECKING:
@@ -56,23 +56,15 @@ def test_stream_available_now_into_memory_sink(
     n = 3000
     bodies = [b"message-%05d" % i for i in range(n)]
     publish(nsqbox, topic, bodies)
-    query = (
-        spark.readStream.format("nsq")
-        .option("nsqd", nsqbox.nsqd_tcp_address)
-        .option("topic", topic)
-        .option("channel", CHANNEL)
-        .option("maxMessagesPerBatch", 1000)
-        .option("pollTimeout", "2s")
-        .load()
-        .writeStream.format("memory")
-        .queryName(topic)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    query, rows = read_available_into_memory(
+        spark,
+        nsqbox,
+        topic,
+        CHANNEL,
+        tmp_path / "checkpoint",
+        maxMessagesPerBatch=1000,
+        pollTimeout="2s",
     )
-    assert query.awaitTermination(TIMEOUT)
-    assert query.exception() is None
-    rows = spark.sql(f"SELECT * FROM {topic}").collect()
     assert sorted(bytes(r.body) for r in rows) == bodies  # all of them, each once
     assert all(r.topic == topic and r.channel == CHANNEL and r.attempts == 1 for r in rows)
     assert {r.nsqd_address for r in rows} == {nsqbox.nsqd_tcp_address}
