@@ -77,13 +77,9 @@ class Message(msgspec.Struct, gc=False, eq=False):
         """A fresh copy for another channel (same id, body, timestamp; nsqd does the same)."""
         return Message(self.data, self.timestamp, self.attempts, self.lease)
 
-    def encode(self) -> bytes:
-        """The message encoding (as on disk and in delivery frames)."""
-        return MESSAGE_HEADER.pack(self.timestamp, self.attempts) + self.data
-
     @classmethod
     def decode(cls, data: bytes) -> Message:
-        """Inverse of :meth:`encode`."""
+        """A message from its encoding (:func:`encode_messages`' for one)."""
         if len(data) < MIN_VALID_MSG_LENGTH:
             raise ValueError(f"invalid message buffer size ({len(data)})")
         timestamp, attempts = MESSAGE_HEADER.unpack_from(data)
@@ -106,10 +102,6 @@ class GUIDFactory:
         self._node = node_id << _NODE_ID_SHIFT
         self._last_ts = 0
         self._seq = 0
-
-    def new_ids(self, count: int) -> list[bytes]:
-        """``count`` consecutive unique IDs."""
-        return _hex_ids(self._take(count))
 
     def messages(self, bodies: list[bytes], timestamp: int) -> list[Message]:
         """A new message for each body (its id, then the body), all with ``timestamp``."""
@@ -149,7 +141,7 @@ class GUIDFactory:
 
 
 def encode_messages(msgs: list[Message]) -> list[bytes]:
-    """Each message's encoding (as :meth:`Message.encode`, without a call per message)."""
+    """Each message's encoding, as on disk and in delivery frames: timestamp, attempts, id, body."""
     pack = MESSAGE_HEADER.pack
     return [pack(m.timestamp, m.attempts) + m.data for m in msgs]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from nsqbox.nsqd.backend import BackendQueue
 from nsqbox.nsqd.channel import Channel
-from nsqbox.nsqd.message import Message
+from nsqbox.nsqd.message import Message, encode_messages
 from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.nsqd.quantile import Quantile
 from nsqbox.nsqd.topic import Topic
@@ -114,7 +114,7 @@ class FakeNode:
     def write_to_backend(self, backend: BackendQueue, msgs: list[Message]) -> bool:
         """As NSQD: a failure marks the node unhealthy, a success heals it."""
         try:
-            backend.put_many([msg.encode() for msg in msgs])
+            backend.put_many(encode_messages(msgs))
         except OSError as exc:
             self.health_error = str(exc)
             return False
@@ -123,8 +123,7 @@ class FakeNode:
 
     def flush_backend(self, name: str, backend: BackendQueue, msgs: list[Message]) -> None:
         """Write ``msgs`` and close; remember the bodies flushed."""
-        for msg in msgs:
-            backend.put(msg.encode())
+        backend.put_many(encode_messages(msgs))
         backend.close()
         self.flushed[name] = [m.body for m in msgs]
 

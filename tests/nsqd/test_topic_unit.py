@@ -63,10 +63,10 @@ def test_ids_increase_and_one_batch_shares_a_timestamp() -> None:
 
 def test_a_batch_past_a_ticks_4096_ids_borrows_the_next_tick() -> None:
     factory = GUIDFactory(7)
-    first = factory.new_ids(10)
+    first = [m.id for m in factory.messages([b"first"] * 10, 1)]
     bodies = [b"%d" % i for i in range(5000)]  # more than one tick's 4,096: two at least
     msgs = factory.messages(bodies, 1)
-    ids = first + [m.id for m in msgs] + factory.new_ids(5)
+    ids = first + [m.id for m in msgs] + [m.id for m in factory.messages([b"last"] * 5, 1)]
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids) == 5015
     assert [m.body for m in msgs] == bodies
