@@ -117,6 +117,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "tcp-cls-before-sub": ("ERROR b'E_INVALID cannot CLS in current state'", "CLOSED"),
     "tcp-pub-params": ("ERROR b'E_INVALID PUB insufficient number of parameters'", "CLOSED"),
     "tcp-pub-topic": ("ERROR b'E_BAD_TOPIC PUB topic name \"a*b\" is not valid'", "CLOSED"),
+    "tcp-pub-topic-whole": ("ERROR b'E_BAD_TOPIC PUB topic name \"a*b\" is not valid'", "CLOSED"),
+    "tcp-pub-too-big-whole": ("ERROR b'E_BAD_MESSAGE PUB message too big 1025 > 1024'", "CLOSED"),
     "tcp-pub-topic-quote": (
         'ERROR b\'E_BAD_TOPIC PUB topic name "a\\\\"\\\\x01" is not valid\'',
         "CLOSED",
