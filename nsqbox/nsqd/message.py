@@ -94,61 +94,62 @@ class GUIDFactory:
 
     nsqd sleeps when 4096 IDs were taken in one ~1 ms tick; this factory borrows
     the next tick instead, which keeps IDs unique and increasing without waiting.
+    An id is its tick's 13 hex digits (formatted once per tick) and 3 from a table.
     """
 
-    __slots__ = ("_last_ts", "_node", "_seq")
+    __slots__ = ("_head", "_node", "_seq", "_tick")
 
     def __init__(self, node_id: int) -> None:
         self._node = node_id << _NODE_ID_SHIFT
-        self._last_ts = 0
+        #: The tick of the last id taken, and its 13 hex digits.
+        self._tick = 0
+        self._head = b""
+        #: The next sequence number in that tick (past _SEQUENCE_MASK: the tick is used up).
         self._seq = 0
+
+    def message(self, body: bytes, timestamp: int) -> Message:
+        """A new message for ``body`` (one PUB: :meth:`messages` without the lists)."""
+        tick = time.time_ns() >> 20
+        seq = self._seq
+        if tick > self._tick or seq > _SEQUENCE_MASK:
+            self._start_tick(max(tick, self._tick + 1))
+            seq = 0
+        self._seq = seq + 1
+        return Message(self._head + _HEX_SEQUENCES[seq] + body, timestamp)
 
     def messages(self, bodies: list[bytes], timestamp: int) -> list[Message]:
         """A new message for each body (its id, then the body), all with ``timestamp``."""
-        ranges = self._take(len(bodies))
-        if len(ranges) == 1:  # within one tick: ids and messages in one pass
-            base, start, stop = ranges[0]
-            head = b"%013x" % (base >> _NODE_ID_SHIFT)
+        tick = time.time_ns() >> 20
+        if tick > self._tick:
+            self._start_tick(tick)
+        seq = self._seq
+        stop = seq + len(bodies)
+        if stop <= _SEQUENCE_MASK + 1:  # within one tick: ids and messages in one pass
+            self._seq = stop
+            head = self._head
             return [
-                Message(head + seq + body, timestamp)
-                for seq, body in zip(_HEX_SEQUENCES[start:stop], bodies, strict=True)
+                Message(head + hex_seq + body, timestamp)
+                for hex_seq, body in zip(_HEX_SEQUENCES[seq:stop], bodies, strict=True)
             ]
-        ids = _hex_ids(ranges)
+        ids: list[bytes] = []
+        while len(ids) < len(bodies):
+            if self._seq > _SEQUENCE_MASK:  # tick used up: borrow the next one
+                self._start_tick(self._tick + 1)
+            seq = self._seq
+            stop = min(_SEQUENCE_MASK + 1, seq + len(bodies) - len(ids))
+            head = self._head
+            ids += [head + hex_seq for hex_seq in _HEX_SEQUENCES[seq:stop]]
+            self._seq = stop
         return [Message(i + body, timestamp) for i, body in zip(ids, bodies, strict=True)]
 
-    def _take(self, count: int) -> list[tuple[int, int, int]]:
-        """Reserve ``count`` IDs: ``(base, start, stop)`` per tick, each ID ``base | seq``."""
-        ts = time.time_ns() >> 20
-        if ts > self._last_ts:
-            self._last_ts = ts
-            self._seq = 0
-        else:
-            ts = self._last_ts
-        out = []
-        seq = self._seq
-        node = self._node
-        while count:
-            room = min(count, _SEQUENCE_MASK + 1 - seq)
-            out.append((((ts - _TWEPOCH) << _TIMESTAMP_SHIFT) | node, seq, seq + room))
-            count -= room
-            seq += room
-            if seq > _SEQUENCE_MASK:  # tick exhausted: borrow the next one
-                ts += 1
-                seq = 0
-        self._last_ts = ts
-        self._seq = seq
-        return out
+    def _start_tick(self, tick: int) -> None:
+        self._tick = tick
+        self._seq = 0
+        base = (tick - _TWEPOCH) << _TIMESTAMP_SHIFT | self._node
+        self._head = b"%013x" % (base >> _NODE_ID_SHIFT)  # the id without its sequence
 
 
 def encode_messages(msgs: list[Message]) -> list[bytes]:
     """Each message's encoding, as on disk and in delivery frames: timestamp, attempts, id, body."""
     pack = MESSAGE_HEADER.pack
     return [pack(m.timestamp, m.attempts) + m.data for m in msgs]
-
-
-def _hex_ids(ranges: list[tuple[int, int, int]]) -> list[bytes]:
-    out: list[bytes] = []
-    for base, start, stop in ranges:
-        head = b"%013x" % (base >> _NODE_ID_SHIFT)
-        out += [head + seq for seq in _HEX_SEQUENCES[start:stop]]
-    return out

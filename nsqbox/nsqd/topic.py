@@ -98,27 +98,42 @@ class Topic:
         fault = node.publish_fault
         if fault is not None and (error := fault(self.name)) is not None:
             raise TopicError(error)
-        msgs = self.id_factory.messages(bodies, node.wall_ns())
+        if len(bodies) == 1:  # a PUB: its id without the lists of a batch's
+            msgs = [self.id_factory.message(bodies[0], node.wall_ns())]
+            size = len(bodies[0])
+        else:
+            msgs = self.id_factory.messages(bodies, node.wall_ns())
+            size = sum(map(len, bodies))
         if defer:
             lease = (0, 0.0, defer)  # the delay rides in the deadline until fan-out
             for m in msgs:
                 m.lease = lease
-        for tap in self.taps:
-            tap.extend(msgs)
-        if self._delivering and not self.memory and not self.backend.depth:
+        if self.taps:
+            for tap in self.taps:
+                tap.extend(msgs)
+        channels = self._channel_list
+        if (
+            channels
+            and self.started
+            and not self.paused
+            and not self.memory
+            and not self.backend.depth
+        ):
             if now is None:
                 now = node.now()
             try:
                 if defer:
                     self._fan_out(msgs, now)
+                elif len(channels) == 1:
+                    channels[0].put_batch(msgs, now)
                 else:
-                    self._put_batch(self._channel_list, msgs, now)
+                    self._put_batch(channels, msgs, now)
             except ChannelError as err:
                 raise TopicError(str(err)) from None
         else:
             self._hold(msgs)
         self.message_count += len(msgs)
-        self.message_bytes += sum(map(len, bodies))
+        self.message_bytes += size
 
     def _hold(self, msgs: list[Message]) -> None:
         room = self.mem_limit - len(self.memory)

@@ -73,6 +73,18 @@ def test_a_batch_past_a_ticks_4096_ids_borrows_the_next_tick() -> None:
     assert all(int(i, 16) >> 12 & 0x3FF == 7 for i in ids)  # the node id's 10 bits
 
 
+def test_single_ids_follow_batches_and_borrow_past_a_used_up_tick() -> None:
+    factory = GUIDFactory(7)
+    ids = [m.id for m in factory.messages([b"x"] * 4096, 1)]  # a whole tick, or more
+    ids += [factory.message(b"%d" % i, 1).id for i in range(5000)]
+    ids += [m.id for m in factory.messages([b"y"] * 3, 1)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids) == 9099
+    last = factory.message(b"body", 5)
+    assert (last.id > ids[-1], last.body, last.timestamp, last.attempts) == (True, b"body", 5, 0)
+    assert all(int(i, 16) >> 12 & 0x3FF == 7 for i in [*ids, last.id])  # the node id's 10 bits
+
+
 def test_overflow_goes_to_the_backend_and_a_failing_one_refuses() -> None:
     node = FakeNode(mem_queue_size=2)
     topic = node.topic()
