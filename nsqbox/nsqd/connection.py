@@ -113,8 +113,9 @@ class Session(Protocol):
         """Execute a run of ``FIN <id>`` lines; the non-fatal errors, in order, to send."""
         ...
 
-    def on_pub(self, params: list[bytes], data: bytes) -> bytes | None:
-        """Execute ``PUB`` with its body, read whole (the parser's ``pub_limit``)."""
+    def on_pub(self, params: list[bytes], bodies: list[bytes]) -> None:
+        """Execute PUBs with the same line, bodies read whole (the parser's ``pub_limit``),
+        each as one PUB (answered with :meth:`Connection.respond_ok`)."""
         ...
 
     def after_turn(self) -> None:
@@ -256,6 +257,11 @@ class Connection:
             data = msg.data
             out += pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
             out += data
+
+    def respond_ok(self, count: int = 1) -> None:
+        """Answer ``OK`` ``count`` times, from a command or a suspended command's work: the
+        end of the turn sends it (no wake-up of the writer per answer)."""
+        self._out += _OK_FRAME * count
 
     def out_room(self) -> int:
         """Bytes the output buffer may still take before it counts as full."""
@@ -473,7 +479,8 @@ class Connection:
                 if kind is Command:
                     response = on_command(event)  # type: ignore[arg-type]
                 elif kind is Pub:
-                    response = on_pub(*event)  # type: ignore[misc]
+                    on_pub(*event)  # type: ignore[misc]
+                    continue
                 elif kind is FinRun:
                     for err in on_fins(event.ids):  # type: ignore[union-attr]
                         out += encode_frame(FrameType.ERROR, err.frame_body())

@@ -49,7 +49,8 @@ _MAX_UINT64 = (1 << 64) - 1
 Handler = Callable[["ClientV2", list[bytes]], "bytes | None"]
 #: The handler of the body a command asked for.
 Continuation = Callable[[Any], "bytes | None"]
-Publisher = Callable[[str, str, list[bytes], float], "bytes | None"]
+#: Publishes ``bodies`` (one PUB each when the last argument says so) and answers OK.
+Publisher = Callable[[str, str, list[bytes], float, bool], None]
 
 
 def _base10(raw: bytes) -> int | None:
@@ -158,11 +159,12 @@ class ClientV2(ClientState):
             self._refill = True  # one pull per received chunk, not one per FIN
         return [_fin_failed(msg_id, why) for msg_id, why in failed]
 
-    def on_pub(self, params: list[bytes], data: bytes) -> bytes | None:
-        """PUB and its body in one call: the steps of :meth:`_pub` and its continuation."""
+    def on_pub(self, params: list[bytes], bodies: list[bytes]) -> None:
+        """PUBs with the same line, bodies whole: the steps of :meth:`_pub` and its
+        continuation, for each."""
         if self._table.handlers.get(b"PUB") is not ClientV2._pub:
-            return self.on_command(Command(b"PUB", params))  # a refusal: it raises
-        return self._publish("PUB", self._topic_name("PUB", params), [data], 0.0)
+            self.on_command(Command(b"PUB", params))  # a refusal: it raises
+        self._publish("PUB", self._topic_name("PUB", params), bodies, 0.0, True)
 
     def after_turn(self) -> None:
         """One pull per received chunk of FINs, not one per FIN."""
@@ -378,7 +380,7 @@ class ClientV2(ClientState):
             raise invalid("PUB insufficient number of parameters")
         topic_name = self._topic_name("PUB", params)
         self.parser.expect_body("PUB", self.nsqd.options.max_msg_size, message=True)
-        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0)
+        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0, False)
         return None
 
     def _dpub(self, params: list[bytes]) -> bytes | None:
@@ -394,7 +396,7 @@ class ClientV2(ClientState):
             raise invalid(f"DPUB timeout {parsed} out of range 0-{round(max_req * 1000)}")
         self.parser.expect_body("DPUB", self.nsqd.options.max_msg_size, message=True)
         delay = timeout_ns / 1e9
-        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay)
+        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay, False)
         return None
 
     def _mpub(self, params: list[bytes]) -> bytes | None:
@@ -410,35 +412,51 @@ class ClientV2(ClientState):
         self.nsqd.get_topic(topic_name)
         opts = self.nsqd.options
         self.parser.expect_mpub(opts.max_body_size, opts.max_msg_size)
-        self._pending = lambda body: self._publish_unchecked("MPUB", topic_name, body.bodies, 0.0)
+        self._pending = lambda body: self._publish_unchecked(
+            "MPUB", topic_name, body.bodies, 0.0, False
+        )
         return None
 
     def _publish_checked(
-        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
-    ) -> bytes:
-        """PUB and DPUB with auth: nsqd checks after reading the body."""
-        publish = partial(self._publish_unchecked, cmd, topic_name, bodies, delay)
-        return self._check_auth(cmd, topic_name, "", publish)  # type: ignore[return-value]
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, each: bool
+    ) -> None:
+        """PUB and DPUB with auth: nsqd checks after reading the body (PUBs in a run ask
+        the same question at the same time: one check answers for all)."""
+        publish = partial(self._publish_unchecked, cmd, topic_name, bodies, delay, each)
+        self._check_auth(cmd, topic_name, "", publish)
 
     def _publish_unchecked(
-        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
-    ) -> bytes:
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, each: bool
+    ) -> None:
+        """Publish ``bodies`` as one batch (one answer), or with ``each`` as one PUB per
+        body (an answer each: those before a failure are answered, then its error)."""
         topic = self.nsqd.get_topic(topic_name)
+        now = self.conn.now
+        done = 0
         try:
-            topic.put_messages(bodies, delay, self.conn.now)
+            if each:
+                for body in bodies:
+                    topic.put_messages([body], delay, now)
+                    done += 1
+            else:
+                topic.put_messages(bodies, delay, now)
+                done = 1
         except TopicError as err:
+            self.conn.respond_ok(done)
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
-        self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
+        finally:
+            if done:
+                count = done if each else len(bodies)
+                self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + count
         announcing = self.nsqd.announcing
         if announcing and topic_name in announcing:
             # a new topic: answer once the lookupds know it, as nsqd's GetTopic does
-            raise Suspend(partial(_answer_after, announcing[topic_name]))
-        return OK
+            raise Suspend(partial(self._answer_after, announcing[topic_name], done))
+        self.conn.respond_ok(done)
 
-
-async def _answer_after(announced: Callable[[], Awaitable[None]]) -> bytes:
-    await announced()
-    return OK
+    async def _answer_after(self, announced: Callable[[], Awaitable[None]], oks: int) -> None:
+        await announced()
+        self.conn.respond_ok(oks)
 
 
 def _fin_failed(msg_id: bytes, why: str) -> NSQError:

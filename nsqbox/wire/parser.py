@@ -16,7 +16,10 @@ lines that the generic path would split into exactly ``[b"FIN", <16-byte id>]``
 (one space, no ``\r``), so what a FIN means, or which error it gets, is the same
 either way. Likewise, a parser given ``pub_limit`` returns a ``PUB <topic>`` line whose
 body is already buffered and of a size nsqd accepts (1 to ``pub_limit`` bytes) as one
-:class:`Pub`: the command and its body, for the one call nsqd's steps need.
+:class:`Pub`: the command and its body, for the one call nsqd's steps need; and with it
+the PUBs that follow with the very same line, each body whole and of such a size (a
+pipelining publisher's burst), up to :data:`MAX_PUB_RUN`: each is still published, and
+answered, as one PUB.
 """
 
 from __future__ import annotations
@@ -53,10 +56,11 @@ class FinRun(NamedTuple):
 
 
 class Pub(NamedTuple):
-    """A ``PUB <topic>`` line and its body, whole (``pub_limit``): ``params`` as a Command's."""
+    """Consecutive PUBs with the same ``PUB <topic>`` line, each body whole (``pub_limit``):
+    ``params`` as a Command's, the bodies in order (one at least)."""
 
     params: list[bytes]
-    data: bytes
+    bodies: list[bytes]
 
 
 class MPUBBody(NamedTuple):
@@ -82,6 +86,8 @@ _FIN_LINE: Final = 21
 #: The most FIN lines one FinRun holds (a run is copied whole before it is checked, so
 #: this also bounds the work a peer can waste with a line that breaks a run).
 MAX_FIN_RUN: Final = 512
+#: The most PUBs one Pub holds (what one event does is bounded, as a FinRun's).
+MAX_PUB_RUN: Final = 512
 
 
 def _all_plain_fins(lines: bytes) -> bool:
@@ -206,13 +212,30 @@ class CommandParser(ReceiveBuffer):
         params = bytes(buf[pos:end]).split(b" ")
         self._pos = idx + 1
         if params[0] == b"PUB" and len(params) == 2 and self.pub_limit:
-            after = idx + 1
-            if len(buf) - after >= 4:
-                (size,) = _INT32.unpack_from(buf, after)
-                if 0 < size <= self.pub_limit and len(buf) >= after + 4 + size:
-                    self._pos = after + 4 + size
-                    return Pub(params, bytes(buf[after + 4 : self._pos]))
+            bodies = self._pub_run(pos, idx + 1)
+            if bodies:
+                return Pub(params, bodies)
         return Command(params[0], params)
+
+    def _pub_run(self, line: int, after: int) -> list[bytes]:
+        """The whole bodies of the PUB whose line is ``buf[line:after]`` and of the PUBs
+        right behind it with the same line; consumes them (none: the generic way)."""
+        buf = self._buf
+        have = len(buf)
+        limit = self.pub_limit
+        head = bytes(buf[line:after])
+        bodies: list[bytes] = []
+        while have - after >= 4:
+            (size,) = _INT32.unpack_from(buf, after)
+            end = after + 4 + size
+            if size <= 0 or size > limit or end > have:
+                break  # not whole, or an error: for the generic path to read and answer
+            bodies.append(bytes(buf[after + 4 : end]))
+            self._pos = end
+            if len(bodies) == MAX_PUB_RUN or not buf.startswith(head, end):
+                break
+            after = end + len(head)
+        return bodies
 
     def _fin_run(self, pos: int) -> FinRun | None:
         """The FIN lines from ``pos`` on (the first is known to be one), up to the first

@@ -3,6 +3,9 @@ they stand for would be, one by one."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -28,13 +31,14 @@ def events(data: bytes, *, chunk: int, fin_runs: bool, pub_limit: int = 0) -> li
 
 
 def as_lines(evs: list[Event]) -> list[Event]:
-    """A FinRun as the FIN commands it stands for, a Pub as its command and body."""
+    """A FinRun as the FIN commands it stands for, a Pub as its commands and bodies."""
     flat: list[Event] = []
     for ev in evs:
         if isinstance(ev, FinRun):
             flat += [Command(b"FIN", [b"FIN", msg_id]) for msg_id in ev.ids]
         elif isinstance(ev, Pub):
-            flat += [Command(b"PUB", ev.params), Body(ev.data)]
+            for data in ev.bodies:
+                flat += [Command(b"PUB", ev.params), Body(data)]
         else:
             flat.append(ev)
     return flat
@@ -71,23 +75,27 @@ def test_fin_runs_stand_for_the_same_commands(chunk: int) -> None:
 
 PUBS = (
     commands.pub("t", b"a")
-    + commands.pub("t", b"0123456789")  # the largest a Pub may carry here
+    + commands.pub("t", b"0123456789")  # the largest a Pub may carry here: the same run
     + b"PUB t\r\n"
-    + commands.pub("u", b"b")[6:]  # CR: still a Pub, params as split
+    + commands.pub("u", b"b")[6:]  # CR: another line (still a Pub, params as split)
     + commands.nop()
+    + b"".join(commands.pub("t", b"%d" % i) for i in range(600))  # more than one run holds
+    + commands.pub("u", b"c")
+    + commands.pub("t", b"d")  # another topic: another run
     + commands.pub("t", b"b" * 11)[:-1]  # too big for a Pub: a Command (then its error)
 )
 
 
-@pytest.mark.parametrize("chunk", [1, 5, 16, len(PUBS)])
-def test_a_whole_pub_stands_for_its_command_and_body(chunk: int) -> None:
+@pytest.mark.parametrize("chunk", [1, 5, 16, 1000, len(PUBS)])
+def test_whole_pubs_stand_for_their_commands_and_bodies(chunk: int) -> None:
     data = PUBS[: -len(b"PUB t\n") - 4 - 10]  # all but the too-big one, whose body errs
     plain = events(data, chunk=chunk, fin_runs=False)
     whole = events(data, chunk=chunk, fin_runs=False, pub_limit=10)
     assert not any(isinstance(ev, Pub) for ev in plain)
     assert as_lines(whole) == plain
     if chunk == len(PUBS):
-        assert [type(ev) for ev in whole] == [Pub, Pub, Pub, Command]
+        runs = [len(ev.bodies) if isinstance(ev, Pub) else ev for ev in whole]
+        assert runs == [2, 1, Command(b"NOP", [b"NOP"]), 512, 88, 1, 1]
     parser = CommandParser(pub_limit=10)
     parser.receive_data(PUBS[len(data) :])
     assert parser.next_event() == Command(b"PUB", [b"PUB", b"t"])  # too big: the generic way
@@ -147,3 +155,42 @@ async def test_a_run_of_fins_before_sub_is_refused_once(start_nsqd: StartNSQD) -
     await conn.expect_closed()
     assert conn.reader.take_buffered() == b""
     await conn.aclose()
+
+
+async def test_pipelined_pubs_are_each_published_and_answered(start_nsqd: StartNSQD) -> None:
+    nsqd = await start_nsqd()
+    conn = await RawConn.open(nsqd.tcp)
+    bodies = [b"%d" % i for i in range(1500)]  # three runs at least, however it is read
+    await conn.send(b"".join(commands.pub("t", body) for body in bodies) + commands.nop())
+    assert [await conn.response() for _ in bodies] == [b"OK"] * len(bodies)
+    consumer = await RawConn.open(nsqd.tcp)
+    await consumer.sub("t", "c", rdy=len(bodies))
+    got = [await consumer.message() for _ in bodies]
+    assert [m.body for m in got] == bodies
+    assert [m.id for m in got] == sorted(m.id for m in got)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{nsqd.http[1]}") as http:
+        stats = (await http.get("/stats?format=json")).json()
+    assert stats["topics"][0]["message_count"] == len(bodies)
+    assert stats["producers"][0]["pub_counts"] == [{"topic": "t", "count": len(bodies)}]
+    await consumer.aclose()
+    await conn.aclose()
+
+
+async def test_a_pub_that_fails_in_a_run_is_answered_after_those_before(
+    start_nsqd: StartNSQD, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    nsqd = await start_nsqd(mem_queue_size=2, data_path=str(data))
+    conn = await RawConn.open(nsqd.tcp)
+    await conn.pub("t", b"0")  # the topic exists, and holds it in memory (no channel)
+    shutil.rmtree(data)
+    data.write_bytes(b"")  # the disk queue cannot open its file any more
+    await conn.send(b"".join(commands.pub("t", b"%d" % i) for i in range(1, 4)))
+    assert await conn.response() == b"OK"  # the second fits in memory
+    error = await conn.error()  # the third needs the disk: as nsqd, fatal
+    assert error.startswith(b"E_PUB_FAILED PUB failed "), error
+    await conn.expect_closed()
+    await conn.aclose()
+    data.unlink()
+    data.mkdir()  # for the shutdown's flush of the two held in memory
