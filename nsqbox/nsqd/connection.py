@@ -76,8 +76,9 @@ OUTPUT_HIGH_WATER = 1 << 20
 
 #: Commands executed from one connection's buffer before it yields to the others: a
 #: chunk of 256 KiB (or 1 MiB inflated) of tiny commands would otherwise hold every
-#: other client for a few hundred milliseconds. A turn's worth of MPUB or FIN costs
-#: one scheduler pass, nothing per message.
+#: other client for a few hundred milliseconds (a run of FINs or PUBs counts as the
+#: commands it stands for). A turn's worth of MPUB or FIN costs one scheduler pass,
+#: nothing per message.
 COMMANDS_PER_TURN = 4096
 
 
@@ -479,10 +480,14 @@ class Connection:
                 if kind is Command:
                     response = on_command(event)  # type: ignore[arg-type]
                 elif kind is Pub:
-                    on_pub(*event)  # type: ignore[misc]
+                    params, bodies = event  # type: ignore[misc]
+                    budget -= len(bodies) - 1  # each counts as the command it stands for
+                    on_pub(params, bodies)  # type: ignore[arg-type]
                     continue
                 elif kind is FinRun:
-                    for err in on_fins(event.ids):  # type: ignore[union-attr]
+                    ids = event.ids  # type: ignore[union-attr]
+                    budget -= len(ids) - 1
+                    for err in on_fins(ids):
                         out += encode_frame(FrameType.ERROR, err.frame_body())
                     continue
                 else:  # a body (NEED_DATA returned above; mypy cannot narrow on `is`)
