@@ -75,6 +75,23 @@ _TCP += [
     Case("tcp-pub-max", command=b"PUB diff_pub\n" + body(b"m" * 1024)),
     Case("tcp-pub-topic-64", command=b"PUB " + b"t" * 64 + b"\n" + body(b"x")),
     Case("tcp-pub-ephemeral", command=b"PUB diff#ephemeral\n" + body(b"x")),
+    Case(  # pipelined: one run of three, then one too big (the generic way: its error)
+        "tcp-pub-run-then-too-big",
+        command=b"".join(b"PUB diff_pub\n" + body(b) for b in (b"a", b"b", b"c", b"m" * 1025)),
+        frames=4,
+    ),
+    Case(  # pipelined, the same topic spelt with a CR, and a bad one last
+        "tcp-pub-run-crlf-then-bad-topic",
+        command=b"PUB diff_pub\n"
+        + body(b"a")
+        + b"PUB diff_pub\r\n"
+        + body(b"b")
+        + b"PUB diff_pub\n"
+        + body(b"c")
+        + b"PUB a*b\n"
+        + body(b"d"),
+        frames=4,
+    ),
     Case("tcp-mpub-ok", command=b"MPUB diff_pub\n" + _mpub(b"a", b"b")),
     Case("tcp-mpub-extra-bytes", command=b"MPUB diff_pub\n" + body(_mpub(b"a")[4:] + b"zz")),
     Case("tcp-dpub-ok", command=b"DPUB diff_pub 10\n" + body(b"x")),

@@ -188,6 +188,20 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "ERROR b'E_INVALID invalid command DIFFPROBE'",
         "CLOSED",
     ),
+    "tcp-pub-run-then-too-big": (
+        "RESPONSE b'OK'",
+        "RESPONSE b'OK'",
+        "RESPONSE b'OK'",
+        "ERROR b'E_BAD_MESSAGE PUB message too big 1025 > 1024'",
+        "CLOSED",
+    ),
+    "tcp-pub-run-crlf-then-bad-topic": (
+        "RESPONSE b'OK'",
+        "RESPONSE b'OK'",
+        "RESPONSE b'OK'",
+        "ERROR b'E_BAD_TOPIC PUB topic name \"a*b\" is not valid'",
+        "CLOSED",
+    ),
     "tcp-mpub-ok": ("RESPONSE b'OK'", "ERROR b'E_INVALID invalid command DIFFPROBE'", "CLOSED"),
     "tcp-mpub-extra-bytes": (
         "RESPONSE b'OK'",
