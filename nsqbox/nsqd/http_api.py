@@ -43,6 +43,8 @@ _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 #: /pub's and /mpub's answer: one Response, so the server encodes it once.
 _OK: Final = Response.text("OK")
+#: How many /pub queries pub() remembers before it starts over (a peer cannot grow it).
+_PLAIN_PUB_QUERIES: Final = 1024
 
 
 def make_app(
@@ -129,6 +131,8 @@ class _NSQDHTTP:
     def __init__(self, nsqd: NSQD, on_options_changed: Callable[[], None] | None) -> None:
         self.nsqd = nsqd
         self.on_options_changed = on_options_changed
+        # /pub queries known to name a valid topic and no defer, and that name.
+        self._plain_pub_queries: dict[str, str] = {}
 
     # -- /ping, /info ------------------------------------------------------
     async def ping(self, request: Request) -> str:
@@ -155,18 +159,39 @@ class _NSQDHTTP:
     # -- publishing --------------------------------------------------------
     async def pub(self, request: Request) -> Response:
         # The server has already refused bodies over --max-msg-size (MSG_TOO_BIG).
-        if not request.body:
+        body = request.body
+        if not body:
             raise HTTPError(400, "MSG_EMPTY")
-        args, topic = self._topic_from_query(request)
-        defer = 0.0
-        if "defer" in args:
-            ms = _parse_int64(args["defer"][0])
-            if ms is None or ms < 0 or ms > round(self.nsqd.options.max_req_timeout * 1000):
-                raise HTTPError(400, "INVALID_DEFER")
-            defer = ms / 1000
-        self._put(topic, [request.body], defer)
-        await self._announced(topic)
+        # A query seen before with a valid topic and no defer: its topic's name.
+        name = self._plain_pub_queries.get(request.raw_query)
+        if name is not None:
+            topic, defer = self.nsqd.get_topic(name), 0.0
+        else:
+            topic, defer = self._pub_query(request)
+        self._put(topic, [body], defer)
+        # Inline, not a coroutine: a publish that created the topic waits here.
+        announced = self.nsqd.announcing.get(topic.name)
+        if announced is not None:
+            await announced()
         return _OK
+
+    def _pub_query(self, request: Request) -> tuple[Topic, float]:
+        """/pub's topic and ``defer`` (in seconds), as nsqd checks them.
+
+        A query with a valid topic and no ``defer`` is remembered, so the same
+        query again (a client publishing to one topic) skips the parsing.
+        """
+        args, topic = self._topic_from_query(request)
+        if "defer" not in args:
+            queries = self._plain_pub_queries
+            if len(queries) >= _PLAIN_PUB_QUERIES:
+                queries.clear()
+            queries[request.raw_query] = topic.name
+            return topic, 0.0
+        ms = _parse_int64(args["defer"][0])
+        if ms is None or ms < 0 or ms > round(self.nsqd.options.max_req_timeout * 1000):
+            raise HTTPError(400, "INVALID_DEFER")
+        return topic, ms / 1000
 
     async def mpub(self, request: Request) -> Response:
         # The server has already refused bodies over --max-body-size (BODY_TOO_BIG).
@@ -184,14 +209,10 @@ class _NSQDHTTP:
             if len(request.body) > opts.max_msg_size and max(map(len, bodies)) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
         self._put(topic, bodies, 0.0)
-        await self._announced(topic)
-        return _OK
-
-    async def _announced(self, topic: Topic) -> None:
-        """A publish that created ``topic`` answers once the lookupds know it, as nsqd's."""
         announced = self.nsqd.announcing.get(topic.name)
-        if announced is not None:
+        if announced is not None:  # as pub's
             await announced()
+        return _OK
 
     def _put(self, topic: Topic, bodies: list[bytes], defer: float) -> None:
         if self.nsqd.exiting or topic.exiting:

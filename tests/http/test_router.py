@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import msgspec
 import pytest
@@ -18,7 +17,7 @@ def _request(method: str, path: str, query: str = "", body: bytes = b"") -> Requ
 
 async def _call(router: Router, method: str, path: str, query: str = "") -> Response:
     endpoint = router.resolve(method, path)
-    request = replace(_request(method, path, query), params=endpoint.params)
+    request = msgspec.structs.replace(_request(method, path, query), params=endpoint.params)
     return await endpoint.respond(request)
 
 
