@@ -43,8 +43,12 @@ _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 #: /pub's and /mpub's answer: one Response, so the server encodes it once.
 _OK: Final = Response.text("OK")
-#: How many /pub queries pub() remembers before it starts over (a peer cannot grow it).
-_PLAIN_PUB_QUERIES: Final = 1024
+#: /pub queries found to name a valid topic and no ``defer``, and that name: the
+#: same query again (a client publishing to one topic) skips the parsing. What a
+#: query means depends on nothing else, so every app shares them.
+_PLAIN_PUB_QUERIES: dict[str, str] = {}
+#: Past this many, the queries start over (a peer cannot grow them without bound).
+_PLAIN_PUB_QUERIES_LIMIT: Final = 1024
 
 
 def make_app(
@@ -131,8 +135,6 @@ class _NSQDHTTP:
     def __init__(self, nsqd: NSQD, on_options_changed: Callable[[], None] | None) -> None:
         self.nsqd = nsqd
         self.on_options_changed = on_options_changed
-        # /pub queries known to name a valid topic and no defer, and that name.
-        self._plain_pub_queries: dict[str, str] = {}
 
     # -- /ping, /info ------------------------------------------------------
     async def ping(self, request: Request) -> str:
@@ -162,14 +164,14 @@ class _NSQDHTTP:
         body = request.body
         if not body:
             raise HTTPError(400, "MSG_EMPTY")
-        # A query seen before with a valid topic and no defer: its topic's name.
-        name = self._plain_pub_queries.get(request.raw_query)
+        name = _PLAIN_PUB_QUERIES.get(request.raw_query)
         if name is not None:
             topic, defer = self.nsqd.get_topic(name), 0.0
         else:
             topic, defer = self._pub_query(request)
         self._put(topic, [body], defer)
-        # Inline, not a coroutine: a publish that created the topic waits here.
+        # A publish that created the topic answers once the lookupds know it, as
+        # nsqd's; checked inline, without a coroutine per request.
         announced = self.nsqd.announcing.get(topic.name)
         if announced is not None:
             await announced()
@@ -178,15 +180,13 @@ class _NSQDHTTP:
     def _pub_query(self, request: Request) -> tuple[Topic, float]:
         """/pub's topic and ``defer`` (in seconds), as nsqd checks them.
 
-        A query with a valid topic and no ``defer`` is remembered, so the same
-        query again (a client publishing to one topic) skips the parsing.
+        A query with a valid topic and no ``defer`` joins :data:`_PLAIN_PUB_QUERIES`.
         """
         args, topic = self._topic_from_query(request)
         if "defer" not in args:
-            queries = self._plain_pub_queries
-            if len(queries) >= _PLAIN_PUB_QUERIES:
-                queries.clear()
-            queries[request.raw_query] = topic.name
+            if len(_PLAIN_PUB_QUERIES) >= _PLAIN_PUB_QUERIES_LIMIT:
+                _PLAIN_PUB_QUERIES.clear()
+            _PLAIN_PUB_QUERIES[request.raw_query] = topic.name
             return topic, 0.0
         ms = _parse_int64(args["defer"][0])
         if ms is None or ms < 0 or ms > round(self.nsqd.options.max_req_timeout * 1000):

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from nsqbox.http import Request, Response, Router, ServerConnection, parse_query
 from nsqbox.http.router import App
+from nsqbox.nsqd import http_api
 from nsqbox.nsqd.http_api import make_app
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
 from tests.http.test_fastpath import SETTINGS, converse, plain_requests, requests
@@ -138,6 +139,36 @@ async def test_repeated_publishes_over_a_socket_get_nsqd_answers(server: NSQDWit
                 received += await stream.receive_some(65536)
     assert received == expected
     assert _count(server, "s") == 6
+
+
+async def test_pub_remembers_a_plain_query_and_still_answers_as_nsqd(
+    server: NSQDWithHTTP,
+) -> None:
+    """A /pub query with a valid topic and no defer is parsed once: the same query
+    again publishes to that topic (made anew if deleted meanwhile), others are parsed,
+    and the queries remembered are bounded."""
+    app = make_app(server.nsqd)
+    plain, late = _post(b"/pub?topic=r", b"a"), _post(b"/pub?topic=r&defer=999999999", b"b")
+    with trio.fail_after(TIMEOUT):
+        assert await _converse(app, True, [plain, late, plain]) == OK + _invalid_defer() + OK
+        assert http_api._PLAIN_PUB_QUERIES.get("topic=r") == "r"
+        assert "topic=r&defer=999999999" not in http_api._PLAIN_PUB_QUERIES
+        assert _count(server, "r") == 2
+        assert server.nsqd.delete_existing_topic("r")
+        assert await _converse(app, True, [plain, late]) == OK + _invalid_defer()
+        assert _count(server, "r") == 1
+        many = [_post(b"/pub?topic=r&n=%d" % n, b"c") for n in range(1100)]
+        assert await _converse(app, True, many) == OK * len(many)
+    assert 0 < len(http_api._PLAIN_PUB_QUERIES) <= http_api._PLAIN_PUB_QUERIES_LIMIT
+    assert _count(server, "r") == 1 + len(many)
+
+
+def _invalid_defer() -> bytes:
+    body = b'{"message":"INVALID_DEFER"}'
+    return (
+        b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n"
+        b"X-NSQ-Content-Type: nsq; version=1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
 
 
 @SETTINGS
