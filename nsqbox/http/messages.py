@@ -142,7 +142,7 @@ class Request(msgspec.Struct, frozen=True):
     The query is parsed on demand by :meth:`args`, which answers a malformed one
     with ``400 INVALID_REQUEST`` as nsqd does; routes that take no parameters
     never fail on it. A frozen :class:`msgspec.Struct` rather than a dataclass:
-    the server makes one per request, and a Struct is made in a sixth of the
+    the server makes one per request, and a Struct is made in a fifth of the
     time (``msgspec.structs.replace`` copies one with changes).
     """
 
