@@ -18,7 +18,10 @@ plain-text routes, ``OPTIONS`` or redirects (see :mod:`nsqbox.http.messages`).
 
 A handler is ``async def handler(request) -> result``; the result becomes the
 response as NSQ's ``RespondV1`` does (see :meth:`Response.v1`), and an
-:class:`HTTPError` it raises becomes NSQ's JSON error. Each route also says how
+:class:`HTTPError` it raises becomes NSQ's JSON error. A hot route may add a
+quick handler, a plain function tried first for each request: it answers the
+common case without a coroutine, or returns None having done nothing, and the
+handler answers (nsqd's ``/pub``: a known topic with nothing to wait for). Each route also says how
 large a body it accepts and what to answer when a body is larger, because the
 server must decide that before it reads the body (nsqd's ``/pub`` answers
 ``413 MSG_TOO_BIG`` where ``/mpub`` answers ``413 BODY_TOO_BIG``).
@@ -105,7 +108,6 @@ class _Route:
     plain_text: bool
     log: bool
     logger: logging.Logger
-
     quick: QuickHandler | None
 
     async def respond(self, request: Request) -> Response:

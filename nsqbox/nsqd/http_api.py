@@ -43,9 +43,10 @@ _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 #: /pub's and /mpub's answer: one Response, so the server encodes it once.
 _OK: Final = Response.text("OK")
-#: /pub queries found to name a valid topic and no ``defer``, and that name: the
-#: same query again (a client publishing to one topic) skips the parsing. What a
-#: query means depends on nothing else, so every app shares them.
+#: /pub queries found to name a valid topic and no ``defer``, and that name:
+#: pub_now answers the same query again (a client publishing to one topic)
+#: without parsing it. What a query means depends on nothing else, so every app
+#: shares them.
 _PLAIN_PUB_QUERIES: dict[str, str] = {}
 #: Past this many, the queries start over (a peer cannot grow them without bound).
 _PLAIN_PUB_QUERIES_LIMIT: Final = 1024
@@ -162,17 +163,12 @@ class _NSQDHTTP:
     # -- publishing --------------------------------------------------------
     async def pub(self, request: Request) -> Response:
         # The server has already refused bodies over --max-msg-size (MSG_TOO_BIG).
-        body = request.body
-        if not body:
+        # Its common case is pub_now's, tried first; this is the rest.
+        if not request.body:
             raise HTTPError(400, "MSG_EMPTY")
-        name = _PLAIN_PUB_QUERIES.get(request.raw_query)
-        if name is not None:
-            topic, defer = self.nsqd.get_topic(name), 0.0
-        else:
-            topic, defer = self._pub_query(request)
-        self._put(topic, [body], defer)
-        # A publish that created the topic answers once the lookupds know it, as
-        # nsqd's; checked inline, without a coroutine per request.
+        topic, defer = self._pub_query(request)
+        self._put(topic, [request.body], defer)
+        # A publish that created the topic answers once the lookupds know it, as nsqd's.
         announced = self.nsqd.announcing.get(topic.name)
         if announced is not None:
             await announced()
