@@ -23,7 +23,7 @@ from nsqbox.http.messages import (
     parse_query,
 )
 from nsqbox.http.protocol import ServerConnection
-from nsqbox.http.router import App, Endpoint, Handler, Router
+from nsqbox.http.router import App, Endpoint, Handler, QuickHandler, Router
 from nsqbox.http.server import peer_address, serve_http, serve_http_connection
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Endpoint",
     "HTTPError",
     "Handler",
+    "QuickHandler",
     "Request",
     "Response",
     "Router",

@@ -19,7 +19,7 @@ into bytes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote_to_bytes
 
@@ -136,13 +136,14 @@ def _unescape(text: str) -> str:
     return unquote_to_bytes(text.replace("+", " ")).decode("utf-8", "replace")
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """A complete HTTP request: head, decoded path, raw query, body and path params.
 
     The query is parsed on demand by :meth:`args`, which answers a malformed one
     with ``400 INVALID_REQUEST`` as nsqd does; routes that take no parameters
-    never fail on it.
+    never fail on it. A frozen :class:`msgspec.Struct` rather than a dataclass:
+    the server makes one per request, and a Struct is made in a fifth of the
+    time (``msgspec.structs.replace`` copies one with changes).
     """
 
     method: str
@@ -151,7 +152,7 @@ class Request:
     raw_query: str
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytes = b""
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = msgspec.field(default_factory=dict)
     remote_address: str = ""
 
     def header(self, name: str) -> str | None:
@@ -183,33 +184,3 @@ class Request:
         if value is None:
             raise HTTPError(400, missing)
         return value
-
-
-# Each field's slot descriptor: setting through it is what the frozen
-# dataclass's __init__ does, without its per-field object.__setattr__ calls.
-_SET_METHOD, _SET_TARGET, _SET_PATH, _SET_QUERY, _SET_HEADERS, _SET_BODY, _SET_PARAMS, _SET_PEER = (
-    Request.__dict__[name].__set__ for name in Request.__slots__
-)
-
-
-def new_request(
-    method: str,
-    target: str,
-    path: str,
-    raw_query: str,
-    headers: tuple[tuple[bytes, bytes], ...],
-    body: bytes,
-    params: dict[str, str],
-    remote_address: str,
-) -> Request:
-    """``Request(method, target, ...)``, for the server's hot path: a third of the cost."""
-    request: Request = object.__new__(Request)
-    _SET_METHOD(request, method)
-    _SET_TARGET(request, target)
-    _SET_PATH(request, path)
-    _SET_QUERY(request, raw_query)
-    _SET_HEADERS(request, headers)
-    _SET_BODY(request, body)
-    _SET_PARAMS(request, params)
-    _SET_PEER(request, remote_address)
-    return request

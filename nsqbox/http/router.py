@@ -18,7 +18,10 @@ plain-text routes, ``OPTIONS`` or redirects (see :mod:`nsqbox.http.messages`).
 
 A handler is ``async def handler(request) -> result``; the result becomes the
 response as NSQ's ``RespondV1`` does (see :meth:`Response.v1`), and an
-:class:`HTTPError` it raises becomes NSQ's JSON error. Each route also says how
+:class:`HTTPError` it raises becomes NSQ's JSON error. A hot route may add a
+quick handler, a plain function tried first for each request: it answers the
+common case without a coroutine, or returns None having done nothing, and the
+handler answers (nsqd's ``/pub``: a known topic with nothing to wait for). Each route also says how
 large a body it accepts and what to answer when a body is larger, because the
 server must decide that before it reads the body (nsqd's ``/pub`` answers
 ``413 MSG_TOO_BIG`` where ``/mpub`` answers ``413 BODY_TOO_BIG``).
@@ -54,6 +57,10 @@ log = logging.getLogger("nsqbox.http")
 
 #: A route's handler: the request in, a ``RespondV1``-style result out.
 Handler = Callable[[Request], Awaitable[object]]
+#: A route's optional quick handler: the handler's answer without a coroutine,
+#: for the cases that need no wait, or None (having done nothing) to leave the
+#: request to the handler.
+QuickHandler = Callable[[Request], Response | None]
 
 #: How much body the router accepts for a request it will refuse (404, 405),
 #: so the connection can be kept; Go's net/http drains up to 256 KiB the same way.
@@ -68,7 +75,9 @@ class Endpoint:
 
     ``respond`` answers the complete request (it never raises an
     :class:`HTTPError`); ``too_large`` is sent instead, and the connection
-    closed, when the body is longer than ``max_body_size``.
+    closed, when the body is longer than ``max_body_size``. ``respond_now``,
+    when there is one, is tried first: it answers at once, as ``respond``
+    would, or returns None having done nothing, and then ``respond`` answers.
     """
 
     respond: Callable[[Request], Awaitable[Response]]
@@ -77,6 +86,7 @@ class Endpoint:
     too_large: Response = field(
         default_factory=lambda: Response.error(HTTPError(413, "BODY_TOO_BIG"))
     )
+    respond_now: Callable[[Request], Response | None] | None = None
 
 
 class App(Protocol):
@@ -98,31 +108,56 @@ class _Route:
     plain_text: bool
     log: bool
     logger: logging.Logger
+    quick: QuickHandler | None
 
     async def respond(self, request: Request) -> Response:
         """Run the handler and turn its result or error into the response."""
         started = time.perf_counter() if self.log else 0.0
         try:
-            result = await self.handler(request)
-            if self.plain_text and not isinstance(result, str | bytes | Response):
-                raise TypeError(f"plain-text route {self.pattern} returned {type(result)}")
-            response = Response.v1(result)
-            if self.plain_text:  # nsqd's PlainText decorator sends no NSQ header
-                response = replace(response, nsq_header=False)
-        except HTTPError as exc:
-            response = _error_response(exc, self.plain_text)
-        except Exception:
-            # nsqd's PanicHandler: the client gets a 500, the server lives on.
-            self.logger.exception(
-                "panic in HTTP handler %s %s from %s",
-                self.method,
-                self.pattern,
-                request.remote_address,
-            )
-            response = Response.error(HTTPError(500, "INTERNAL_ERROR"))
+            response = self._response(await self.handler(request))
+        except Exception as exc:
+            response = self._failed(exc, request)
         if self.log:
             _log_request(self.logger, request, response.status, started)
         return response
+
+    def respond_now(self, request: Request) -> Response | None:
+        """:meth:`respond` by the quick handler; None when it leaves the request to ``respond``."""
+        assert self.quick is not None
+        started = time.perf_counter() if self.log else 0.0
+        try:
+            result = self.quick(request)
+            if result is None:
+                return None
+            response = self._response(result)
+        except Exception as exc:
+            response = self._failed(exc, request)
+        if self.log:
+            _log_request(self.logger, request, response.status, started)
+        return response
+
+    def _response(self, result: object) -> Response:
+        """The handler's result as its response."""
+        if self.plain_text and not isinstance(result, str | bytes | Response):
+            raise TypeError(f"plain-text route {self.pattern} returned {type(result)}")
+        response = Response.v1(result)
+        if self.plain_text:  # nsqd's PlainText decorator sends no NSQ header
+            response = replace(response, nsq_header=False)
+        return response
+
+    def _failed(self, exc: Exception, request: Request) -> Response:
+        """The response to a handler that raised ``exc``."""
+        if isinstance(exc, HTTPError):
+            return _error_response(exc, self.plain_text)
+        # nsqd's PanicHandler: the client gets a 500, the server lives on.
+        self.logger.error(
+            "panic in HTTP handler %s %s from %s",
+            self.method,
+            self.pattern,
+            request.remote_address,
+            exc_info=exc,
+        )
+        return Response.error(HTTPError(500, "INTERNAL_ERROR"))
 
 
 class Router:
@@ -165,9 +200,12 @@ class Router:
         too_large: HTTPError | None = None,
         plain_text: bool = False,
         log: bool = True,
+        quick: QuickHandler | None = None,
     ) -> None:
         """Route ``method`` requests for ``pattern`` to ``handler``.
 
+        ``quick``, if given, is tried first for each request: a hot route's
+        common case answered without a coroutine (see :data:`QuickHandler`).
         Raises ValueError for a malformed pattern or a duplicate route.
         """
         if not pattern.startswith("/"):
@@ -187,6 +225,7 @@ class Router:
             plain_text=plain_text,
             log=log,
             logger=self.logger,
+            quick=quick,
         )
         if any(s[:1] in (":", "*") for s in segments):
             methods = next((m for segs, m in self._dynamic if segs == segments), None)
@@ -210,6 +249,7 @@ class Router:
         too_large: HTTPError | None = None,
         plain_text: bool = False,
         log: bool = True,
+        quick: QuickHandler | None = None,
     ) -> Callable[[Handler], Handler]:
         """Decorator form of :meth:`add` (same keyword options)."""
 
@@ -222,6 +262,7 @@ class Router:
                 too_large=too_large,
                 plain_text=plain_text,
                 log=log,
+                quick=quick,
             )
             return handler
 
@@ -243,6 +284,7 @@ class Router:
                     params=params,
                     max_body_size=route.max_body_size,
                     too_large=route.too_large,
+                    respond_now=None if route.quick is None else route.respond_now,
                 )
                 if not params and path in self._static:  # the same endpoint every time
                     self._resolved[method, path] = endpoint

@@ -178,8 +178,13 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
         elif type(event) is Dispatch:
             if owes_turn:
                 await io.next_turn()
+            endpoint, request = event.endpoint, event.request
             try:
-                response = await event.endpoint.respond(event.request)
+                # As _answer.
+                quick = endpoint.respond_now
+                response = None if quick is None else quick(request)
+                if response is None:
+                    response = await endpoint.respond(request)
             except Exception:
                 response = _failed(conn, event)
             data = conn.respond(response)
@@ -197,11 +202,16 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
 
 
 async def _answer(conn: ServerConnection, event: Dispatch) -> Response:
-    """The endpoint's answer to a dispatched request; a 500 if it failed."""
+    """The endpoint's answer to a dispatched request (at once if it can); a 500 if it failed."""
+    endpoint, request = event.endpoint, event.request
     try:
-        return await event.endpoint.respond(event.request)
+        quick = endpoint.respond_now
+        response = None if quick is None else quick(request)
+        if response is None:
+            response = await endpoint.respond(request)
     except Exception:
         return _failed(conn, event)
+    return response
 
 
 def _failed(conn: ServerConnection, event: Dispatch) -> Response:

@@ -43,6 +43,13 @@ _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 #: /pub's and /mpub's answer: one Response, so the server encodes it once.
 _OK: Final = Response.text("OK")
+#: /pub queries found to name a valid topic and no ``defer``, and that name:
+#: pub_now answers the same query again (a client publishing to one topic)
+#: without parsing it. What a query means depends on nothing else, so every app
+#: shares them.
+_PLAIN_PUB_QUERIES: dict[str, str] = {}
+#: Past this many, the queries start over (a peer cannot grow them without bound).
+_PLAIN_PUB_QUERIES_LIMIT: Final = 1024
 
 
 def make_app(
@@ -75,6 +82,7 @@ def make_app(
             max_body_size=opts.max_msg_size,
             too_large=HTTPError(413, "MSG_TOO_BIG"),
             log=False,
+            quick=api.pub_now,
         )
     router.add("POST", "/mpub", api.mpub, too_large=HTTPError(413, "BODY_TOO_BIG"), log=False)
     router.add("GET", "/stats", api.stats)
@@ -155,18 +163,45 @@ class _NSQDHTTP:
     # -- publishing --------------------------------------------------------
     async def pub(self, request: Request) -> Response:
         # The server has already refused bodies over --max-msg-size (MSG_TOO_BIG).
+        # Its common case is pub_now's, tried first; this is the rest.
         if not request.body:
             raise HTTPError(400, "MSG_EMPTY")
-        args, topic = self._topic_from_query(request)
-        defer = 0.0
-        if "defer" in args:
-            ms = _parse_int64(args["defer"][0])
-            if ms is None or ms < 0 or ms > round(self.nsqd.options.max_req_timeout * 1000):
-                raise HTTPError(400, "INVALID_DEFER")
-            defer = ms / 1000
+        topic, defer = self._pub_query(request)
         self._put(topic, [request.body], defer)
-        await self._announced(topic)
+        # A publish that created the topic answers once the lookupds know it, as nsqd's.
+        announced = self.nsqd.announcing.get(topic.name)
+        if announced is not None:
+            await announced()
         return _OK
+
+    def pub_now(self, request: Request) -> Response | None:
+        """:meth:`pub`'s common case, without a coroutine: a body, a query seen
+        before (:data:`_PLAIN_PUB_QUERIES`), and its topic there with nothing to
+        wait for. None, having done nothing, for anything else."""
+        name = _PLAIN_PUB_QUERIES.get(request.raw_query)
+        if name is None or not request.body or name in self.nsqd.announcing:
+            return None
+        topic = self.nsqd.get_existing_topic(name)
+        if topic is None:
+            return None
+        self._put(topic, [request.body], 0.0)
+        return _OK
+
+    def _pub_query(self, request: Request) -> tuple[Topic, float]:
+        """/pub's topic and ``defer`` (in seconds), as nsqd checks them.
+
+        A query with a valid topic and no ``defer`` joins :data:`_PLAIN_PUB_QUERIES`.
+        """
+        args, topic = self._topic_from_query(request)
+        if "defer" not in args:
+            if len(_PLAIN_PUB_QUERIES) >= _PLAIN_PUB_QUERIES_LIMIT:
+                _PLAIN_PUB_QUERIES.clear()
+            _PLAIN_PUB_QUERIES[request.raw_query] = topic.name
+            return topic, 0.0
+        ms = _parse_int64(args["defer"][0])
+        if ms is None or ms < 0 or ms > round(self.nsqd.options.max_req_timeout * 1000):
+            raise HTTPError(400, "INVALID_DEFER")
+        return topic, ms / 1000
 
     async def mpub(self, request: Request) -> Response:
         # The server has already refused bodies over --max-body-size (BODY_TOO_BIG).
@@ -184,14 +219,10 @@ class _NSQDHTTP:
             if len(request.body) > opts.max_msg_size and max(map(len, bodies)) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
         self._put(topic, bodies, 0.0)
-        await self._announced(topic)
-        return _OK
-
-    async def _announced(self, topic: Topic) -> None:
-        """A publish that created ``topic`` answers once the lookupds know it, as nsqd's."""
         announced = self.nsqd.announcing.get(topic.name)
-        if announced is not None:
+        if announced is not None:  # as pub's
             await announced()
+        return _OK
 
     def _put(self, topic: Topic, bodies: list[bytes], defer: float) -> None:
         if self.nsqd.exiting or topic.exiting:

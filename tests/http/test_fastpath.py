@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from nsqbox.http import Request, Response, Router, ServerConnection
 from nsqbox.http.fastpath import encode_response, parse_request
 from nsqbox.http.protocol import _REASONS, NEED_DATA, CloseConnection, Dispatch, SendBytes
+from nsqbox.http.server import _answer as answer
 
 T = TypeVar("T")
 
@@ -149,8 +150,12 @@ def _router(seen: list[Request]) -> Router:
     return router
 
 
-async def converse(conn: ServerConnection, pieces: list[bytes]) -> bytes:
-    """Everything ``conn`` writes for ``pieces`` arriving one by one, then EOF."""
+async def converse(conn: ServerConnection, pieces: list[bytes], *, quick: bool = False) -> bytes:
+    """Everything ``conn`` writes for ``pieces`` arriving one by one, then EOF.
+
+    ``quick``: requests are answered as the server does, by quick handlers when
+    they can (``Endpoint.respond_now``); else always by ``Endpoint.respond``.
+    """
     out = []
     for piece in [*pieces, b""]:
         conn.receive_data(piece)
@@ -158,7 +163,11 @@ async def converse(conn: ServerConnection, pieces: list[bytes]) -> bytes:
             if isinstance(event, SendBytes):
                 out.append(event.data)
             elif isinstance(event, Dispatch):
-                out.append(conn.respond(await event.endpoint.respond(event.request)))
+                if quick:
+                    response = await answer(conn, event)
+                else:
+                    response = await event.endpoint.respond(event.request)
+                out.append(conn.respond(response))
             else:
                 assert isinstance(event, CloseConnection)
                 return b"".join(out)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from nsqbox.http import Request, Response, Router, ServerConnection, parse_query
 from nsqbox.http.router import App
+from nsqbox.nsqd import http_api
 from nsqbox.nsqd.http_api import make_app
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
 from tests.http.test_fastpath import SETTINGS, converse, plain_requests, requests
@@ -28,6 +29,15 @@ OK = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"X-NSQ-Content-Type: nsq; version=1.0\r\nContent-Length: 2\r\n\r\nOK"
 )
+
+
+def _bad_request(code: bytes) -> bytes:
+    """nsqd's answer ``400 {"message": code}``."""
+    body = b'{"message":"%s"}' % code
+    return (
+        b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n"
+        b"X-NSQ-Content-Type: nsq; version=1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
 
 
 def _post(target: bytes, body: bytes) -> bytes:
@@ -76,10 +86,10 @@ TOO_BIG = _post(b"/pub?topic=t", b"x" * 101)
 
 
 async def _converse(app: App, fast_path: bool, pieces: list[bytes]) -> bytes:
-    """Everything the server writes for ``pieces`` arriving one by one, then EOF."""
-    return await converse(
-        ServerConnection(app, remote_address="1.2.3.4:5", fast_path=fast_path), pieces
-    )
+    """Everything the server writes for ``pieces`` arriving one by one, then EOF: with
+    ``fast_path``, as the server does (quick handlers too); else by h11 and ``respond``."""
+    conn = ServerConnection(app, remote_address="1.2.3.4:5", fast_path=fast_path)
+    return await converse(conn, pieces, quick=fast_path)
 
 
 @pytest.fixture
@@ -123,21 +133,75 @@ async def test_repeated_publishes_over_a_socket_get_nsqd_answers(server: NSQDWit
             await trio.testing.wait_all_tasks_blocked()
             await stream.send_all(request[-2:])
             await stream.send_all(_post(b"/pub?topic=s", b"") + _post(b"/mpub?topic=s", b"g\nh"))
-            empty = b'{"message":"MSG_EMPTY"}'
-            expected = (
-                OK * 4
-                + (
-                    b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n"
-                    b"X-NSQ-Content-Type: nsq; version=1.0\r\nContent-Length: %d\r\n\r\n%s"
-                    % (len(empty), empty)
-                )
-                + OK
-            )
+            expected = OK * 4 + _bad_request(b"MSG_EMPTY") + OK
             received = b""
             while len(received) < len(expected):
                 received += await stream.receive_some(65536)
     assert received == expected
     assert _count(server, "s") == 6
+
+
+async def test_pub_remembers_a_plain_query_and_still_answers_as_nsqd(
+    server: NSQDWithHTTP,
+) -> None:
+    """A /pub query with a valid topic and no defer is parsed once: the same query
+    again publishes to that topic (made anew if deleted meanwhile), others are parsed,
+    and the queries remembered are bounded."""
+    app = make_app(server.nsqd)
+    plain, late = _post(b"/pub?topic=r", b"a"), _post(b"/pub?topic=r&defer=999999999", b"b")
+    with trio.fail_after(TIMEOUT):
+        assert (
+            await _converse(app, True, [plain, late, plain])
+            == OK + _bad_request(b"INVALID_DEFER") + OK
+        )
+        assert http_api._PLAIN_PUB_QUERIES.get("topic=r") == "r"
+        assert "topic=r&defer=999999999" not in http_api._PLAIN_PUB_QUERIES
+        assert _count(server, "r") == 2
+        assert server.nsqd.delete_existing_topic("r")
+        assert await _converse(app, True, [plain, late]) == OK + _bad_request(b"INVALID_DEFER")
+        assert _count(server, "r") == 1
+        many = [_post(b"/pub?topic=r&n=%d" % n, b"c") for n in range(1100)]
+        assert await _converse(app, True, many) == OK * len(many)
+    assert 0 < len(http_api._PLAIN_PUB_QUERIES) <= http_api._PLAIN_PUB_QUERIES_LIMIT
+    assert _count(server, "r") == 1 + len(many)
+
+
+async def test_a_remembered_pub_query_waits_for_its_topics_announcement(
+    server: NSQDWithHTTP,
+) -> None:
+    """A publish to a topic the lookupds are being told about answers once they know
+    it (nsqd's GetTopic), a query /pub remembers too: its quick path leaves it to pub."""
+    host, port = server.url.removeprefix("http://").split(":")
+    released, waiting = trio.Event(), []
+
+    async def announced() -> None:
+        waiting.append(1)
+        await released.wait()
+
+    with trio.fail_after(TIMEOUT):
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            for _ in range(2):  # the second time by the quick path
+                await stream.send_all(_post(b"/pub?topic=w", b"x"))
+                assert await _receive(stream, len(OK)) == OK
+            assert http_api._PLAIN_PUB_QUERIES.get("topic=w") == "w"
+            server.nsqd.announcing["w"] = announced
+            await stream.send_all(_post(b"/pub?topic=w", b"y"))
+            await trio.testing.wait_all_tasks_blocked()
+            assert waiting == [1]
+            assert _count(server, "w") == 3  # published, answered once announced
+            released.set()
+            assert await _receive(stream, len(OK)) == OK
+    del server.nsqd.announcing["w"]
+
+
+async def _receive(stream: trio.SocketStream, size: int) -> bytes:
+    received = b""
+    while len(received) < size:
+        data = await stream.receive_some(size - len(received))
+        assert data, "the server closed the connection"
+        received += data
+    return received
 
 
 @SETTINGS

@@ -67,6 +67,21 @@ def test_request_parsed_one_byte_at_a_time() -> None:
     assert request.remote_address == "127.0.0.1:1234"
 
 
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "h11"])
+def test_requests_and_events_are_frozen_values(fast_path: bool) -> None:
+    conn = ServerConnection(_router(), fast_path=fast_path)
+    conn.receive_data(b"POST /pub HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nx")
+    event = conn.next_event()
+    assert isinstance(event, Dispatch)
+    assert event.request == Request("POST", "/pub", "/pub", "", event.request.headers, b"x")
+    assert event.request.headers == ((b"host", b"h"), (b"content-length", b"1"))
+    with pytest.raises(AttributeError):
+        event.request.body = b"y"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        event.request = event.request  # type: ignore[misc]
+    assert event.request.body == b"x"
+
+
 async def test_response_bytes_and_keep_alive_with_pipelining() -> None:
     conn = ServerConnection(_router())
     conn.receive_data(b"GET /ping HTTP/1.1\r\nHost: h\r\n\r\nGET /nope HTTP/1.1\r\nHost: h\r\n\r\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import msgspec
 import pytest
@@ -18,7 +17,7 @@ def _request(method: str, path: str, query: str = "", body: bytes = b"") -> Requ
 
 async def _call(router: Router, method: str, path: str, query: str = "") -> Response:
     endpoint = router.resolve(method, path)
-    request = replace(_request(method, path, query), params=endpoint.params)
+    request = msgspec.structs.replace(_request(method, path, query), params=endpoint.params)
     return await endpoint.respond(request)
 
 
@@ -102,6 +101,62 @@ async def test_requests_are_logged_on_the_given_logger(caplog: pytest.LogCapture
     messages = [r.getMessage() for r in caplog.records if r.name == "test.router"]
     assert len(messages) == 1
     assert messages[0].startswith("200 GET /a?q=1 ()")
+
+
+async def test_a_quick_handler_answers_as_the_handler_or_leaves_it_the_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What the server tries first (Endpoint.respond_now): the route's quick handler,
+    with the handler's conventions for results, errors, crashes and the log."""
+    router = Router(logger=logging.getLogger("test.router"))
+    calls: list[str] = []
+
+    async def handler(request: Request) -> str:
+        calls.append("handler")
+        return "slow"
+
+    def quick(request: Request) -> Response | None:
+        calls.append("quick")
+        if request.raw_query == "later":
+            return None
+        if request.raw_query == "bad":
+            raise HTTPError(400, "BAD")
+        if request.raw_query == "boom":
+            raise ZeroDivisionError
+        return Response.text("fast")
+
+    router.add("POST", "/q", handler, quick=quick)
+    router.add("GET", "/ping", handler, quick=quick, plain_text=True, log=False)
+    router.add("POST", "/plain", handler)
+    assert router.resolve("POST", "/plain").respond_now is None
+    endpoint = router.resolve("POST", "/q")
+    assert endpoint.respond_now is not None
+    with caplog.at_level(logging.INFO, logger="test.router"):
+        fast = endpoint.respond_now(_request("POST", "/q", "now"))
+        assert endpoint.respond_now(_request("POST", "/q", "later")) is None
+        bad = endpoint.respond_now(_request("POST", "/q", "bad"))
+        boom = endpoint.respond_now(_request("POST", "/q", "boom"))
+    assert calls == ["quick"] * 4  # None left the request untouched: the server awaits respond
+    assert fast == Response.text("fast")
+    assert bad is not None
+    assert (bad.status, bad.body) == (400, b'{"message":"BAD"}')
+    assert boom is not None
+    assert (boom.status, boom.body) == (500, b'{"message":"INTERNAL_ERROR"}')
+    messages = [r.getMessage() for r in caplog.records if r.name == "test.router"]
+    assert [m.split(" (")[0] for m in messages if not m.startswith("panic")] == [
+        "200 POST /q?now",
+        "400 POST /q?bad",
+        "500 POST /q?boom",
+    ]
+    assert "panic in HTTP handler POST /q from" in caplog.text
+    assert "ZeroDivisionError" in caplog.text
+    ping = router.resolve("GET", "/ping").respond_now
+    assert ping is not None
+    pong = ping(_request("GET", "/ping", "now"))
+    assert pong == Response(200, b"fast", (("Content-Type", "text/plain; charset=utf-8"),), False)
+    refused = ping(_request("GET", "/ping", "bad"))
+    assert refused is not None
+    assert (refused.status, refused.body, refused.nsq_header) == (400, b"BAD", False)
 
 
 async def test_path_parameters_and_catch_all() -> None:
