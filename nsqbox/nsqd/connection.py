@@ -29,6 +29,14 @@ cost more per call than the system call under them. Reads go into one scratch
 buffer per connection: a fresh 256 KiB bytes object per read is an mmap, an
 mremap and an munmap each time (above malloc's mmap threshold).
 
+A reader that finds nothing to read polls the sockets of every waiting reader for a
+moment (:data:`SPIN_FOR`) before it sleeps in epoll, when no task is runnable: a
+publisher that sends its next batch as soon as it has the OKs of the last one is then
+read without a wake-up from epoll, which costs more than the wait (Go's scheduler
+spins the same way before it parks a thread). The poll ends as soon as any waiting
+reader's socket can be read, and a reader whose polls find nothing polls less and less
+often (an idle peer, or one in this process, which cannot send while we poll).
+
 What the commands mean is a :class:`Session`'s business (nsqd's is
 :class:`~nsqbox.nsqd.protocol_v2.ClientV2`): the connection calls it and it
 calls the connection's public methods back (``write``, ``write_messages``,
