@@ -108,19 +108,20 @@ class _Waiting:
     """The sockets of one thread's readers waiting for bytes (one event loop's): a spin
     polls them all, and ends as soon as any of them can read."""
 
-    __slots__ = ("count", "poller")
+    __slots__ = ("fds", "poller")
 
     def __init__(self) -> None:
         self.poller = select.poll()
-        self.count = 0
+        self.fds: set[int] = set()
 
     def add(self, fd: int) -> None:
         self.poller.register(fd, select.POLLIN)
-        self.count += 1
+        self.fds.add(fd)
 
     def remove(self, fd: int) -> None:
-        self.poller.unregister(fd)
-        self.count -= 1
+        if fd in self.fds:
+            self.fds.remove(fd)
+            self.poller.unregister(fd)
 
 
 _THREAD = threading.local()
@@ -389,7 +390,7 @@ class Connection:
             if self._spin_skip:
                 self._spin_skip -= 1
             elif (
-                waiting.count <= SPIN_READERS_MAX
+                len(waiting.fds) <= SPIN_READERS_MAX
                 and trio.lowlevel.current_statistics().tasks_runnable == 0
             ):
                 size = self._spin(fd, scratch, waiting.poller)
