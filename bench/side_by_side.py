@@ -14,9 +14,9 @@ ratios, not the absolute figures.
 
 Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel):
 
-- MPUB ingest, batches of 200 x 200 B for ``--runfor`` (NSQ's ``bench_writer`` when given,
-  else ``bench/bench_writer.py``), then consume with RDY 2500 FINing each (``bench_reader``,
-  one connection per core, else ``bench/bench_reader.py``) for half as long;
+- MPUB ingest, batches of 200 x 200 B for 6 s, 2 with ``--quick`` (NSQ's ``bench_writer``
+  when given, else ``bench/bench_writer.py``), then consume with RDY 2500 FINing each
+  (``bench_reader``, one connection per core, else ``bench/bench_reader.py``) for half as long;
 - MPUB batches of 1,000 x 100 B, 1,000,000 messages; the server's RSS idle and with them queued;
 - PUB one at a time, 200 B (``bench/bench_writer.py --batch-size 1``);
 - MPUB ingest with ``--mem-queue-size 0`` (every message through the disk queue);
