@@ -112,7 +112,7 @@ class Topic:
             for tap in self.taps:
                 tap.extend(msgs)
         channels = self._channel_list
-        if (
+        if (  # _delivering, spelt out on the hot path, and nothing held before these
             channels
             and self.started
             and not self.paused
