@@ -12,7 +12,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any, Final, NoReturn, Protocol, TypeVar
+from typing import Any, Final, NoReturn, Protocol
 
 import trio
 
@@ -116,9 +116,6 @@ class _IO(Protocol):
     async def aclose(self) -> None: ...
 
 
-_AnyIO = TypeVar("_AnyIO", bound=_IO)
-
-
 async def _pump(conn: ServerConnection, io: _IO) -> None:
     """Move bytes between ``conn`` and ``io`` until the connection ends."""
     while True:
@@ -178,15 +175,9 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
         elif type(event) is Dispatch:
             if owes_turn:
                 await io.next_turn()
-            endpoint, request = event.endpoint, event.request
-            try:
-                # As _answer.
-                quick = endpoint.respond_now
-                response = None if quick is None else quick(request)
-                if response is None:
-                    response = await endpoint.respond(request)
-            except Exception:
-                response = _failed(conn, event)
+            response = _answer_now(conn, event)
+            if response is None:  # no coroutine for what the quick handler answered
+                response = await _answer_later(conn, event)
             data = conn.respond(response)
             try:
                 sent = sock.send(data)
@@ -202,16 +193,28 @@ async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
 
 
 async def _answer(conn: ServerConnection, event: Dispatch) -> Response:
-    """The endpoint's answer to a dispatched request (at once if it can); a 500 if it failed."""
-    endpoint, request = event.endpoint, event.request
+    """The endpoint's answer to a dispatched request; a 500 if it failed."""
+    response = _answer_now(conn, event)
+    return response if response is not None else await _answer_later(conn, event)
+
+
+def _answer_now(conn: ServerConnection, event: Dispatch) -> Response | None:
+    """The endpoint's quick answer (a 500 if it failed), or None: :func:`_answer_later`."""
+    quick = event.endpoint.respond_now
+    if quick is None:
+        return None
     try:
-        quick = endpoint.respond_now
-        response = None if quick is None else quick(request)
-        if response is None:
-            response = await endpoint.respond(request)
+        return quick(event.request)
     except Exception:
         return _failed(conn, event)
-    return response
+
+
+async def _answer_later(conn: ServerConnection, event: Dispatch) -> Response:
+    """The endpoint's handler's answer; a 500 if it failed."""
+    try:
+        return await event.endpoint.respond(event.request)
+    except Exception:
+        return _failed(conn, event)
 
 
 def _failed(conn: ServerConnection, event: Dispatch) -> Response:

@@ -168,10 +168,7 @@ class _NSQDHTTP:
             raise HTTPError(400, "MSG_EMPTY")
         topic, defer = self._pub_query(request)
         self._put(topic, [request.body], defer)
-        # A publish that created the topic answers once the lookupds know it, as nsqd's.
-        announced = self.nsqd.announcing.get(topic.name)
-        if announced is not None:
-            await announced()
+        await self._announced(topic)
         return _OK
 
     def pub_now(self, request: Request) -> Response | None:
@@ -219,10 +216,15 @@ class _NSQDHTTP:
             if len(request.body) > opts.max_msg_size and max(map(len, bodies)) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
         self._put(topic, bodies, 0.0)
-        announced = self.nsqd.announcing.get(topic.name)
-        if announced is not None:  # as pub's
-            await announced()
+        await self._announced(topic)
         return _OK
+
+    async def _announced(self, topic: Topic) -> None:
+        """A publish that created ``topic`` answers once the lookupds know it, as nsqd's
+        (pub_now leaves such a publish to pub)."""
+        announced = self.nsqd.announcing.get(topic.name)
+        if announced is not None:
+            await announced()
 
     def _put(self, topic: Topic, bodies: list[bytes], defer: float) -> None:
         if self.nsqd.exiting or topic.exiting:
