@@ -64,15 +64,14 @@ class SocketIO:
         if self.reads >= READS_PER_TURN:
             self.reads = 0
             await trio.lowlevel.checkpoint()
-        while True:
-            try:
-                return self.sock.recv(RECEIVE_SIZE)
-            except BlockingIOError:
-                return await self.receive_when_readable()
-            except OSError:
-                # A reset (or any failure, as trio's streams treat them) is an
-                # end of input as far as HTTP is concerned.
-                return b""
+        try:
+            return self.sock.recv(RECEIVE_SIZE)
+        except BlockingIOError:
+            return await self.receive_when_readable()
+        except OSError:
+            # A reset (or any failure, as trio's streams treat them) is an
+            # end of input as far as HTTP is concerned.
+            return b""
 
     async def receive_when_readable(self) -> bytes:
         """:meth:`receive` once a read found nothing: wait for the peer, then read."""
