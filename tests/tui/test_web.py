@@ -368,3 +368,43 @@ def test_up_web_in_a_browser(browser: Any, tmp_path: Path) -> None:
         assert len(tab_processes(ready["lookupd_http_address"])) == 1  # the open tab's
     # stopping the box (the tab still open) ends the tab's TUI
     wait_for(lambda: tab_processes(ready["lookupd_http_address"]) == [], timeout=TIMEOUT)
+
+
+def test_tui_web_on_every_interface_warns_and_names_it(tmp_path: Path) -> None:
+    argv = ["tui", "--web", "--web-host=0.0.0.0", "--web-port=0"]
+    with running(argv, tmp_path / "stdout.log", read="stderr") as process:
+        assert process.stderr is not None
+        warning = read_line(process.stderr, process, "warning")
+        found = re.search(r"listens on 0\.0\.0\.0:(\d+) \(every interface\)", warning)
+        assert found, warning
+        port = found.group(1)
+        assert "token" in warning
+        line = read_line(process.stderr, process, "serving line")
+        # the URL names this machine (as every allowlist does), not loopback; the token stays
+        url = re.search(r"serving the TUI at (\S+)", line)
+        assert url, line
+        base, token = split_url(url.group(1))
+        assert base == f"http://{socket.gethostname().lower()}:{port}"
+        # a page asked on loopback moves to that URL; without the token nothing is served
+        loopback = f"http://127.0.0.1:{port}"
+        with httpx.Client(timeout=TIMEOUT, trust_env=False) as http:
+            moved = http.get(f"{loopback}/?token={token}")
+            assert moved.status_code == 302
+            assert moved.headers["location"] == f"{base}/?token={token}"
+            assert http.get(f"{loopback}/ws").status_code == 403
+
+
+def test_up_web_beyond_loopback_warns_before_the_banner(tmp_path: Path) -> None:
+    argv = ["up", "--web", "--web-host=0.0.0.0", "--ephemeral-ports", "--ready-json"]
+    argv.append(f"--data-path={tmp_path / 'data'}")
+    with running(argv, tmp_path / "stderr.log", read="stdout") as box:
+        assert box.stdout is not None
+        ready = json.loads(read_line(box.stdout, box, "ready line"))
+        base, _ = split_url(ready["tui_web_url"])
+        port = base.rsplit(":", 1)[1]
+        assert base == f"http://{socket.gethostname().lower()}:{port}"
+    printed = (tmp_path / "stderr.log").read_text()
+    assert f"nsqbox up: warning: the web TUI listens on 0.0.0.0:{port} (every interface)" in (
+        printed
+    )
+    assert f"admin TUI in a browser at {ready['tui_web_url']}" in printed
