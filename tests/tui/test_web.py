@@ -372,14 +372,14 @@ def test_up_web_in_a_browser(browser: Any, tmp_path: Path) -> None:
 
 def test_tui_web_on_every_interface_warns_and_names_it(tmp_path: Path) -> None:
     argv = ["tui", "--web", "--web-host=0.0.0.0", "--web-port=0"]
-    with running(argv, tmp_path / "stdout.log", read="stderr") as process:
-        assert process.stderr is not None
-        warning = read_line(process.stderr, process, "warning")
+    log = tmp_path / "stderr.log"
+    with running(argv, log, read="stdout"):
+        wait_for(lambda: "serving the TUI at" in log.read_text(), timeout=BROWSER_TIMEOUT)
+        warning, line = log.read_text().splitlines()[:2]
         found = re.search(r"listens on 0\.0\.0\.0:(\d+) \(every interface\)", warning)
         assert found, warning
         port = found.group(1)
         assert "token" in warning
-        line = read_line(process.stderr, process, "serving line")
         # the URL names this machine (as every allowlist does), not loopback; the token stays
         url = re.search(r"serving the TUI at (\S+)", line)
         assert url, line

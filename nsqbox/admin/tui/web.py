@@ -296,7 +296,7 @@ class WebTUI:
         host, origin = request.headers.get("Host"), request.headers.get("Origin")
         refusal = self.guard.refusal(host, origin)
         if refusal is not None:
-            log.warning("web TUI: refused %s (Host %r, Origin %r)", refusal, host, origin)
+            log.debug("web TUI: refused %s (Host %r, Origin %r)", refusal, host, origin)
             return web.json_response({"message": refusal}, status=403)
         resource = request.match_info.route.resource
         if resource is not None and resource.name == "static":
