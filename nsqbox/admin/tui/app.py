@@ -18,6 +18,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import tzinfo
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from textual import on, work
@@ -64,7 +65,7 @@ class AdminApp(App[int]):
     ``backend`` opens the cluster (None: :meth:`connect` is called later, as ``nsqbox up --tui``
     does once its servers listen). ``interval`` is seconds between refreshes; ``read_only``
     hides every action that changes the cluster; ``tz`` is the zone for clock times (default:
-    local).
+    local). ``web_session`` (a browser tab's TUI) saves files only under ``save_dir``.
     """
 
     TITLE = "nsqbox"
@@ -90,12 +91,17 @@ class AdminApp(App[int]):
         interval: float = 2.0,
         read_only: bool = False,
         tz: tzinfo | None = None,
+        web_session: bool = False,
+        save_dir: Path | None = None,
     ) -> None:
         super().__init__()
         if interval <= 0:
             raise ValueError("interval must be positive")
         self.interval = interval
         self.read_only = read_only
+        #: A browser tab's TUI (``--web``): it saves files only under ``save_dir``.
+        self.web_session = web_session
+        self.save_dir = save_dir
         self.tz = tz
         #: The box's broker clock (``nsqbox up --tui``): the status line shows it when manual.
         self.broker_clock: BrokerClock | None = None

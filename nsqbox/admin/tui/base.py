@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, tzinfo
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
 from textual import on
@@ -37,6 +38,9 @@ class AdminHost(Protocol):
     snapshot: ClusterSnapshot | None
     backend: Backend | None
     read_only: bool
+    #: A browser tab's TUI (``--web``): saving goes only under ``save_dir`` (None: nowhere).
+    web_session: bool
+    save_dir: Path | None
     interval: float
     tz: tzinfo | None
     #: Why the last refresh failed as a whole (None when it worked).
