@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
+from ...terminal_text import visible
 from .backend import Backend, Outcome
 from .base import ClusterScreen
 from .modals import ConfirmScreen, CreateScreen, PublishRequest, PublishScreen
@@ -231,16 +232,19 @@ class OperableScreen(ClusterScreen):
             TailSource(n.name, n.producer.tcp_address) for n in snapshot.nodes if n.topic(t.topic)
         ]
         if not sources:
-            self.notify(f"no node has topic {t.topic}", severity="warning")
+            self.notify(visible(f"no node has topic {t.topic}"), severity="warning", markup=False)
             return
         screen = TailScreen(t.topic, sources)
         row = snapshot.topic(t.topic)
         if row is not None and not row.channels:
             if self.host.read_only:
                 self.notify(
-                    f"topic {t.topic} has no channel: tailing it would consume its "
-                    f"{row.depth:,} buffered messages (not in read-only mode)",
+                    visible(
+                        f"topic {t.topic} has no channel: tailing it would consume its "
+                        f"{row.depth:,} buffered messages (not in read-only mode)"
+                    ),
                     severity="warning",
+                    markup=False,
                 )
                 return
 
