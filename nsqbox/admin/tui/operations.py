@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from textual.binding import Binding
 
 from ...terminal_text import visible
+from ..first_channel import first_channel_warning
 from .backend import Backend, Outcome
 from .base import ClusterScreen
 from .modals import ConfirmScreen, CreateScreen, PublishRequest, PublishScreen
@@ -236,13 +237,11 @@ class OperableScreen(ClusterScreen):
             return
         screen = TailScreen(t.topic, sources)
         row = snapshot.topic(t.topic)
-        if row is not None and not row.channels:
+        warning = first_channel_warning(row)
+        if row is not None and warning is not None:
             if self.host.read_only:
                 self.notify(
-                    visible(
-                        f"topic {t.topic} has no channel: tailing it would consume its "
-                        f"{row.depth:,} buffered messages (not in read-only mode)"
-                    ),
+                    visible(f"{warning} (not in read-only mode)"),
                     severity="warning",
                     markup=False,
                 )
