@@ -14,7 +14,8 @@ is not doubled, so ``\\x1b`` on the screen may also be those four characters sen
 (as with ``cat -v``): the point is that no control character reaches the terminal.
 
 Pure and stdlib-only, beside :mod:`nsqbox.addresses` at the bottom of the layers; text that is
-all printable (the usual case) costs one precompiled regex search.
+all printable (the usual case) costs one ``str.isprintable`` call, other text that needs nothing
+(a tab, a newline, a no-break space) one precompiled regex search.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def visible(text: str) -> str:
     >>> visible("café\\tok\\n")
     'café\\tok\\n'
     """
-    if UNSAFE.search(text) is None:
+    if text.isprintable() or UNSAFE.search(text) is None:  # printable: no control at all
         return text
     return UNSAFE.sub(_escape, text)
 
