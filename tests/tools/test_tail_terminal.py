@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import select
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -157,3 +159,67 @@ def test_tail_warns_on_a_topic_with_no_channel_as_the_tui_does(
             tail.kill()
             tail.wait(TIMEOUT)
     assert (tail.returncode, out_bytes, err_bytes) == (0, b"next\n", b"")
+
+
+def adjacent_free_ports() -> int:
+    """A port P with P and P + 1 free on 127.0.0.1 just now (nsqd's own 4150/4151 layout)."""
+    for _ in range(50):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = int(first.getsockname()[1])
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two adjacent free ports")
+
+
+@pytest.fixture
+def nsqd_on_adjacent_ports(tmp_path: Path) -> Iterator[int]:
+    """``nsqbox nsqd`` with its HTTP port right after its TCP port; yields the TCP port."""
+    for _ in range(3):  # another process may take a port between the check and the bind
+        port = adjacent_free_ports()
+        process = subprocess.Popen(
+            [
+                *NSQBOX,
+                "nsqd",
+                f"--tcp-address=127.0.0.1:{port}",
+                f"--http-address=127.0.0.1:{port + 1}",
+                f"--data-path={tmp_path}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while process.poll() is None:
+                try:
+                    httpx.get(f"http://127.0.0.1:{port + 1}/ping", timeout=TIMEOUT)
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, "nsqd never answered"
+                    time.sleep(0.05)
+                    continue
+                yield port
+                return
+        finally:
+            process.terminate()
+            process.wait(TIMEOUT)
+    raise AssertionError("nsqd could not bind two adjacent ports")
+
+
+def test_tail_with_an_nsqd_tcp_address_checks_the_next_port(
+    nsqd_on_adjacent_ports: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = nsqd_on_adjacent_ports
+    for body in (b"a", b"b", b"c", b"d"):
+        httpx.post(
+            f"http://127.0.0.1:{port + 1}/pub", params={"topic": "t"}, content=body, timeout=TIMEOUT
+        ).raise_for_status()
+    assert cli.main(["tail", f"--nsqd-tcp-address=127.0.0.1:{port}", "-n=2", "t"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "a\nb\n"
+    assert err == (
+        "nsqbox tail: WARNING: topic t has no channel: tailing it would consume its "
+        "4 buffered messages\n"
+    )
