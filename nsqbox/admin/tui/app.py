@@ -29,6 +29,7 @@ from textual.screen import ModalScreen, Screen
 from textual.worker import WorkerCancelled, WorkerFailed
 
 from ...clock import BrokerClock
+from ...terminal_text import visible
 from ..model import ClusterSnapshot
 from .backend import Backend, BackendFactory, Outcome
 from .channel import ChannelScreen
@@ -175,7 +176,7 @@ class AdminApp(App[int]):
     def perform(self, label: str, call: Callable[[Backend], Awaitable[Outcome]]) -> None:
         """Run ``call`` against the cluster in the background; report and refresh after."""
         if self.read_only:
-            self.notify(f"read-only: not doing {label}", severity="warning")
+            self.notify(visible(f"read-only: not doing {label}"), severity="warning", markup=False)
             return
         self._perform(label, call)
 
@@ -190,10 +191,17 @@ class AdminApp(App[int]):
             except Exception as exc:  # ClusterError (no node found), or a bug in a backend
                 errors = (str(exc) or type(exc).__name__,)
         self.results.append(ActionResult(label, errors))
+        # labels hold names, errors hold a peer's words: text, not markup, controls visible
         if errors:
-            self.notify("\n".join(errors), title=f"{label}: failed", severity="error", timeout=15)
+            self.notify(
+                visible("\n".join(errors)),
+                title=visible(f"{label}: failed"),
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
         else:
-            self.notify(label, title="done")
+            self.notify(visible(label), title="done", markup=False)
         self.refresh_now()
 
     # -- navigation, help, palette ------------------------------------------------------------

@@ -22,6 +22,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
+from ...terminal_text import visible
 from . import format as fmt
 from .widgets import StatsTable, StatusLine
 
@@ -104,7 +105,7 @@ class ClusterScreen(Screen[None]):
 
     def on_mount(self) -> None:
         """Follow the app's snapshots (the first one, if any, is shown at once)."""
-        self.sub_title = self.crumbs
+        self.sub_title = visible(self.crumbs)  # the header shows it as text, not markup
         self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
 
     @property
