@@ -9,6 +9,9 @@ terminal goes through :func:`visible` first.
 Each C0 control except tab and newline (U+0000-U+0008, U+000B-U+001F, ESC and CR included),
 DEL (U+007F) and each C1 control (U+0080-U+009F) becomes the four characters of its Python
 escape, ``\\xNN`` in lower-case hex: ESC is shown as ``\\x1b``, CSI (U+009B) as ``\\x9b``.
+A lone surrogate, which no terminal can be sent (it is not UTF-8), is shown too: one that
+carries a byte that was not UTF-8 (``surrogateescape``, as peers' names and error texts are
+kept) as that byte's ``\\xNN``, any other as ``\\udNNN``.
 Printable text, non-ASCII letters, CJK and emoji are kept as they are. A backslash in the input
 is not doubled, so ``\\x1b`` on the screen may also be those four characters sent as they are
 (as with ``cat -v``): the point is that no control character reaches the terminal.
@@ -25,15 +28,20 @@ from typing import Final
 
 __all__ = ["UNSAFE", "is_safe", "visible", "visible_bytes"]
 
-#: The characters :func:`visible` rewrites: C0 but tab and newline, DEL, C1.
-UNSAFE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: The characters :func:`visible` rewrites: C0 but tab and newline, DEL, C1, lone surrogates.
+UNSAFE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 #: The same, for bytes that are pure ASCII (no byte at or above 0x80).
 _UNSAFE_ASCII: Final = re.compile(b"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _escape(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    if code < 0xD800:
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
 
 
 def is_safe(text: str) -> bool:

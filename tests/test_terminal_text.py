@@ -8,6 +8,7 @@ import pytest
 
 from nsqbox import terminal_text
 from nsqbox.terminal_text import is_safe, visible, visible_bytes
+from nsqbox.wire.errors import NSQError
 
 CONTROLS = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]]
 
@@ -71,3 +72,16 @@ def test_docstring_examples() -> None:
     failed, attempted = doctest.testmod(terminal_text)
     assert attempted > 0
     assert failed == 0
+
+
+def test_lone_surrogates_are_shown_as_the_bytes_they_carry() -> None:
+    # a peer's byte that was not UTF-8, kept by surrogateescape, and a stray surrogate
+    assert visible("F\udcffO") == "F\\xffO"
+    assert visible("a\ud800b") == "a\\ud800b"
+    assert visible("F\udcffO").encode("utf-8") == b"F\\xffO"
+
+
+def test_an_error_frames_message_is_safe_to_log_and_its_frame_keeps_the_bytes() -> None:
+    error = NSQError("E_INVALID", "invalid command F\udcff\x1bO")
+    assert str(error) == "E_INVALID invalid command F\\xff\\x1bO"
+    assert error.frame_body() == b"E_INVALID invalid command F\xff\x1bO"
