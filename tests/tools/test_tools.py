@@ -133,10 +133,27 @@ def test_stat_positional_topic_channel(box: BoxProcess, capsys: pytest.CaptureFi
     assert err.endswith(" ERROR: failed to find channel(nope) in stats metadata for topic(t_pos)\n")
 
 
+def test_pub_defer_holds_the_message(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    base = f"http://{nsqd_http(box)}"
+    params = {"topic": "t_defer", "channel": "c"}
+    for path in ("topic", "channel"):
+        httpx.post(f"{base}/{path}/create", params=params, timeout=TIMEOUT).raise_for_status()
+    address = f"--nsqd-tcp-address={nsqd_tcp(box)}"
+    assert run(capsys, "pub", address, "--defer", "30m", "t_defer", "later") == (0, "", "")
+    [channel] = topic_stats(box, "t_defer")["channels"]
+    assert (channel["deferred_count"], channel["depth"]) == (1, 0)  # held, not queued
+    # nsqd's bound for DPUB, as for /pub?defer=: its --max-req-timeout (1h by default)
+    status, _, err = run(capsys, "pub", address, "--defer=2h", "t_defer", "too late")
+    assert status == 1
+    assert "E_INVALID DPUB timeout 7200000 out of range 0-3600000" in err
+    assert topic_stats(box, "t_defer")["channels"][0]["deferred_count"] == 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["pub"], "--topic required"),
+        (["pub", "--defer=-5s", "t", "x"], "--defer must not be negative, not -5s"),
         (["pub", "--delimiter=ab", "t"], "--delimiter must be a single byte"),
         (
             ["pub", "--nsqd-tcp-address=127.0.0.1:1", "t", "x"],
