@@ -201,7 +201,16 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str], tool: str) -> None
     assert re.fullmatch(rf"nsqbox {tool} v1\.3\.0 \(built w/\S+\)\n", out)
     status, _, err = run(capsys, tool, "-h")
     assert status == 0
-    assert err.startswith(f"Usage of nsqbox {tool}:\n")
+    assert f"Usage of nsqbox {tool}:\n" in err
     status, _, err = run(capsys, tool, "--no-such-flag")
     assert status == 2
     assert err.startswith("flag provided but not defined: -no-such-flag\n")
+
+
+def test_stat_help_says_topic_and_channel_are_required(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "stat", "-h")
+    assert status == 0
+    assert err.startswith("usage: nsqbox stat [--topic] TOPIC [--channel] CHANNEL [flags]\n")
+    assert "both TOPIC and CHANNEL are required, as nsq_stat requires both" in err
+    assert "NSQ topic (required; or the first argument)" in err
+    assert "NSQ channel (required; or the second argument)" in err
