@@ -1,8 +1,9 @@
-"""Listening sockets for the services: bind ``host:port`` strings, report what was bound,
-and accept connections in batches (:func:`accept_batches`, :func:`serve_tcp`): every
-connection waiting in the backlog on each wake-up, as Go's accept loop does, so a burst
-of clients is not accepted one per pass of every busy connection, and a process out of
-file descriptors logs one line per retry.
+"""Listening sockets for the services: bind ``host:port`` strings (a failure names the
+service and the address: :class:`ListenError`), report what was bound, and accept
+connections in batches (:func:`accept_batches`, :func:`serve_tcp`): every connection
+waiting in the backlog on each wake-up, as Go's accept loop does, so a burst of clients is
+not accepted one per pass of every busy connection, and a process out of file descriptors
+logs one line per retry.
 """
 
 from __future__ import annotations
@@ -29,10 +30,40 @@ ACCEPT_RETRY_DELAY: Final = 0.1
 _ACCEPT_SKIP_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPERM, errno.EPROTO})
 
 
-async def open_listeners(address: str) -> list[trio.SocketListener]:
-    """TCP listeners on ``host:port`` (port 0 picks a free one; an empty host means all)."""
+class ListenError(OSError):
+    """A service could not listen on its address; says which service and which address.
+
+    ``nsqd's TCP address 127.0.0.1:4150 is in use (another nsqd or nsqbox up?)``: with two
+    ``nsqbox up`` (or an nsqd already there) the bare ``[Errno 98] Address already in use``
+    named neither. Keeps the ``errno`` of the failure.
+    """
+
+    def __init__(self, cause: OSError, address: str, service: str, kind: str) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.address = address
+        self.service = service
+        self.kind = kind
+
+    def __str__(self) -> str:
+        what = f"{self.service}'s {self.kind} address {self.address}"
+        if self.errno == errno.EADDRINUSE:
+            return f"{what} is in use (another {self.service} or nsqbox up?)"
+        return f"{what}: cannot listen - {self.strerror or 'error'}"
+
+
+async def open_listeners(
+    address: str, service: str = "nsqbox", kind: str = "TCP"
+) -> list[trio.SocketListener]:
+    """TCP listeners on ``host:port`` (port 0 picks a free one; an empty host means all).
+
+    ``service`` and ``kind`` (``"nsqd"``, ``"HTTP"``) name the listener when it cannot be
+    opened: :class:`ListenError`.
+    """
     host, port = split_host_port(address)
-    return await trio.open_tcp_listeners(port, host=host or None)
+    try:
+        return await trio.open_tcp_listeners(port, host=host or None)
+    except OSError as exc:
+        raise ListenError(exc, address, service, kind) from exc
 
 
 def bound_address(listeners: list[trio.SocketListener]) -> tuple[str, int]:

@@ -173,7 +173,34 @@ def test_port_in_use_is_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]
             ]
         )
     assert status == 1
-    assert "FATAL: failed to instantiate nsqd - " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    expected = f"nsqd's TCP address 127.0.0.1:{port} is in use (another nsqd or nsqbox up?)"
+    assert f"FATAL: failed to instantiate nsqd - {expected}\n" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "what"),
+    [
+        ("--tcp-address", "nsqd's TCP address"),
+        ("--http-address", "nsqd's HTTP address"),
+        ("--nsqlookupd-tcp-address", "nsqlookupd's TCP address"),
+        ("--nsqadmin-http-address", "nsqadmin's HTTP address"),
+    ],
+)
+def test_up_names_the_service_whose_port_is_taken(tmp_path: Path, flag: str, what: str) -> None:
+    """A second ``nsqbox up`` (or anything on one of its ports): which service, which address."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))  # a port of our own, held while the box tries it
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        done = run("up", "--ephemeral-ports", f"{flag}={address}", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    service = what.partition("'")[0]
+    last = done.stderr.splitlines()[-1]
+    assert last.endswith(
+        f" FATAL: failed to start nsqbox - {what} {address} is in use "
+        f"(another {service} or nsqbox up?)"
+    ), done.stderr
 
 
 def test_format_address() -> None:
