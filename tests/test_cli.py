@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,7 +174,34 @@ def test_port_in_use_is_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]
             ]
         )
     assert status == 1
-    assert "FATAL: failed to instantiate nsqd - " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    expected = f"nsqd's TCP address 127.0.0.1:{port} is in use (another nsqd or nsqbox up?)"
+    assert f"FATAL: failed to instantiate nsqd - {expected}\n" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "what"),
+    [
+        ("--tcp-address", "nsqd's TCP address"),
+        ("--http-address", "nsqd's HTTP address"),
+        ("--nsqlookupd-tcp-address", "nsqlookupd's TCP address"),
+        ("--nsqadmin-http-address", "nsqadmin's HTTP address"),
+    ],
+)
+def test_up_names_the_service_whose_port_is_taken(tmp_path: Path, flag: str, what: str) -> None:
+    """A second ``nsqbox up`` (or anything on one of its ports): which service, which address."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))  # a port of our own, held while the box tries it
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        done = run("up", "--ephemeral-ports", f"{flag}={address}", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    service = what.partition("'")[0]
+    last = done.stderr.splitlines()[-1]
+    assert last.endswith(
+        f" FATAL: failed to start nsqbox - {what} {address} is in use "
+        f"(another {service} or nsqbox up?)"
+    ), done.stderr
 
 
 def test_format_address() -> None:
@@ -182,6 +210,69 @@ def test_format_address() -> None:
 
 
 # --- a real server in a child process ------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _refused(port: int) -> bool:
+    """Whether nothing listens on ``port`` (a connect refused, or reset mid-handshake)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT).close()
+    except (ConnectionRefusedError, ConnectionResetError):
+        return True
+    return False
+
+
+def _ping(port: int) -> bool:
+    """Whether ``GET /ping`` on ``port`` answers 200."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as conn:
+            conn.sendall(b"GET /ping HTTP/1.0\r\n\r\n")
+            return conn.recv(64).startswith(b"HTTP/1.1 200 ")
+    except (ConnectionRefusedError, ConnectionResetError):
+        return False
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_nsqd_ports_open_and_close_together(tmp_path: Path, round_: int) -> None:
+    """As nsqd: both listeners bound before either serves, and closed together at exit.
+
+    A harness (nsq-ruby's nsq-cluster) waits for the HTTP port and then connects to TCP at
+    once; when it stops nsqd it waits for HTTP to go away and expects TCP gone too. Clients
+    held open make the shutdown busy, as a harness's are.
+    """
+    tcp, http = _free_port(), _free_port()
+    args = [f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}", "-data-path=."]
+    process = subprocess.Popen([*NSQBOX, "nsqd", *args], stderr=subprocess.DEVNULL, cwd=tmp_path)
+    held: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not _ping(http):
+            assert process.poll() is None, "nsqd exited"
+            assert time.monotonic() < deadline, "the HTTP port never answered"
+            time.sleep(0.01)  # a poll's pause, not what the test asserts
+        # HTTP answers: TCP takes a connection at once (no sleep, no retry).
+        held = [socket.create_connection(("127.0.0.1", tcp), timeout=TIMEOUT) for _ in range(20)]
+        for conn in held:
+            conn.sendall(b"  V2")
+        held.append(socket.create_connection(("127.0.0.1", http), timeout=TIMEOUT))
+
+        process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + TIMEOUT
+        while not _refused(http):
+            assert time.monotonic() < deadline, "the HTTP port never went away"
+        # HTTP refuses: TCP refuses too, in the same instant.
+        assert _refused(tcp)
+        assert process.wait(TIMEOUT) == 0
+    finally:
+        for conn in held:
+            conn.close()
+        process.kill()
+        process.wait(TIMEOUT)
 
 
 async def _read_line(stream: trio.abc.ReceiveStream, buffer: bytearray) -> bytes:

@@ -12,6 +12,7 @@ GET      /api/topics/:topic/:channel      the channel summed over the nodes, wit
 GET      /api/nodes                       ``{nodes: [producers], message}``
 GET      /api/nodes/:node                 ``{node, topics, total_messages, total_clients, message}``
 GET      /api/counter                     ``{stats: {"topic:channel:node": {...}}, message}``
+GET      /api/graphite                    nsqadmin's argument checks, then ``500 INTERNAL_ERROR``
 GET      /metrics                         nsqbox only: every node's numbers for Prometheus, with
                                           a ``node`` label (:mod:`nsqbox.admin.metrics`)
 GET      /api/messages/:topic[/:channel]  nsqbox only: the messages the channel (or the topic,
@@ -37,9 +38,18 @@ lists it plus its ``node``; each node with its counts, ``supported`` (false for 
 ``error`` is then ``"not supported by this nsqd"``) and ``error``. ``400 INVALID_CURSOR``,
 ``INVALID_LIMIT``, ``INVALID_BODY_BYTES`` for arguments that are not ones.
 
+As nsqadmin (``nsqadmin/http.go``): a per-node row's own ``nodes`` is ``null`` (Go's nil
+slice; a summed row lists its nodes); an unknown channel of a known topic is ``200
+{"message": ""}`` (the missing channel's fields are left out), which scripts written against
+nsqadmin already read as "no data"; ``GET /api/graphite`` checks its arguments as nsqadmin
+does (``400 INVALID_ARG_METRIC`` unless ``metric=rate``, ``400 INVALID_ARG_TARGET`` without
+``target``, ``400 INVALID_REQUEST`` for a query that does not parse), then answers ``500
+INTERNAL_ERROR``, nsqadmin's answer when it cannot reach graphite: nsqbox has none to ask.
+
 Where nsqadmin answers oddly nsqbox answers plainly: an unknown topic is ``404 TOPIC_NOT_FOUND``
-(nsqadmin: 502 from the lookupds' 404s), an unknown channel ``404 CHANNEL_NOT_FOUND`` (nsqadmin:
-an empty object), and a topic no node has yet is an all-zero row (nsqadmin: 502).
+(nsqadmin: ``502 UPSTREAM_ERROR: failed to query any nsqlookupd: ...`` from the lookupds' 404s;
+both fail a script's status check, and this one says why), and a topic no node has yet is an
+all-zero row (nsqadmin: 502).
 """
 
 from __future__ import annotations
@@ -99,9 +109,28 @@ def _upstream(what: str, exc: ClusterError) -> HTTPError:
 
 
 def _with_message(row: msgspec.Struct | None, errors: tuple[UpstreamError, ...]) -> object:
-    body: dict[str, Any] = msgspec.to_builtins(row) if row is not None else {}
+    body: dict[str, Any] = go_nil_nodes(msgspec.to_builtins(row)) if row is not None else {}
     body["message"] = _warn(errors)
     return body
+
+
+def go_nil_nodes(doc: Any) -> Any:
+    """``doc`` (stats rows as builtins) with every empty ``nodes`` list made ``None``.
+
+    nsqadmin's rows are Go structs whose ``nodes`` slice is only appended to when rows are
+    summed, so a per-node row encodes it as ``null`` (clusterinfo ``TopicStats.NodeStats``,
+    ``ChannelStats.NodeStats``); nsqbox's Structs hold ``[]``. Changes ``doc`` in place.
+    """
+    if isinstance(doc, dict):
+        if doc.get("nodes") == []:
+            doc["nodes"] = None
+        for value in doc.values():
+            if isinstance(value, list | dict):
+                go_nil_nodes(value)
+    elif isinstance(doc, list):
+        for item in doc:
+            go_nil_nodes(item)
+    return doc
 
 
 def _positive_arg(request: Request, name: str, error: str) -> int | None:
@@ -206,8 +235,8 @@ class AdminAPI:
         producers, errors = await self._topic_producers(topic)
         rows, more = await self._stats(producers, topic=topic, channel=channel)
         found = [c for row in rows for c in row.channels if c.channel_name == channel]
-        if not found:
-            raise HTTPError(404, "CHANNEL_NOT_FOUND")
+        if not found:  # nsqadmin: its nil *ChannelStats adds no fields, only the message
+            return _with_message(None, errors + more)
         return _with_message(aggregate_channel(topic, channel, found), errors + more)
 
     async def nodes(self, request: Request) -> object:
@@ -227,7 +256,7 @@ class AdminAPI:
             raise HTTPError(502, f"UPSTREAM_ERROR: {exc}") from None
         return {
             "node": name,
-            "topics": msgspec.to_builtins(rows),
+            "topics": go_nil_nodes(msgspec.to_builtins(rows)),
             "total_messages": sum(t.message_count for t in rows),
             "total_clients": sum(len(c.clients) for t in rows for c in t.channels),
             "message": _warn(errors),
@@ -251,6 +280,15 @@ class AdminAPI:
                 )
                 entry["message_count"] += channel.message_count
         return {"stats": stats, "message": _warn(errors + more)}
+
+    async def graphite(self, request: Request) -> object:
+        """nsqadmin's graphiteHandler up to the request it would send to graphite."""
+        if request.arg("metric") != "rate":
+            raise HTTPError(400, "INVALID_ARG_METRIC")
+        if request.arg("target") is None:  # Go's ReqParams.Get: absent, not empty
+            raise HTTPError(400, "INVALID_ARG_TARGET")
+        log.error("graphite request failed - nsqbox has no graphite (--graphite-url)")
+        raise HTTPError(500, "INTERNAL_ERROR")
 
     async def metrics(self, request: Request) -> object:
         try:
@@ -372,6 +410,7 @@ def build_router(
     router.add("GET", "/api/nodes", api.nodes)
     router.add("GET", "/api/nodes/:node", api.node)
     router.add("GET", "/api/counter", api.counter)
+    router.add("GET", "/api/graphite", api.graphite)
     router.add("GET", "/metrics", api.metrics, log=False)  # scraped every few seconds
     router.add("GET", "/api/messages/:topic", api.messages)
     router.add("GET", "/api/messages/:topic/:channel", api.messages)

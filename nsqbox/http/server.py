@@ -28,7 +28,12 @@ from nsqbox.http.protocol import (
 )
 from nsqbox.http.router import App
 from nsqbox.http.sockets import READS_PER_TURN, RECEIVE_SIZE, SocketIO, socket_peer_address
-from nsqbox.listeners import ACCEPT_CAPACITY_ERRNOS, ACCEPT_RETRY_DELAY, accept_batches
+from nsqbox.listeners import (
+    ACCEPT_CAPACITY_ERRNOS,
+    ACCEPT_RETRY_DELAY,
+    ListenerGroup,
+    accept_batches,
+)
 
 log = logging.getLogger("nsqbox.http")
 
@@ -45,13 +50,15 @@ async def serve_http(
     *,
     handler_nursery: trio.Nursery | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
+    group: ListenerGroup | None = None,
     task_status: trio.TaskStatus[list[trio.abc.Listener[Any]]] = trio.TASK_STATUS_IGNORED,
 ) -> NoReturn:
     """Serve ``app`` over HTTP/1.1 on ``listeners`` until cancelled.
 
     Reports the listeners through ``task_status.started`` (as
     :func:`trio.serve_listeners` does); connections run in ``handler_nursery``
-    if given. Cancelling the call closes the listeners and every connection.
+    if given. Cancelling the call closes the listeners (all of ``group``'s, with it: see
+    :class:`~nsqbox.listeners.ListenerGroup`) and every connection.
     Plain TCP listeners take the lean path of :mod:`nsqbox.http.sockets`;
     others (TLS) are served through their trio streams.
     """
@@ -62,7 +69,8 @@ async def serve_http(
         target = handler_nursery or nursery
         for listener in listeners:
             if isinstance(listener, trio.SocketListener):
-                nursery.start_soon(accept_batches, listener, target, serve_socket)
+                accept = partial(accept_batches, group=group)
+                nursery.start_soon(accept, listener, target, serve_socket)
             else:
                 nursery.start_soon(_accept_streams, listener, target, serve_stream)
         task_status.started(listeners)

@@ -10,6 +10,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import trio
 
@@ -18,7 +19,7 @@ from ..addresses import format_address
 from ..clock import BrokerClock
 from ..goflags import FlagError, HelpRequested
 from ..http.server import serve_http
-from ..listeners import bound_address, open_listeners, serve_tcp
+from ..listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
 from ..logs import configure_logging
 from ..service import fatal, run_until_signalled
 from .clock_node import LookupdTimers
@@ -55,9 +56,9 @@ async def serve_lookupd(
     """
     lookupd = NSQLookupd(options, clock=trio.current_time, broker=clock)
     timers = LookupdTimers(lookupd)  # a manual clock's jumps keep live producers active
-    tcp_listeners = await open_listeners(options.tcp_address)
+    tcp_listeners = await open_listeners(options.tcp_address, "nsqlookupd", "TCP")
     try:
-        http_listeners = await open_listeners(options.http_address)
+        http_listeners = await open_listeners(options.http_address, "nsqlookupd", "HTTP")
     except BaseException:
         for listener in tcp_listeners:
             await listener.aclose()
@@ -68,16 +69,19 @@ async def serve_lookupd(
     async def handle(stream: trio.SocketStream) -> None:
         await handle_v1_connection(lookupd, stream)
 
+    group = ListenerGroup(tcp_listeners + http_listeners)  # they stop listening together
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve_http, build_router(lookupd), http_listeners)
-            await nursery.start(serve_tcp, tcp_listeners, handle)
+            serve = partial(serve_http, group=group)
+            await nursery.start(serve, build_router(lookupd), http_listeners)
+            await nursery.start(partial(serve_tcp, group=group), tcp_listeners, handle)
             # nsqlookupd's lines, in its order: harnesses wait for them
             log.info("HTTP: listening on %s", format_address(http))
             log.info("TCP: listening on %s", format_address(tcp))
             lookupd.broker.attach(timers)
             task_status.started(LookupdAddresses(tcp=tcp, http=http, lookupd=lookupd))
     finally:
+        group.close()
         lookupd.broker.detach(timers)
         log.info("TCP: closing %s", format_address(tcp))
         log.info("HTTP: closing %s", format_address(http))

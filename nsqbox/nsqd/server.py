@@ -5,6 +5,10 @@ Listeners: TCP (protocol V2), HTTP, and HTTPS when TLS is configured
 ``--tls-required=true`` the plain HTTP listener answers every request
 ``403 TLS_REQUIRED``; ``tcp-https`` requires TLS on TCP only.
 
+Start-up binds every listener before any is served, and at shutdown they stop
+listening together, TCP first, before anything drains (:class:`ListenerGroup`), as
+nsqd does: a harness that waits for one port finds the others in the same state.
+
 Shutdown is cancellation: when the surrounding scope is cancelled the listeners
 close, every connection ends, and the NSQD persists what it holds, unless
 :meth:`NSQD.crash` was called first (a crash persists nothing).
@@ -15,6 +19,7 @@ from __future__ import annotations
 import logging
 import ssl
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import trio
@@ -23,7 +28,7 @@ from .. import program_version
 from ..addresses import format_address
 from ..clock import BrokerClock
 from ..http import serve_http
-from ..listeners import bound_address, open_listeners, serve_tcp
+from ..listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
 from .auth import AuthClient, open_auth_client
 from .clock_node import NodeTimers
@@ -138,11 +143,11 @@ async def serve_nsqd(
         # As nsqd: bind first, then load the data path. Until it has been read successfully
         # nothing may be written there: a start that fails leaves every file as it was
         # (persisting now would replace a nsqd.dat we could not read with an empty one).
-        tcp_listeners = await open_listeners(options.tcp_address)
+        tcp_listeners = await open_listeners(options.tcp_address, "nsqd", "TCP")
         if options.http_address:
-            http_listeners = await open_listeners(options.http_address)
+            http_listeners = await open_listeners(options.http_address, "nsqd", "HTTP")
         if tls_context is not None and options.https_address:
-            https_listeners = await open_listeners(options.https_address)
+            https_listeners = await open_listeners(options.https_address, "nsqd", "HTTPS")
         nsqd.load_metadata()
     except BaseException:
         nsqd.abandon()
@@ -162,6 +167,8 @@ async def serve_nsqd(
         options.broadcast_tcp_port = nsqd.tcp_port
     if not options.broadcast_http_port:
         options.broadcast_http_port = nsqd.http_port
+    # The first accept loop to end (at shutdown: any of them) closes all, TCP first.
+    group = ListenerGroup(tcp_listeners + http_listeners + https_listeners)
     try:
         async with (
             open_auth_client(options, now=nsqd.real_now) as auth,
@@ -171,14 +178,14 @@ async def serve_nsqd(
             async def handler(stream: trio.SocketStream) -> None:
                 await handle_tcp(nsqd, stream, tls_context=tls_context, auth=auth)
 
-            nursery.start_soon(serve_tcp, tcp_listeners, handler)
+            nursery.start_soon(partial(serve_tcp, group=group), tcp_listeners, handler)
 
             def options_changed() -> None:  # nsqd's triggerOptsNotification
                 set_lookupd_addresses(nsqd, nsqd.options.lookupd_tcp_addresses)
 
             if http_listeners:
                 app = make_app(nsqd, on_options_changed=options_changed)
-                await nursery.start(serve_http, app, http_listeners)
+                await nursery.start(partial(serve_http, group=group), app, http_listeners)
             if https_listeners:
                 assert tls_context is not None
                 secure: list[trio.abc.Listener[Any]] = [
@@ -200,6 +207,7 @@ async def serve_nsqd(
             nsqd.clock.attach(timers)
             task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd, https=https))
     finally:
+        group.close()  # closed already, unless start-up failed half-way
         nsqd.clock.detach(timers)
         # The listeners and every connection are closed by now; nsqd's Exit() says so first.
         logger.info("TCP: closing %s", format_address(tcp))

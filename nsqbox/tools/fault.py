@@ -15,7 +15,8 @@
 Every command talks to the admin service's ``/api/faults`` (``--admin-http-address``, default
 ``127.0.0.1:4171``, where ``nsqbox up`` serves it), which finds the nodes and forwards. A fault
 (or a restart, crash or start) without ``--node`` goes to the only nsqd. Refusals print the
-admin service's message and exit with status 1; ``--json`` prints the answers as JSON.
+admin service's message and exit with status 1, as does ``lift`` of a fault that is not in
+force; ``--json`` prints the answers as JSON.
 """
 
 from __future__ import annotations
@@ -173,11 +174,20 @@ def format_listing(listing: FaultListing) -> str:
     ]
     if not listing.faults:
         lines = ["no faults in force"]
+    # A controlled node that is down says so once, on its control line, with the reason
+    # its listing row gives ("down (crashed)"), not once there and again on a line of its own.
+    down = {(c.role, c.node) for c in listing.control or () if not c.running}
+    reasons: dict[tuple[str, str], str] = {}
     for node in listing.nodes:
-        if not node.supported or node.error:
+        if (node.role, node.node) in down:
+            reasons[(node.role, node.node)] = node.error
+        elif not node.supported or node.error:
             lines.append(f"{node.role} {node.node}: {node.error}")
     for controlled in listing.control or ():
-        state = "running" if controlled.running else "DOWN"
+        state = "running"
+        if not controlled.running:  # "down (crashed)" -> "DOWN (crashed)"
+            reason = reasons.get((controlled.role, controlled.node), "")
+            state = "DOWN" + reason.removeprefix("down")
         lines.append(f"node {controlled.index}: {controlled.role} {controlled.node} {state}")
     if listing.message:
         lines.append(listing.message)
@@ -209,8 +219,10 @@ async def run_command(source: FaultSource, command: FaultCommand, out: TextIO) -
         text = f"lifted {lifted}" + (f"\n{warning}" if warning else "")
     elif command.action == "lift":
         lifted_one = await source.lift(command.node, command.fault_id)
+        if not lifted_one:  # nothing was lifted: a script that asked for it must see that
+            raise Fatal(f"nsqbox fault lift: no fault {command.fault_id} in force")
         answer = {"lifted": lifted_one}
-        text = f"lifted fault {command.fault_id}" if lifted_one else "no such fault in force"
+        text = f"lifted fault {command.fault_id}"
     else:
         answer = await source.node_action(NodeAction(command.action), command.node)
         state = "running" if answer.get("running") else "down"

@@ -5,6 +5,11 @@ Each MESSAGE argument is one message. Without any, messages are read from stdin,
 goes to every ``--nsqd-tcp-address`` (default ``127.0.0.1:4150``). Stdin is published in batches
 (MPUB) unless ``--rate`` throttles it to one PUB every ``1/rate`` seconds.
 
+``--defer DURATION`` (a Go duration: ``30s``, ``1h``) publishes each message with DPUB, so nsqd
+holds it that long before delivering it (the TCP form of ``/pub?defer=``, in milliseconds). nsqd
+bounds it as it bounds ``/pub?defer=``: at most its ``--max-req-timeout`` (1h by default), which
+it enforces with ``E_INVALID``; a negative duration is refused here.
+
 Exit status 0 once every message is acknowledged; 1 (after a ``log.Fatal``-style line on stderr)
 when an nsqd cannot be reached or refuses a message.
 """
@@ -40,6 +45,7 @@ class PubOptions:
     messages: list[bytes] | None  # None: read stdin
     delimiter: bytes
     rate: int
+    defer: float = 0.0  # seconds; 0: publish at once (PUB/MPUB), else DPUB each message
 
 
 def pub_flag_set() -> FlagSet:
@@ -52,6 +58,12 @@ def pub_flag_set() -> FlagSet:
         f"destination nsqd TCP address (may be given multiple times; default {DEFAULT_NSQD_TCP})",
     )
     flags.add_int("rate", 0, "throttle messages to n/second; 0 to disable")
+    flags.add_duration(
+        "defer",
+        0.0,
+        "deliver each message after this long (DPUB; e.g. 30s, 1h; at most nsqd's "
+        "--max-req-timeout)",
+    )
     flags.add_bool("version", False, "print version string")
     return flags
 
@@ -71,7 +83,10 @@ def _options(flags: FlagSet, args: ParsedArgs) -> PubOptions:
     if messages is not None and not all(messages):
         raise Fatal("a message must not be empty")
     addresses = flags["nsqd-tcp-address"].value.value or [DEFAULT_NSQD_TCP]
-    return PubOptions(topic, addresses, messages, delimiter, rate)
+    defer = flags["defer"].value.value
+    if defer < 0:
+        raise Fatal(f"--defer must not be negative, not {flags['defer'].value.string()}")
+    return PubOptions(topic, addresses, messages, delimiter, rate, defer)
 
 
 async def _stdin_batches(delimiter: bytes, max_batch: int) -> AsyncIterator[list[bytes]]:
@@ -123,7 +138,10 @@ async def _publish(options: PubOptions) -> None:
         async def send(bodies: list[bytes]) -> None:
             for address, producer in zip(options.addresses, producers, strict=True):
                 try:
-                    if len(bodies) == 1:
+                    if options.defer:
+                        for body in bodies:  # DPUB carries one message: no deferred MPUB
+                            await producer.dpub(options.topic, body, options.defer)
+                    elif len(bodies) == 1:
                         await producer.pub(options.topic, bodies[0])
                     else:
                         await producer.mpub(options.topic, bodies)

@@ -1,5 +1,8 @@
 """``nsqbox stat``: poll a channel's stats across its nsqds and print them, like ``nsq_stat``.
 
+Both a topic and a channel are required (``--topic``/``--channel``, or the first two
+arguments), as ``nsq_stat`` requires both: the counters are one channel's.
+
 Every ``--interval`` it finds the topic's nsqds (through ``--lookupd-http-address``, or among
 ``--nsqd-http-address``, default ``127.0.0.1:4151``), sums the channel's ``/stats`` over them, and
 prints one line: ingress and egress rates, depth (total, memory, disk), in-flight, deferred,
@@ -33,6 +36,11 @@ __all__ = ["format_header", "format_row", "main", "stat_flag_set"]
 
 HEADER_EVERY = 25
 
+USAGE = """\
+usage: nsqbox stat [--topic] TOPIC [--channel] CHANNEL [flags]
+  both TOPIC and CHANNEL are required, as nsq_stat requires both: the counters are one channel's
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class StatOptions:
@@ -51,8 +59,8 @@ class StatOptions:
 def stat_flag_set() -> FlagSet:
     """``nsqbox stat``'s flags (``nsq_stat``'s)."""
     flags = FlagSet("nsqbox stat")
-    flags.add_string("topic", "", "NSQ topic")
-    flags.add_string("channel", "", "NSQ channel")
+    flags.add_string("topic", "", "NSQ topic (required; or the first argument)")
+    flags.add_string("channel", "", "NSQ channel (required; or the second argument)")
     flags.add_duration("interval", 2.0, "duration of time between polling/printing output")
     flags.add_string("count", "", "number of reports (default: until stopped)")
     flags.add_string_array(
@@ -211,5 +219,9 @@ def main(argv: list[str]) -> int:
     """``nsqbox stat``; returns the exit status."""
     flags = stat_flag_set()
     return run_tool(
-        flags, argv, lambda args: run_trio(_stat, _options(flags, args)), version="nsqbox stat"
+        flags,
+        argv,
+        lambda args: run_trio(_stat, _options(flags, args)),
+        synopsis=USAGE,
+        version="nsqbox stat",
     )

@@ -133,10 +133,27 @@ def test_stat_positional_topic_channel(box: BoxProcess, capsys: pytest.CaptureFi
     assert err.endswith(" ERROR: failed to find channel(nope) in stats metadata for topic(t_pos)\n")
 
 
+def test_pub_defer_holds_the_message(box: BoxProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    base = f"http://{nsqd_http(box)}"
+    params = {"topic": "t_defer", "channel": "c"}
+    for path in ("topic", "channel"):
+        httpx.post(f"{base}/{path}/create", params=params, timeout=TIMEOUT).raise_for_status()
+    address = f"--nsqd-tcp-address={nsqd_tcp(box)}"
+    assert run(capsys, "pub", address, "--defer", "30m", "t_defer", "later") == (0, "", "")
+    [channel] = topic_stats(box, "t_defer")["channels"]
+    assert (channel["deferred_count"], channel["depth"]) == (1, 0)  # held, not queued
+    # nsqd's bound for DPUB, as for /pub?defer=: its --max-req-timeout (1h by default)
+    status, _, err = run(capsys, "pub", address, "--defer=2h", "t_defer", "too late")
+    assert status == 1
+    assert "E_INVALID DPUB timeout 7200000 out of range 0-3600000" in err
+    assert topic_stats(box, "t_defer")["channels"][0]["deferred_count"] == 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["pub"], "--topic required"),
+        (["pub", "--defer=-5s", "t", "x"], "--defer must not be negative, not -5s"),
         (["pub", "--delimiter=ab", "t"], "--delimiter must be a single byte"),
         (
             ["pub", "--nsqd-tcp-address=127.0.0.1:1", "t", "x"],
@@ -184,7 +201,16 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str], tool: str) -> None
     assert re.fullmatch(rf"nsqbox {tool} v1\.3\.0 \(built w/\S+\)\n", out)
     status, _, err = run(capsys, tool, "-h")
     assert status == 0
-    assert err.startswith(f"Usage of nsqbox {tool}:\n")
+    assert f"Usage of nsqbox {tool}:\n" in err
     status, _, err = run(capsys, tool, "--no-such-flag")
     assert status == 2
     assert err.startswith("flag provided but not defined: -no-such-flag\n")
+
+
+def test_stat_help_says_topic_and_channel_are_required(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "stat", "-h")
+    assert status == 0
+    assert err.startswith("usage: nsqbox stat [--topic] TOPIC [--channel] CHANNEL [flags]\n")
+    assert "both TOPIC and CHANNEL are required, as nsq_stat requires both" in err
+    assert "NSQ topic (required; or the first argument)" in err
+    assert "NSQ channel (required; or the second argument)" in err
