@@ -31,7 +31,7 @@ from typing import Protocol
 
 import trio
 
-from .gosyntax import parse_duration
+from .gosyntax import parse_duration, parse_float
 
 __all__ = [
     "CLOCK_MODES",
@@ -73,7 +73,8 @@ def parse_span(text: str | float | int) -> float:
     else:
         raw = text.strip()
         try:
-            seconds = float(raw) if len(raw) <= 32 else math.nan
+            # Go's syntax, ASCII only: float() also takes '١٢', '1_0' and 'infinity'
+            seconds = parse_float(raw) if len(raw) <= 32 else math.nan
         except ValueError:
             seconds = parse_duration(raw)
     if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_ADVANCE:

@@ -34,7 +34,7 @@ from ..clock import MAX_OFFSET
 from ..http.clock_routes import CLOCK_PATH, span_arg
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
-from ..wire.peer_json import PeerJSONError, decode_peer_json
+from ..wire.peer_json import PeerJSONError, decode_peer_json, peer_count
 from .clusterinfo import UpstreamError, gather, warning
 from .faults import ClusterFaults
 
@@ -105,7 +105,7 @@ class ClusterClocks:
                 moved.append({**answer, "nodes": clock["nodes"]})
         if failed and not moved:
             raise HTTPError(502, f"UPSTREAM_ERROR: {failed[0]}")
-        fired = sum(int(doc.get("fired", 0)) for doc in moved)
+        fired = sum(peer_count(doc.get("fired")) for doc in moved)
         return {"clocks": moved, "fired": fired, "message": warning(failed)}
 
 

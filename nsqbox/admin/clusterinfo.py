@@ -403,7 +403,8 @@ class ClusterInfo:
         broadcast, http_port = info.broadcast_address, info.http_port
         if not broadcast:  # an old nsqd: name it by the address it was reached at
             host, _, port = address.rpartition("/")[2].rpartition(":")
-            broadcast, http_port = host.strip("[]"), int(port or 0)
+            broadcast = host.strip("[]")
+            http_port = int(port) if port.isascii() and port.isdigit() and len(port) <= 5 else 0
         return Producer(
             hostname=info.hostname or broadcast,
             broadcast_address=broadcast,
