@@ -19,6 +19,7 @@ NOT_ABOVE_NSQD: Final = (
     "nsqbox.wire",
     "nsqbox.http",
     "nsqbox.addresses",
+    "nsqbox.peer_http",
     "nsqbox.listeners",
     "nsqbox.streams",
     "nsqbox.logs",
