@@ -31,13 +31,15 @@ from typing import Protocol
 
 import trio
 
-from .gosyntax import parse_duration
+from .gosyntax import parse_duration, parse_float
 
 __all__ = [
     "CLOCK_MODES",
     "MAX_ADVANCE",
+    "MAX_OFFSET",
     "BrokerClock",
     "ClockError",
+    "ClockLimitError",
     "TimerNode",
     "parse_span",
 ]
@@ -46,10 +48,19 @@ __all__ = [
 CLOCK_MODES = ("real", "manual")
 #: The longest single advance (a year): a longer jump is a mistake, not a test.
 MAX_ADVANCE = 366 * 24 * 3600.0
+#: The furthest broker time may run ahead of real time, all advances together (ten
+#: years). Every nanosecond timestamp a node writes (broker time, plus a DPUB's or
+#: REQ's delay and a message timeout, each at most days) stays centuries inside the
+#: int64 the message encoding holds (it ends in 2262): no message becomes unencodable.
+MAX_OFFSET = 10 * MAX_ADVANCE
 
 
 class ClockError(RuntimeError):
     """The clock cannot do that: it is real time, not manual."""
+
+
+class ClockLimitError(ValueError):
+    """The advance would take broker time more than :data:`MAX_OFFSET` ahead of real time."""
 
 
 def parse_span(text: str | float | int) -> float:
@@ -62,7 +73,8 @@ def parse_span(text: str | float | int) -> float:
     else:
         raw = text.strip()
         try:
-            seconds = float(raw) if len(raw) <= 32 else math.nan
+            # Go's syntax, ASCII only: float() also takes '١٢', '1_0' and 'infinity'
+            seconds = parse_float(raw) if len(raw) <= 32 else math.nan
         except ValueError:
             seconds = parse_duration(raw)
     if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_ADVANCE:
@@ -155,7 +167,8 @@ class BrokerClock:
         the jump ends (its msg-timeout starts then): consumers cannot answer inside a
         jump. Returns, once the deliveries are handed to the consumers' sockets, how
         many messages fired (timed out, or came out of deferral or a REQ delay).
-        Raises :class:`ClockError` on the real clock and ValueError for a bad span.
+        Raises :class:`ClockError` on the real clock, ValueError for a bad span and
+        :class:`ClockLimitError` (a ValueError) when the offset would pass :data:`MAX_OFFSET`.
         """
         if not self.manual:
             raise ClockError(
@@ -164,7 +177,17 @@ class BrokerClock:
             )
         seconds = parse_span(seconds)
         async with self._advancing:
+            self.check_room(seconds)
             return await self._advance(seconds)
+
+    def check_room(self, seconds: float) -> None:
+        """ClockLimitError unless the offset after ``seconds`` more is within :data:`MAX_OFFSET`."""
+        if self.offset + seconds > MAX_OFFSET:
+            room = max(MAX_OFFSET - self.offset, 0.0)
+            raise ClockLimitError(
+                f"broker time may run at most {MAX_OFFSET:.0f}s (ten years) ahead of real "
+                f"time: {room:.0f}s left, not {seconds:g}s"
+            )
 
     async def _advance(self, seconds: float) -> int:
         target = self.offset + seconds  # the offset at the end

@@ -16,7 +16,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-__all__ = ["ClientScope", "Fault", "FaultList", "check_limits", "check_scope", "left_text"]
+__all__ = [
+    "MAX_FAULTS",
+    "MAX_FAULT_SECONDS",
+    "ClientScope",
+    "Fault",
+    "FaultLimitError",
+    "FaultList",
+    "check_limits",
+    "check_scope",
+    "left_text",
+]
+
+#: The longest a fault lasts, and the longest delay it adds (a day): longer is a mistake,
+#: and ``duration=1e300`` gave an end date no view could show.
+MAX_FAULT_SECONDS = 24 * 3600.0
+#: The most faults one server holds in force at once (each costs every publish or write
+#: a check): the next one is refused until one ends.
+MAX_FAULTS = 64
 
 #: Fault ids, unique in the process: a server started again (a restart) never gives
 #: a new fault the id of one a test still holds for its old self.
@@ -106,12 +123,17 @@ def left_text(fault: Mapping[str, object]) -> str:
     return " or ".join(parts) or "until lifted"
 
 
+class FaultLimitError(ValueError):
+    """The server holds :data:`MAX_FAULTS` faults already: lift one first."""
+
+
 def check_limits(count: int | None, duration: float | None) -> None:
-    """ValueError unless ``count`` is at least 1 and ``duration`` positive (or None)."""
+    """ValueError unless ``count`` is at least 1 and ``duration`` positive and at most
+    :data:`MAX_FAULT_SECONDS` (or None)."""
     if count is not None and count < 1:
         raise ValueError("count must be at least 1")
-    if duration is not None and not (0 < duration < math.inf):
-        raise ValueError("duration must be positive")
+    if duration is not None and not (0 < duration <= MAX_FAULT_SECONDS):
+        raise ValueError(f"duration must be positive and at most {MAX_FAULT_SECONDS:.0f}s")
 
 
 class ClientScope(TypedDict, total=False):
@@ -158,8 +180,11 @@ class FaultList:
         delay: float | None = None,
         jitter: float | None = None,
     ) -> Fault:
-        """A new fault of ``kind``, in force until lifted, ``count`` uses or ``duration``."""
+        """A new fault of ``kind``, in force until lifted, ``count`` uses or ``duration``;
+        :class:`FaultLimitError` when :data:`MAX_FAULTS` are in force already."""
         check_limits(count, duration)
+        if len(self._faults) >= MAX_FAULTS and len(self.active()) >= MAX_FAULTS:
+            raise FaultLimitError(f"{MAX_FAULTS} faults are in force already: lift one first")
         until = None if duration is None else self._now() + duration
         fault = Fault(
             next(_IDS),

@@ -20,6 +20,7 @@ __all__ = [
     "format_float",
     "go_quote",
     "parse_bool",
+    "parse_count",
     "parse_duration",
     "parse_duration_ns",
     "parse_float",
@@ -135,6 +136,25 @@ def parse_int(text: str, base: int = 0, bit_size: int = 64) -> int:
     if value > limit or (value == limit and not negative):
         raise StrconvError("ParseInt", text, out_of_range=True)
     return -value if negative else value
+
+
+#: The most digits :func:`parse_count` reads (int64's 19).
+MAX_COUNT_DIGITS = 19
+
+
+def parse_count(text: str, most: int = (1 << 63) - 1, least: int = 0) -> int:
+    """A whole number from a request or a peer: ASCII digits only, ``least`` to ``most``.
+
+    :func:`parse_int` in base 10, without a sign: Python's ``int()`` also takes ``'١٢'``
+    (Arabic-Indic digits), ``'1_000'``, spaces and thousands of digits; Go's strconv and
+    this take none of them. ValueError (a :class:`StrconvError` for bad syntax) otherwise.
+    """
+    if not text or len(text) > MAX_COUNT_DIGITS or not (text.isascii() and text.isdigit()):
+        raise StrconvError("ParseInt", text[:32])
+    value = parse_int(text, 10)
+    if not least <= value <= most:
+        raise ValueError(f"{value} is not between {least} and {most}")
+    return value
 
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})

@@ -20,6 +20,7 @@ NOT_ABOVE_NSQD: Final = (
     "nsqbox.http",
     "nsqbox.addresses",
     "nsqbox.terminal_text",
+    "nsqbox.peer_http",
     "nsqbox.listeners",
     "nsqbox.streams",
     "nsqbox.logs",

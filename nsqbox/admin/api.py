@@ -60,6 +60,7 @@ from typing import Any
 
 import msgspec
 
+from ..gosyntax import parse_count
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
@@ -138,9 +139,10 @@ def _positive_arg(request: Request, name: str, error: str) -> int | None:
     raw = request.arg(name)
     if not raw:
         return None
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        raise HTTPError(400, error)
-    return int(raw)
+    try:
+        return parse_count(raw, least=1)
+    except ValueError:
+        raise HTTPError(400, error) from None
 
 
 def _warn(errors: tuple[UpstreamError, ...] | list[UpstreamError]) -> str:

@@ -16,8 +16,10 @@ POST     /api/clock/advance?by=1h   every manual clock moved ``by``: ``{clocks, 
                                     message}`` (each clock's answer, with ``fired``)
 =======  =========================  ===================================================
 
-Errors: ``400 MISSING_ARG_BY``/``INVALID_BY``; ``403 FORBIDDEN`` (``--admin-user``, to move
-time); ``409 CLOCK_NOT_MANUAL`` when no node has a manual clock; ``502 UPSTREAM_ERROR: ...``.
+Errors: ``400 MISSING_ARG_BY``/``INVALID_BY``; ``400 OFFSET_LIMIT`` when a clock would run
+more than ten years ahead of real time in all (:data:`~nsqbox.clock.MAX_OFFSET`);
+``403 FORBIDDEN`` (``--admin-user``, to move time); ``409 CLOCK_NOT_MANUAL`` when no node
+has a manual clock; ``502 UPSTREAM_ERROR: ...``.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from typing import Any
 
 import msgspec
 
+from ..clock import MAX_OFFSET
 from ..http.clock_routes import CLOCK_PATH, span_arg
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
-from ..wire.peer_json import PeerJSONError, decode_peer_json
+from ..wire.peer_json import PeerJSONError, decode_peer_json, peer_count
 from .clusterinfo import UpstreamError, gather, warning
 from .faults import ClusterFaults
 
@@ -81,6 +84,8 @@ class ClusterClocks:
         manual = [c for c in listing["clocks"] if c.get("mode") == "manual"]
         if not manual:
             raise HTTPError(409, "CLOCK_NOT_MANUAL")
+        if any(_offset(c) + seconds > MAX_OFFSET for c in manual):
+            raise HTTPError(400, "OFFSET_LIMIT")
         info = self.faults.info
         path = f"{CLOCK_PATH}/advance"
 
@@ -100,8 +105,14 @@ class ClusterClocks:
                 moved.append({**answer, "nodes": clock["nodes"]})
         if failed and not moved:
             raise HTTPError(502, f"UPSTREAM_ERROR: {failed[0]}")
-        fired = sum(int(doc.get("fired", 0)) for doc in moved)
+        fired = sum(peer_count(doc.get("fired")) for doc in moved)
         return {"clocks": moved, "fired": fired, "message": warning(failed)}
+
+
+def _offset(clock: Doc) -> float:
+    """A clock document's offset (0 when a peer sent no number)."""
+    offset = clock.get("offset")
+    return float(offset) if isinstance(offset, int | float) else 0.0
 
 
 def _decoded(body: bytes) -> Doc:

@@ -23,6 +23,7 @@ import anyio
 import httpx
 import msgspec
 
+from ..peer_http import MAX_PEER_DOCUMENT, fetch
 from ..wire.documents import StatsDocument
 from ..wire.peer_json import PeerJSONError
 from .stats import (
@@ -185,9 +186,18 @@ class ClusterInfo:
     otherwise, as nsqadmin does with ``--lookupd-http-address`` / ``--nsqd-http-address``.
     """
 
-    def __init__(self, client: httpx.AsyncClient, *, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        logger: logging.Logger | None = None,
+        max_document: int = MAX_PEER_DOCUMENT,
+    ) -> None:
         self.client = client
         self.log = logger or log
+        #: The largest answer read from one host (:mod:`nsqbox.peer_http`): a larger one,
+        #: or one not complete within the client's request timeout, is that host's error.
+        self.max_document = max_document
 
     # -- raw requests ---------------------------------------------------------------------------
 
@@ -214,7 +224,9 @@ class ClusterInfo:
             raise UpstreamError(address, base_url(address) + path, str(exc)) from exc
         self.log.info("CI: querying %s", url)
         try:
-            response = await self.client.request(method, url, headers={"Accept": ACCEPT})
+            response = await fetch(
+                self.client, method, url, headers={"Accept": ACCEPT}, max_bytes=self.max_document
+            )
         except httpx.HTTPError as exc:
             raise UpstreamError(address, str(url), str(exc) or type(exc).__name__) from exc
         if response.status_code != 200:
@@ -403,7 +415,8 @@ class ClusterInfo:
         broadcast, http_port = info.broadcast_address, info.http_port
         if not broadcast:  # an old nsqd: name it by the address it was reached at
             host, _, port = address.rpartition("/")[2].rpartition(":")
-            broadcast, http_port = host.strip("[]"), int(port or 0)
+            broadcast = host.strip("[]")
+            http_port = int(port) if port.isascii() and port.isdigit() and len(port) <= 5 else 0
         return Producer(
             hostname=info.hostname or broadcast,
             broadcast_address=broadcast,

@@ -119,6 +119,8 @@ class ClusterNodes:
 def find_node(nodes: Sequence[ControlledNode], name: str) -> ControlledNode | None:
     """The node ``name`` means: an index (``"0"``) or an HTTP address; None when none."""
     if name.isascii() and name.isdigit():
+        if len(name) > 6:  # no box has a million nodes (and int() refuses 4,300 digits)
+            return None
         return next((n for n in nodes if n.index == int(name)), None)
     return next((n for n in nodes if n.http_address == name), None)
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from ..wire.peer_json import PeerJSONError, decode_peer_json
+from ..wire.peer_json import PeerJSONError, decode_peer_json, peer_count
 from .clusterinfo import base_url
 from .control import NodeAction
 from .faults import FaultError, FaultListing
@@ -102,7 +102,7 @@ class AdminFaults:
     async def lift_all(self) -> tuple[int, str]:
         """``DELETE /api/faults``."""
         doc = await self._doc("DELETE", "/api/faults")
-        return int(doc.get("lifted", 0)), str(doc.get("message", ""))
+        return peer_count(doc.get("lifted")), str(doc.get("message", ""))
 
     async def node_action(self, action: NodeAction, node: str | None) -> dict[str, Any]:
         """``POST /api/faults/restart|crash|start?node=``."""

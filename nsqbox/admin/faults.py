@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..wire.peer_json import PeerJSONError, decode_peer_json
+from ..wire.peer_json import PeerJSONError, decode_peer_json, peer_count
 from .clusterinfo import ClusterError, UpstreamError, gather, warning
 from .control import (
     ClusterNodes,
@@ -307,7 +307,7 @@ class ClusterFaults(ClusterNodes):
         """Start fault ``kind`` on ``node`` with ``params`` (passed on as they are).
 
         The answer is the node's (the new fault, or a one-shot fault's ``count``) plus
-        ``node`` and ``role``. FaultError: ``400 INVALID_KIND``, the node's 400,
+        ``node`` and ``role``. FaultError: ``400 INVALID_KIND``, the node's 400 and 409,
         ``404 NODE_NOT_FOUND``, ``404 NOT_SUPPORTED``, ``404 UNKNOWN_FAULT``, 502.
         """
         if not is_fault_kind(kind):
@@ -342,7 +342,7 @@ class ClusterFaults(ClusterNodes):
         async def lift(node: FaultNode) -> int:
             body = await self.info.request("DELETE", node.node, FAULTS_PATH)
             doc: dict[str, Any] = _decode(node.node, FAULTS_PATH, body, _doc_decoder)
-            return int(doc.get("lifted", 0))
+            return peer_count(doc.get("lifted"))
 
         lifted = 0
         failed = list(errors)
@@ -358,6 +358,8 @@ class ClusterFaults(ClusterNodes):
         """What to answer for a node's refusal of a fault request."""
         if exc.status == 400:
             return FaultError(400, _error_code(exc) or "INVALID_REQUEST")
+        if exc.status == 409:  # TOO_MANY_FAULTS: the node's own limit
+            return FaultError(409, _error_code(exc) or "CONFLICT")
         if exc.status in (404, 405):
             routes = kind is not None
             if routes:  # an unknown kind, or no fault routes at all?

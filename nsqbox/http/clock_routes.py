@@ -12,13 +12,14 @@ clock, so moving it through any of them moves the whole box.
   or seconds) ahead; every deferred message, REQ delay and in-flight timeout due
   inside the span fires, in deadline order, and the answer (the clock's document
   plus ``"fired"``) comes once the deliveries are on their way. ``400
-  MISSING_ARG_BY`` or ``INVALID_BY`` for a bad span, ``409 CLOCK_NOT_MANUAL`` on
-  the real clock.
+  MISSING_ARG_BY`` or ``INVALID_BY`` for a bad span, ``400 OFFSET_LIMIT`` when
+  broker time would run more than ten years ahead of real time in all
+  (:data:`~nsqbox.clock.MAX_OFFSET`), ``409 CLOCK_NOT_MANUAL`` on the real clock.
 """
 
 from __future__ import annotations
 
-from ..clock import BrokerClock, parse_span
+from ..clock import BrokerClock, ClockLimitError, parse_span
 from .messages import HTTPError, Request
 from .router import Router
 
@@ -51,7 +52,10 @@ def add_clock_routes(router: Router, clock: BrokerClock) -> None:
         seconds = span_arg(request)
         if not clock.manual:
             raise HTTPError(409, "CLOCK_NOT_MANUAL")
-        fired = await clock.advance(seconds)
+        try:
+            fired = await clock.advance(seconds)
+        except ClockLimitError:
+            raise HTTPError(400, "OFFSET_LIMIT") from None
         return {**clock.describe(), "fired": fired}
 
     router.add("GET", CLOCK_PATH, show)

@@ -5,15 +5,23 @@ servers (a bad one is ``400 {"message": "INVALID_<NAME>"}``), and the routes
 every fault list has: ``GET /nsqbox/faults`` lists the faults in force,
 ``DELETE /nsqbox/faults/:id`` lifts one (``{"lifted": true|false}``),
 ``DELETE /nsqbox/faults`` lifts them all (``{"lifted": N}``).
+
+Numbers are read as Go reads them (ASCII digits only, :func:`~nsqbox.gosyntax.parse_count`
+and :func:`~nsqbox.gosyntax.parse_float`), seconds at most a day
+(:data:`~nsqbox.faultlist.MAX_FAULT_SECONDS`); a server holding
+:data:`~nsqbox.faultlist.MAX_FAULTS` faults refuses the next with ``409 TOO_MANY_FAULTS``
+(:func:`adding`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+from collections.abc import Awaitable, Callable
 
-from ..faultlist import FaultList
-from ..gosyntax import parse_duration
+from ..faultlist import MAX_FAULT_SECONDS, FaultLimitError, FaultList
+from ..gosyntax import parse_count, parse_duration, parse_float
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .messages import HTTPError, Request
 from .router import Router
@@ -22,6 +30,7 @@ __all__ = [
     "FAULTS_PATH",
     "MAX_TEXT_LENGTH",
     "add_listing_routes",
+    "adding",
     "arg",
     "channel_arg",
     "count_arg",
@@ -68,25 +77,26 @@ def count_arg(request: Request) -> int | None:
     raw = arg(request, "count")
     if raw is None:
         return None
-    if not raw.isdigit() or len(raw) > 18 or int(raw) < 1:
-        raise HTTPError(400, "INVALID_COUNT")
-    return int(raw)
+    try:
+        return parse_count(raw, least=1)
+    except ValueError:
+        raise HTTPError(400, "INVALID_COUNT") from None
 
 
 def seconds_arg(request: Request, name: str = "duration", *, zero: bool = False) -> float | None:
-    """Seconds (``0.5``) or a Go duration (``500ms``, ``1.5s``, ``2m``), finite and positive
-    (or 0 with ``zero``): INVALID_<NAME>."""
+    """Seconds (``0.5``) or a Go duration (``500ms``, ``1.5s``, ``2m``), positive (or 0 with
+    ``zero``) and at most a day (:data:`~nsqbox.faultlist.MAX_FAULT_SECONDS`): INVALID_<NAME>."""
     raw = arg(request, name)
     if raw is None:
         return None
     seconds = math.nan
     if len(raw) <= 32:
         try:
-            seconds = float(raw)
+            seconds = parse_float(raw)
         except ValueError:
             with contextlib.suppress(ValueError):
                 seconds = parse_duration(raw)
-    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+    if not 0 <= seconds <= MAX_FAULT_SECONDS or (seconds == 0 and not zero):
         raise HTTPError(400, f"INVALID_{name.upper()}")
     return seconds
 
@@ -109,6 +119,23 @@ def flag_arg(request: Request, name: str) -> bool:
     raise HTTPError(400, f"INVALID_{name.upper()}")
 
 
+Handler = Callable[[Request], Awaitable[Doc]]
+
+
+def adding(handler: Handler) -> Handler:
+    """``handler`` (a route that adds a fault) answering ``409 TOO_MANY_FAULTS`` when the
+    server holds :data:`~nsqbox.faultlist.MAX_FAULTS` already."""
+
+    @functools.wraps(handler)
+    async def add(request: Request) -> Doc:
+        try:
+            return await handler(request)
+        except FaultLimitError:
+            raise HTTPError(409, "TOO_MANY_FAULTS") from None
+
+    return add
+
+
 def add_listing_routes(router: Router, faults: FaultList) -> None:
     """Listing and lifting: ``GET``/``DELETE /nsqbox/faults``, ``DELETE /nsqbox/faults/:id``."""
 
@@ -116,10 +143,11 @@ def add_listing_routes(router: Router, faults: FaultList) -> None:
         return {"faults": [fault.describe() for fault in faults.active()]}
 
     async def lift(request: Request) -> Doc:
-        raw = request.params["id"]
-        if not raw.isdigit() or len(raw) > 18:
-            raise HTTPError(400, "INVALID_ID")
-        return {"lifted": faults.lift(int(raw))}
+        try:
+            fault_id = parse_count(request.params["id"])
+        except ValueError:
+            raise HTTPError(400, "INVALID_ID") from None
+        return {"lifted": faults.lift(fault_id)}
 
     async def lift_all(request: Request) -> Doc:
         return {"lifted": faults.lift_all()}

@@ -4,7 +4,8 @@ Not part of NSQ (real nsqlookupd answers ``404``): they let a test in any
 language, or the pytest plugin's ``nsqbox.faults``, make this nsqlookupd
 misbehave through its :class:`~.faults.LookupdFaults`. They mirror nsqd's
 (:mod:`nsqbox.nsqd.fault_routes`): JSON answers, the same fault documents, bad
-parameters get ``400 {"message": "INVALID_..."}``. They keep answering while
+parameters get ``400 {"message": "INVALID_..."}``, a fault past the 64 in force
+``409 TOO_MANY_FAULTS``. They keep answering while
 the fault ``lookupd_down`` silences the rest of the API.
 
 - ``GET /nsqbox/faults``: ``{"faults": [...]}``, the faults in force, oldest first.
@@ -19,7 +20,13 @@ the fault ``lookupd_down`` silences the rest of the API.
 from __future__ import annotations
 
 from ..http import Request, Router
-from ..http.fault_params import FAULTS_PATH, add_listing_routes, seconds_arg, topic_arg
+from ..http.fault_params import (
+    FAULTS_PATH,
+    add_listing_routes,
+    adding,
+    seconds_arg,
+    topic_arg,
+)
 from .faults import LookupdFaults
 
 __all__ = ["add_fault_routes"]
@@ -38,5 +45,5 @@ def add_fault_routes(router: Router, faults: LookupdFaults) -> None:
         return faults.lookupd_down(duration=seconds_arg(request)).describe()
 
     add_listing_routes(router, faults)
-    router.add("POST", f"{FAULTS_PATH}/hide_producers", hide_producers)
-    router.add("POST", f"{FAULTS_PATH}/lookupd_down", lookupd_down)
+    router.add("POST", f"{FAULTS_PATH}/hide_producers", adding(hide_producers))
+    router.add("POST", f"{FAULTS_PATH}/lookupd_down", adding(lookupd_down))

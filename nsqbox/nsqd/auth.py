@@ -265,14 +265,17 @@ class AuthClient:
         raise AuthError("; ".join(errors))
 
     async def _fetch(self, url: str) -> bytes:
+        from ..peer_http import fetch  # httpx loads only with an auth server
+
         method = "POST" if self.options.auth_http_request_method == "post" else "GET"
         # http.Client's Timeout bounds the whole exchange, redirect to HTTPS included
         with trio.move_on_after(self.options.http_client_request_timeout) as scope:
             try:
-                response = await self.http.request(method, url, headers={"Accept": ACCEPT_V1})
+                # the reply read whole but bounded (nsqbox.peer_http: 16 MiB)
+                response = await fetch(self.http, method, url, headers={"Accept": ACCEPT_V1})
                 if response.status_code == 403 and not url.startswith("https"):
                     url = _https_url(url, response.content)
-                    response = await self.http.request(method, url, headers={"Accept": ACCEPT_V1})
+                    response = await fetch(self.http, method, url, headers={"Accept": ACCEPT_V1})
             except httpx_errors() as exc:
                 raise AuthError(f"{type(exc).__name__}: {exc}") from exc
         if scope.cancelled_caught:

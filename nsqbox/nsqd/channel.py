@@ -187,7 +187,7 @@ class Channel:
                 # nsqd's messagePump takes the message and drops it when not sampled
                 ring.append(client)
                 return True
-            msg.attempts += 1
+            msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
             msg.lease = (client.id, now, now + client.msg_timeout)
             self.in_flight.add(msg.data[:16], msg, msg.lease[2])
             client.send_message(msg)
@@ -258,7 +258,7 @@ class Channel:
     def _deliver(self, client: Consumer, batch: list[Message], now: float) -> None:
         """Hand ``batch`` (no more than its RDY allows) to ``client`` in one tight loop."""
         for msg in batch:
-            msg.attempts += 1
+            msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
         self.in_flight.add_batch(batch, (client.id, now, now + client.msg_timeout))
         client.send_messages(batch)
 

@@ -4,7 +4,8 @@ Not part of NSQ: they let a test in any language, or the pytest plugin's
 ``nsqbox.faults`` in subprocess and noproc modes, make this nsqd misbehave on
 purpose through its :class:`~.faults.NodeFaults`. Every route is under
 ``/nsqbox/``, a prefix no nsqd route uses; real nsqd answers ``404``. Answers are
-JSON; bad parameters get nsqd's ``400 {"message": "INVALID_..."}``.
+JSON; bad parameters get nsqd's ``400 {"message": "INVALID_..."}``, a fault past the
+64 in force ``409 TOO_MANY_FAULTS``.
 
 - ``GET /nsqbox/faults``: ``{"faults": [{"id", "kind", "topic", "error",
   "remaining", "since", "channel", "user_agent", "client_id", "delay",
@@ -41,6 +42,7 @@ from ..http.fault_params import (
     FAULTS_PATH,
     MAX_TEXT_LENGTH,
     add_listing_routes,
+    adding,
     arg,
     channel_arg,
     count_arg,
@@ -120,9 +122,9 @@ def add_fault_routes(router: Router, nsqd: NSQD) -> None:
         return {"count": dropped}
 
     add_listing_routes(router, faults)
-    router.add("POST", f"{FAULTS_PATH}/fail_publishes", fail_publishes)
-    router.add("POST", f"{FAULTS_PATH}/disk_full", disk_full)
-    router.add("POST", f"{FAULTS_PATH}/latency", latency)
-    router.add("POST", f"{FAULTS_PATH}/stall", stall)
+    router.add("POST", f"{FAULTS_PATH}/fail_publishes", adding(fail_publishes))
+    router.add("POST", f"{FAULTS_PATH}/disk_full", adding(disk_full))
+    router.add("POST", f"{FAULTS_PATH}/latency", adding(latency))
+    router.add("POST", f"{FAULTS_PATH}/stall", adding(stall))
     router.add("POST", f"{FAULTS_PATH}/time_out_in_flight", time_out_in_flight)
     router.add("POST", f"{FAULTS_PATH}/drop_connections", drop_connections)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from random import Random
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from ..faultlist import ClientScope, Fault, FaultList, check_scope
+from ..faultlist import MAX_FAULT_SECONDS, ClientScope, Fault, FaultList, check_scope
 from .write_faults import WriteGates
 
 if TYPE_CHECKING:
@@ -116,8 +116,8 @@ class NodeFaults(FaultList):
         subscribed to ``topic`` (and ``channel``), its user agent contains
         ``user_agent`` and its IDENTIFY ``client_id`` is ``client_id``, as given
         (:class:`~nsqbox.faultlist.ClientScope`); every client by default."""
-        if not (0 <= jitter <= delay < float("inf")):
-            raise ValueError("delay must be at least 0, and jitter between 0 and delay")
+        if not (0 <= jitter <= delay <= MAX_FAULT_SECONDS):
+            raise ValueError("delay must be 0 to a day, and jitter between 0 and delay")
         check_scope(scope)
         return self._add(LATENCY, delay=delay, jitter=jitter, **scope)
 

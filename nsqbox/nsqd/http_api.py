@@ -196,9 +196,13 @@ class _NSQDHTTP:
             _PLAIN_PUB_QUERIES[request.raw_query] = topic.name
             return topic, 0.0
         ms = _parse_int64(args["defer"][0])
-        if ms is None or ms < 0 or ms > round(self.nsqd.options.max_req_timeout * 1000):
+        if ms is None:
             raise HTTPError(400, "INVALID_DEFER")
-        return topic, ms / 1000
+        # nsqd: time.Duration(ms) * time.Millisecond, an int64 product that wraps around
+        ns = (ms * 1_000_000 + (1 << 63)) % (1 << 64) - (1 << 63)
+        if ns < 0 or ns > round(self.nsqd.options.max_req_timeout * 1e9):
+            raise HTTPError(400, "INVALID_DEFER")
+        return topic, ns / 1e9
 
     async def mpub(self, request: Request) -> Response:
         # The server has already refused bodies over --max-body-size (BODY_TOO_BIG).

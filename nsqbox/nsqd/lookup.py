@@ -247,13 +247,16 @@ class LookupService:
         errors: list[str] = []
         import httpx
 
+        from ..peer_http import fetch
+
         http = self._client()
 
         async def query(address: str) -> None:
             url = f"http://{address}/channels"
             try:
-                response = await http.get(url, params={"topic": topic})
-                response.raise_for_status()
+                response = await fetch(http, "GET", url, params={"topic": topic})
+                if response.status_code != 200:
+                    raise httpx.HTTPError(f"got response {response.status_code}")
                 found.update(decode_peer_json(response.content, _channels_decoder).channels)
             except (httpx.HTTPError, httpx.InvalidURL, PeerJSONError) as exc:
                 errors.append(f"{url}: {exc}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Final
 
@@ -153,3 +154,24 @@ def encode_messages(msgs: list[Message]) -> list[bytes]:
     """Each message's encoding, as on disk and in delivery frames: timestamp, attempts, id, body."""
     pack = MESSAGE_HEADER.pack
     return [pack(m.timestamp, m.attempts) + m.data for m in msgs]
+
+
+def encode_each(msgs: list[Message]) -> tuple[list[bytes], list[Message]]:
+    """:func:`encode_messages`, less what cannot be encoded: ``(records, refused)``.
+
+    A timestamp outside int64 or attempts outside uint16 (a field set by hand: every public
+    path keeps both in range) costs only that message, never the batch it came in.
+    """
+    try:
+        return encode_messages(msgs), []
+    except struct.error:
+        pass
+    pack = MESSAGE_HEADER.pack
+    records: list[bytes] = []
+    refused: list[Message] = []
+    for m in msgs:
+        try:
+            records.append(pack(m.timestamp, m.attempts) + m.data)
+        except struct.error:
+            refused.append(m)
+    return records, refused

@@ -19,7 +19,7 @@ from . import metadata as md
 from .backend import BackendQueue, DummyBackend
 from .diskqueue import DiskQueue
 from .faults import NodeFaults
-from .message import Message, encode_messages
+from .message import Message, encode_each
 from .options import NSQDOptions
 from .topic import Topic
 
@@ -290,8 +290,11 @@ class NSQD:
     def write_to_backend(self, backend: BackendQueue, msgs: list[Message]) -> bool:
         """Spill messages, one write for the lot (per data file); on failure mark the node
         unhealthy and return False (messages of earlier files may have been written)."""
+        records, refused = encode_each(msgs)
+        for msg in refused:
+            self.logger.error("failed to encode message %r for the backend - skipped", msg.id)
         try:
-            backend.put_many(encode_messages(msgs))
+            backend.put_many(records)
         except (OSError, ValueError) as exc:
             self.set_health(str(exc))
             self.logger.error("failed to write message to backend - %s", exc)
@@ -308,14 +311,27 @@ class NSQD:
         """
         error: Exception | None = None
         written = 0
+        records, refused = encode_each(msgs)
+        if refused:
+            # one record that cannot be encoded costs itself only: the rest are written
+            self.logger.error(
+                "diskqueue(%s) skipped %d message(s) that cannot be encoded at exit - %s",
+                name,
+                len(refused),
+                ", ".join(repr(m.id) for m in refused[:8]),
+            )
+            self._shutdown_failures.append(f"diskqueue({name}): {len(refused)} unencodable")
         try:
-            for start in range(0, len(msgs), _FLUSH_BATCH):
-                batch = msgs[start : start + _FLUSH_BATCH]
-                backend.put_many(encode_messages(batch))
+            for start in range(0, len(records), _FLUSH_BATCH):
+                batch = records[start : start + _FLUSH_BATCH]
+                try:
+                    backend.put_many(batch)
+                except ValueError:  # a record of a size the queue refuses: one at a time
+                    self._put_each(name, backend, batch)
                 written += len(batch)
         except (OSError, ValueError) as exc:
             error = exc
-            lost = len(msgs) - written
+            lost = len(records) - written
             self.logger.error(
                 "diskqueue(%s) failed to write %d message(s) at exit - %s", name, lost, exc
             )
@@ -326,6 +342,15 @@ class NSQD:
             self.logger.error("diskqueue(%s) failed to persist at exit - %s", name, exc)
             if error is None:
                 self._shutdown_failures.append(f"diskqueue({name}): metadata ({exc})")
+
+    def _put_each(self, name: str, backend: BackendQueue, records: list[bytes]) -> None:
+        """Shutdown: write ``records`` one by one; one the queue refuses is logged and skipped."""
+        for record in records:
+            try:
+                backend.put(record)
+            except ValueError as exc:
+                self.logger.error("diskqueue(%s) skipped a message at exit - %s", name, exc)
+                self._shutdown_failures.append(f"diskqueue({name}): 1 message(s) ({exc})")
 
     def abandon(self) -> None:
         """A failed start (or a crash): release every file, writing nothing to the data path."""

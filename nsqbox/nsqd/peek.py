@@ -40,6 +40,7 @@ import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..gosyntax import parse_count
 from ..http import HTTPError, Request, Router
 from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH, MSG_ID_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
@@ -169,21 +170,23 @@ class _Page:
 def _parse_cursor(raw: str, sections: tuple[str, ...]) -> tuple[int, list[int]]:
     """The section index and numbers of a cursor; ``400 INVALID_CURSOR`` if not one."""
     name, *numbers = raw.split(":")
-    if name not in sections or not all(n.isdigit() for n in numbers):
-        raise HTTPError(400, "INVALID_CURSOR")
     want = (0, 2) if name == "disk" else (0, 1)
-    if len(numbers) not in want:
+    if name not in sections or len(numbers) not in want:
         raise HTTPError(400, "INVALID_CURSOR")
-    return sections.index(name), [int(n) for n in numbers]
+    try:  # ASCII digits, within int64 (a file number and a byte offset, or a count)
+        return sections.index(name), [parse_count(n) for n in numbers]
+    except ValueError:
+        raise HTTPError(400, "INVALID_CURSOR") from None
 
 
 def _int_arg(request: Request, name: str, default: int, most: int, error: str) -> int:
     raw = (request.args().get(name) or [""])[0]
     if not raw:
         return default
-    if not raw.isdigit() or not 0 < int(raw) <= most:
-        raise HTTPError(400, error)
-    return int(raw)
+    try:
+        return parse_count(raw, most, least=1)
+    except ValueError:
+        raise HTTPError(400, error) from None
 
 
 def peek_document(

@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..gosyntax import parse_count
 from ..http import HTTPError, Request, Router
 from ..wire.names import is_valid_topic_name
 from .topic import Topic
@@ -201,9 +202,10 @@ def add_tap_routes(router: Router, nsqd: NSQD) -> None:
 
     def start(request: Request) -> int:
         raw = (request.args().get("from") or ["0"])[0]
-        if not raw.isdigit():
-            raise HTTPError(400, "INVALID_FROM")
-        return int(raw)
+        try:
+            return parse_count(raw)
+        except ValueError:
+            raise HTTPError(400, "INVALID_FROM") from None
 
     async def tap_read(request: Request) -> dict[str, object]:
         tap = _registry(nsqd).get(_arg(request, "id", "MISSING_ARG_ID"))

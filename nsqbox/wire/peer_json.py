@@ -27,7 +27,7 @@ from typing import Final, TypeVar
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "PeerJSONError", "decode_go_struct", "decode_peer_json"]
+__all__ = ["MAX_DEPTH", "PeerJSONError", "decode_go_struct", "decode_peer_json", "peer_count"]
 
 T = TypeVar("T")
 
@@ -82,6 +82,14 @@ def _decode(
         # msgspec.ValidationError is a DecodeError; ValueError/TypeError/OverflowError
         # come from __post_init__ checks and number conversions in custom types.
         raise PeerJSONError(str(exc)) from None
+
+
+def peer_count(value: object, most: int = (1 << 63) - 1) -> int:
+    """A count a peer's loosely typed document gave (``"fired"``, ``"lifted"``): a JSON
+    integer from 0 to ``most``, 0 for anything else (a string, a float, ``true``, 1e300)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most:
+        return value
+    return 0
 
 
 _raw_object: Final = msgspec.json.Decoder(dict[str, msgspec.Raw] | None)

@@ -38,6 +38,7 @@ _FAULT_ADD: Final[frozenset[Answer]] = frozenset(
         (400, "INVALID_COUNT"),
         (400, "INVALID_DURATION"),
         (400, "INVALID_ERROR"),
+        (409, "TOO_MANY_FAULTS"),
     }
 )
 
@@ -50,6 +51,7 @@ _WRITE_FAULT_ADD: Final[frozenset[Answer]] = frozenset(
         (400, "INVALID_CLIENT_ID"),
         (400, "INVALID_COUNT"),
         (400, "INVALID_DURATION"),
+        (409, "TOO_MANY_FAULTS"),
     }
 )
 
@@ -158,9 +160,11 @@ LOOKUPD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("GET", "/nsqbox/faults"): frozenset({_OK}),
     ("DELETE", "/nsqbox/faults"): frozenset({_OK}),
     ("POST", "/nsqbox/faults/hide_producers"): frozenset(
-        {_OK, (400, "INVALID_TOPIC"), (400, "INVALID_DURATION")}
+        {_OK, (400, "INVALID_TOPIC"), (400, "INVALID_DURATION"), (409, "TOO_MANY_FAULTS")}
     ),
-    ("POST", "/nsqbox/faults/lookupd_down"): frozenset({_OK, (400, "INVALID_DURATION")}),
+    ("POST", "/nsqbox/faults/lookupd_down"): frozenset(
+        {_OK, (400, "INVALID_DURATION"), (409, "TOO_MANY_FAULTS")}
+    ),
     ("DELETE", "/nsqbox/faults/:id"): frozenset({_OK, (400, "INVALID_ID")}),
 }
 #: What the fuzzer sends requests to: not the fault routes (lookupd_down silences it).
