@@ -44,6 +44,7 @@ async def done(pilot: Pilot[Any], app: AdminApp, count: int) -> None:
 def test_pause_and_unpause_a_topic(nsq: NSQBox) -> None:
     nsq.publish("orders", b"a", node=0)
     nsq.publish("orders", b"b", node=1)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def paused_everywhere(state: bool) -> bool:
@@ -66,6 +67,7 @@ def test_pause_and_unpause_a_topic(nsq: NSQBox) -> None:
 
 def test_no_means_nothing_happens(nsq: NSQBox) -> None:
     nsq.publish("orders", [b"a", b"b"])
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -85,7 +87,9 @@ def test_no_means_nothing_happens(nsq: NSQBox) -> None:
 
 def test_empty_a_topic_and_a_channel(nsq: NSQBox) -> None:
     nsq.publish("held", [b"a", b"b", b"c"])  # no channel: the topic holds them
+    nsq.wait_for_producers("held")  # actions reach the nodes lookupd lists
     nsq.publish("orders", b"x")
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -115,6 +119,7 @@ def test_empty_a_topic_and_a_channel(nsq: NSQBox) -> None:
 
 def test_pause_and_delete_a_channel_from_the_topic_view(nsq: NSQBox) -> None:
     nsq.publish("orders", b"x", node=0)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -145,7 +150,9 @@ def test_pause_and_delete_a_channel_from_the_topic_view(nsq: NSQBox) -> None:
 def test_delete_a_topic_everywhere(nsq: NSQBox) -> None:
     nsq.publish("orders", b"a", node=0)
     nsq.publish("orders", b"b", node=1)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     nsq.publish("events", b"c", node=0)
+    nsq.wait_for_producers("events")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -165,6 +172,7 @@ def test_tombstone_a_topic_on_one_node(nsq: NSQBox) -> None:
     topic = nsq.name("tomb")  # tombstones outlive the test in lookupd: a name of its own
     nsq.publish(topic, b"a", node=0)
     nsq.publish(topic, b"b", node=1)
+    nsq.wait_for_producers(topic)  # actions reach the nodes lookupd lists
     node1 = str(nsq.nsqd_http_addresses[1])
     http = HTTP(nsq)
 
@@ -192,6 +200,7 @@ def test_tombstone_a_topic_on_one_node(nsq: NSQBox) -> None:
 
 def test_create_a_topic_then_a_channel(nsq: NSQBox) -> None:
     nsq.publish("orders", b"x", node=1)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -220,6 +229,7 @@ def test_create_a_topic_then_a_channel(nsq: NSQBox) -> None:
 
 def test_publish_a_message(nsq: NSQBox) -> None:
     nsq.publish("orders", b"first", node=1)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -236,6 +246,7 @@ def test_publish_a_message(nsq: NSQBox) -> None:
 
 def test_tail_shows_live_messages_through_an_ephemeral_channel(nsq: NSQBox) -> None:
     nsq.publish("orders", b"before", node=0)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def tail_channels() -> list[str]:
@@ -273,6 +284,7 @@ async def _equals(value: Any, expected: Any) -> bool:
 
 def test_tail_warns_first_on_a_topic_without_channels(nsq: NSQBox) -> None:
     nsq.publish("held", [b"kept-1", b"kept-2"], node=0)
+    nsq.wait_for_producers("held")  # actions reach the nodes lookupd lists
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         await open_topic(pilot, app, "held")
@@ -294,6 +306,7 @@ def test_tail_warns_first_on_a_topic_without_channels(nsq: NSQBox) -> None:
 
 def test_read_only_hides_every_change(nsq: NSQBox) -> None:
     nsq.publish("held", b"x")
+    nsq.wait_for_producers("held")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -317,6 +330,7 @@ def test_read_only_hides_every_change(nsq: NSQBox) -> None:
 
 def test_a_refused_action_is_reported_and_the_app_carries_on(nsq: NSQBox) -> None:
     nsq.publish("orders", b"x", node=0)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
@@ -337,6 +351,7 @@ def test_a_refused_action_is_reported_and_the_app_carries_on(nsq: NSQBox) -> Non
 
 def test_a_node_down_fails_its_part_of_an_action(nsq: NSQBox) -> None:
     nsq.publish("orders", b"x", node=0)
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
     live, dead = str(nsq.nsqd_http_addresses[0]), "127.0.0.1:1"
     http = HTTP(nsq)
 
@@ -355,6 +370,7 @@ def test_a_node_down_fails_its_part_of_an_action(nsq: NSQBox) -> None:
 
 def test_help_and_the_command_palette_list_every_action(nsq: NSQBox) -> None:
     nsq.publish("orders", b"x")
+    nsq.wait_for_producers("orders")  # actions reach the nodes lookupd lists
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         await open_topic(pilot, app, "orders")
