@@ -18,7 +18,6 @@ The page and its websocket let anyone who reaches the port use the TUI (and, wit
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 import sys
@@ -28,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...addresses import dialable, format_address
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # asyncio loads when the web TUI runs, not for ``nsqbox up``'s flags
+    import asyncio
+
     from aiohttp import web
     from textual_serve.server import Server
 
@@ -51,6 +52,8 @@ log = logging.getLogger("nsqbox.tui.web")
 
 def _new_server(command: str, host: str, port: int, sessions: set[asyncio.Task[Any]]) -> Server:
     """textual-serve's Server, quiet, adding each websocket session's task to ``sessions``."""
+    import asyncio
+
     from textual_serve.server import Server
 
     class QuietServer(Server):
@@ -121,6 +124,8 @@ class WebTUI:
         for task in sessions:
             task.cancel()
         if sessions:
+            import asyncio
+
             _, pending = await asyncio.wait(sessions, timeout=STOP_TIMEOUT)
             if pending:
                 log.warning("%d web TUI session(s) did not stop in time", len(pending))
@@ -128,6 +133,8 @@ class WebTUI:
 
 
 async def _serve_until_signalled(web_tui: WebTUI, announce: str) -> None:
+    import asyncio
+
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -145,6 +152,8 @@ async def _serve_until_signalled(web_tui: WebTUI, announce: str) -> None:
 
 def run_web(command: str, host: str, port: int, *, announce: str = "nsqbox tui") -> int:
     """Serve ``command`` as a web page until SIGINT or SIGTERM; the exit status."""
+    import asyncio
+
     web_tui = WebTUI(command, host, port)
     try:
         asyncio.run(_serve_until_signalled(web_tui, announce))
@@ -178,9 +187,13 @@ class WebTUIThread:
         return self.web_tui.url
 
     def _run(self) -> None:
+        import asyncio
+
         asyncio.run(self._main())
 
     async def _main(self) -> None:
+        import asyncio
+
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         try:
