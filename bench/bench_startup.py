@@ -2,6 +2,7 @@
 
     python bench/bench_startup.py                              # 10 rounds, this checkout
     python bench/bench_startup.py --other /work/wt-87a76ac     # and another checkout beside it
+    python bench/bench_startup.py --other ../old --other ../older   # several
     python bench/bench_startup.py --rounds 20 --nsqd-count 3
 
 Each round runs, one after another (the order flips every round, so neither checkout always
@@ -21,8 +22,9 @@ Clocks start just before the spawn, so interpreter start-up and imports count. B
 cached (in a temporary ``PYTHONPYCACHEPREFIX``, filled by a warm-up run of each command), as
 for an installed package, even where ``PYTHONDONTWRITEBYTECODE`` is set. The CPU column is
 the process's user + system time by then: it tells start-up work apart from waiting on a busy
-machine. ``--other PATH`` runs the same commands from another checkout (a git worktree):
-with ``PATH/.venv/bin/python`` if it has one, else this Python with ``PYTHONPATH=PATH``.
+machine. ``--other PATH`` (repeatable) runs the same commands from another checkout (a git
+worktree): with ``PATH/.venv/bin/python`` if it has one, else this Python, and always with
+``PYTHONPATH=PATH`` and ``PATH`` as the working directory, so its ``nsqbox`` is the one run.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def revision(root: Path) -> str:
 
 
 def checkout(label: str, root: Path, python: str | None, pycache: str) -> Checkout:
-    """``root``'s Python (``--python``, its ``.venv``, or this one) and its environment."""
+    """``root``'s Python (``python``, its ``.venv``, or this one) and its environment."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = pycache
     env["PYTHONPATH"] = str(root)  # this tree's nsqbox, whatever the Python has installed
@@ -233,16 +235,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="alternating rounds (10)")
     parser.add_argument("--nsqd-count", type=int, default=1, help="nsqbox up --nsqd-count (1)")
     parser.add_argument("--python", help="the Python for this checkout (default: this one)")
-    parser.add_argument("--other", type=Path, help="another checkout to time beside this one")
-    parser.add_argument("--other-python", help="the Python for --other (default: its .venv)")
+    parser.add_argument(
+        "--other",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout to time beside this one (repeatable)",
+    )
     parser.add_argument("--no-first-box", action="store_true", help="skip the fixture's box")
     args = parser.parse_args()
 
     pycache = tempfile.mkdtemp(prefix="nsqbox-pycache-")
     try:
         trees = [checkout("this", ROOT, args.python, pycache)]
-        if args.other:
-            trees.append(checkout("other", args.other.resolve(), args.other_python, pycache))
+        for other in args.other:
+            trees.append(checkout("other", other.resolve(), None, pycache))
         floor = Series('floor: python -c "import trio"')
         runs: list[Callable[[], None]] = [partial(time_floor, trees[0], floor)]
         table = [floor]
