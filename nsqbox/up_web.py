@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from nsqbox.addresses import dialable, format_address
 from nsqbox.admin.tui.cli import TUIOptions, add_web_flags, allowed_hosts, tui_command, web_port
-from nsqbox.admin.tui.web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT, WebTUI, WebTUIThread
+from nsqbox.admin.tui.web_access import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT
 from nsqbox.box import BoxAddresses, BoxOptions
 from nsqbox.goflags import FlagSet
 
@@ -73,6 +73,9 @@ async def serve_web_tui(
     listens beyond loopback); OSError naming the web TUI when its port cannot be had.
     """
     import trio
+
+    # asyncio, aiohttp and textual-serve load only with --web
+    from nsqbox.admin.tui.web import WebTUI, WebTUIThread
 
     nsqd = options.nsqd
     ready = addresses.ready()

@@ -73,7 +73,6 @@ from .fault_api import add_fault_routes
 from .faults import ClusterFaults
 from .metrics import ClusterExporter
 from .options import AdminOptions
-from .peek import InvalidCursor, PeekQuery, peek_nodes
 from .stats import Producer, TopicStats, aggregate_channel, aggregate_topic
 
 __all__ = ["AdminAPI", "build_router"]
@@ -299,6 +298,8 @@ class AdminAPI:
             raise _upstream("get nodes", exc) from None
 
     async def messages(self, request: Request) -> object:
+        from .peek import InvalidCursor, PeekQuery, peek_nodes  # loads on the first peek
+
         topic, channel = request.params["topic"], request.params.get("channel", "")
         if not is_valid_topic_name(topic):
             raise HTTPError(400, "INVALID_TOPIC")

@@ -17,13 +17,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-import anyio
-import httpx
 import msgspec
 
-from ..peer_http import MAX_PEER_DOCUMENT, fetch
 from ..wire.documents import StatsDocument
 from ..wire.peer_json import PeerJSONError
 from .stats import (
@@ -40,6 +37,9 @@ from .stats import (
     decode_stats_document,
     parse_version,
 )
+
+if TYPE_CHECKING:  # httpx and anyio load on the first request: the admin service starts without
+    import httpx
 
 __all__ = [
     "ClusterError",
@@ -91,6 +91,8 @@ def make_http_client(
     as Go's NSQ client does. Certificates are loaded (tens of milliseconds of CPU) only when
     one of ``addresses`` is an ``https://`` URL; plain ``http://`` never needs them.
     """
+    import httpx
+
     timeout = httpx.Timeout(request_timeout, connect=connect_timeout)
     https = any(a.startswith("https://") for a in addresses)
     return httpx.AsyncClient(timeout=timeout, trust_env=False, verify=https)
@@ -162,6 +164,8 @@ async def gather(
         except UpstreamError as exc:
             results[index] = exc
 
+    import anyio
+
     async with anyio.create_task_group() as group:
         for index, item in enumerate(items):
             group.start_soon(run, index, item)
@@ -184,20 +188,30 @@ class ClusterInfo:
 
     Methods taking ``lookupds`` and ``nsqds`` ask the lookupds when any are given and the nsqds
     otherwise, as nsqadmin does with ``--lookupd-http-address`` / ``--nsqd-http-address``.
+    ``client`` may be a function that makes the client: it is called on the first request, so
+    httpx loads then and not while the caller starts.
     """
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | Callable[[], httpx.AsyncClient],
         *,
         logger: logging.Logger | None = None,
-        max_document: int = MAX_PEER_DOCUMENT,
+        max_document: int | None = None,
     ) -> None:
-        self.client = client
+        self._client = client
         self.log = logger or log
-        #: The largest answer read from one host (:mod:`nsqbox.peer_http`): a larger one,
+        #: The largest answer read from one host (None: :mod:`nsqbox.peer_http`'s 16 MiB;
+        #: httpx loads with it, on the first request): a larger one,
         #: or one not complete within the client's request timeout, is that host's error.
         self.max_document = max_document
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client (made now, on the first use, when a function was given)."""
+        if callable(self._client):
+            self._client = self._client()
+        return self._client
 
     # -- raw requests ---------------------------------------------------------------------------
 
@@ -218,6 +232,10 @@ class ClusterInfo:
     async def _request(
         self, method: str, address: str, path: str, params: QueryParams | None
     ) -> bytes:
+        import httpx
+
+        from ..peer_http import MAX_PEER_DOCUMENT, fetch
+
         try:
             url = httpx.URL(base_url(address) + path, params=_query(params))
         except httpx.InvalidURL as exc:
@@ -225,7 +243,11 @@ class ClusterInfo:
         self.log.info("CI: querying %s", url)
         try:
             response = await fetch(
-                self.client, method, url, headers={"Accept": ACCEPT}, max_bytes=self.max_document
+                self.client,
+                method,
+                url,
+                headers={"Accept": ACCEPT},
+                max_bytes=self.max_document or MAX_PEER_DOCUMENT,
             )
         except httpx.HTTPError as exc:
             raise UpstreamError(address, str(url), str(exc) or type(exc).__name__) from exc

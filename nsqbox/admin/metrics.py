@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import time
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ..http.messages import Response
-from ..metrics.scrape import Scraper
-from ..metrics.snapshot import NodeSnapshot, connections_in
 from .clusterinfo import UpstreamError, gather
 from .control import ClusterNodes
 from .stats import Producer
+
+if TYPE_CHECKING:  # the metrics code loads on the first scrape, not while the admin starts
+    from ..metrics.scrape import Scraper
+    from ..metrics.snapshot import NodeSnapshot
 
 __all__ = ["ClusterExporter"]
 
@@ -48,6 +51,8 @@ class ClusterExporter(ClusterNodes):
     @cached_property
     def scraper(self) -> Scraper:
         """What renders the families (one, with its registry, for the exporter's life)."""
+        from ..metrics.scrape import Scraper
+
         return Scraper(node_label=True)
 
     async def snapshots(self) -> tuple[list[tuple[str, NodeSnapshot]], list[str]]:
@@ -56,6 +61,8 @@ class ClusterExporter(ClusterNodes):
         A ``--nsqd-http-address`` node whose ``/info`` did not answer is named as given (its
         own name is not known); a controlled nsqd that is down, by its HTTP address.
         """
+        from ..metrics.snapshot import NodeSnapshot, connections_in
+
         found = await self.info.producers(self.lookupds, self.nsqds)
         # one entry per node name: a duplicate series would make Prometheus refuse the scrape
         producers = list({p.http_address: p for p in found.value}.values())

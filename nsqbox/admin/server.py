@@ -1,7 +1,8 @@
 """serve_admin: the admin service's HTTP listener on trio, and ``nsqbox admin``'s command line.
 
-The listener is bound before httpx (the cluster client) is imported, so a box that starts several
-services answers ``/ping`` as early as it can. Shutdown is cancellation.
+httpx (the cluster client) is imported, and the client made, on the first request that asks the
+cluster, so a box that starts several services answers ``/ping`` as early as it can. Shutdown is
+cancellation.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ..service import fatal, run_until_signalled
 from .options import AdminOptions, ConfigError, parse_admin_args
 
 if TYPE_CHECKING:
+    import httpx
+
     from .control import NodeControl
 
 __all__ = ["AdminAddresses", "main", "serve_admin", "version_string"]
@@ -58,19 +61,25 @@ async def serve_admin(
     listeners = await open_listeners(options.http_address, "nsqadmin", "HTTP")
     bound = bound_address(listeners)
     try:
-        # Imported only now: httpx is the slowest import of the admin service.
         from .api import build_router
         from .clusterinfo import ClusterInfo, make_http_client
-
-        client = make_http_client(
-            options.http_client_connect_timeout,
-            options.http_client_request_timeout,
-            addresses=[*options.lookupd_http_addresses, *options.nsqd_http_addresses],
-        )
     except BaseException:
         for listener in listeners:
             await listener.aclose()
         raise
+    made: list[httpx.AsyncClient] = []
+
+    def client() -> httpx.AsyncClient:
+        """The cluster client, made on the first request that needs it (httpx loads then)."""
+        made.append(
+            make_http_client(
+                options.http_client_connect_timeout,
+                options.http_client_request_timeout,
+                addresses=[*options.lookupd_http_addresses, *options.nsqd_http_addresses],
+            )
+        )
+        return made[-1]
+
     try:
         async with trio.open_nursery() as nursery:
             router = build_router(ClusterInfo(client), options, control)
@@ -80,7 +89,8 @@ async def serve_admin(
     finally:
         with trio.move_on_after(_CLOSE_TIMEOUT) as scope:
             scope.shield = True
-            await client.aclose()
+            for made_client in made:
+                await made_client.aclose()
 
 
 def version_string() -> str:

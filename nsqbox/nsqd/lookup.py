@@ -100,9 +100,6 @@ class LookupService:
                 self._nursery = nursery
                 nsqd.add_notify_callback(self._on_notify)
                 nsqd.on_new_topic = self._on_new_topic
-                if opts.lookupd_tcp_addresses:
-                    # at start, not on the first new topic, whose publisher would wait for it
-                    self._client()
                 self.set_addresses(opts.lookupd_tcp_addresses)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -229,7 +226,10 @@ class LookupService:
             self._signal()
 
     def _client(self) -> httpx.AsyncClient:
-        """The HTTP client for lookupds' ``/channels`` (httpx loads only with lookupds)."""
+        """The HTTP client for lookupds' ``/channels``, made for the first new topic.
+
+        httpx loads then, off the start-up path: that first topic's publish waits for it once.
+        """
         if self._http is None:
             import httpx
 

@@ -23,11 +23,11 @@ import time
 from typing import TYPE_CHECKING
 
 from ..http import Request, Response, Router
-from ..metrics.scrape import Scraper
-from ..metrics.snapshot import NodeSnapshot
 from .stats import get_stats, stats_document
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the metrics code loads on the first scrape, not while nsqd starts
+    from ..metrics.scrape import Scraper
+    from ..metrics.snapshot import NodeSnapshot
     from .nsqd import NSQD
 
 __all__ = ["add_metrics_route", "node_snapshot"]
@@ -35,6 +35,8 @@ __all__ = ["add_metrics_route", "node_snapshot"]
 
 def node_snapshot(nsqd: NSQD) -> NodeSnapshot:
     """``nsqd`` now, as ``/stats?format=json&include_clients=false`` and ``/info`` see it."""
+    from ..metrics.snapshot import NodeSnapshot
+
     stats = stats_document(nsqd, get_stats(nsqd, include_clients=False), None)
     return NodeSnapshot(
         stats=stats,
@@ -49,10 +51,14 @@ def node_snapshot(nsqd: NSQD) -> NodeSnapshot:
 
 def add_metrics_route(router: Router, nsqd: NSQD) -> None:
     """Add ``GET /metrics`` for ``nsqd`` to its HTTP router."""
-    scraper = Scraper()
+    made: list[Scraper] = []  # one, made on the first scrape
 
     async def metrics(request: Request) -> Response:
+        if not made:
+            from ..metrics.scrape import Scraper
+
+            made.append(Scraper())
         # the state, read here at once; the text is written in a worker thread
-        return await scraper.render(request.header("Accept"), [("", node_snapshot(nsqd))])
+        return await made[0].render(request.header("Accept"), [("", node_snapshot(nsqd))])
 
     router.add("GET", "/metrics", metrics, log=False)

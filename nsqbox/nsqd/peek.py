@@ -44,7 +44,6 @@ from ..gosyntax import parse_count
 from ..http import HTTPError, Request, Router
 from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH, MSG_ID_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
-from .diskqueue_peek import scan
 from .diskqueue_reader import DiskQueueReader
 
 if TYPE_CHECKING:
@@ -147,6 +146,8 @@ class _Page:
             if depth:
                 self.disk_error = "the disk queue cannot be read"
             return None
+        from .diskqueue_peek import scan  # loads on the first peek at a disk queue
+
         result = scan(backend, start, self.room, _HEADER + self.body_bytes, PAGE_BYTES - self.held)
         for record in result.records:
             head = record.head

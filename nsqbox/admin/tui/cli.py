@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ... import program_version
 from ...goflags import FlagError, FlagSet, HelpRequested
 from ...gosyntax import format_duration_ns
-from .web import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT
+from .web_access import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT
 
 if TYPE_CHECKING:  # Textual loads only when the app runs, not for -h or --version
     from .app import AdminApp

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from ...addresses import format_address
 from ...http.local_guard import LocalGuard, local_guard
 from .web_access import (
+    DEFAULT_WEB_HOST,
+    DEFAULT_WEB_PORT,
     MAX_SESSIONS,
     clamp_size,
     cookie_name,
@@ -57,9 +59,6 @@ __all__ = [
     "run_web",
 ]
 
-#: Where the web TUI listens unless told otherwise.
-DEFAULT_WEB_HOST = "127.0.0.1"
-DEFAULT_WEB_PORT = 4172
 #: Seconds the tabs' TUIs get to quit when the server stops (then they are left to stdin EOF).
 STOP_TIMEOUT = 10.0
 #: The largest websocket message a browser may send (keys, pastes, resizes).

@@ -26,6 +26,10 @@ import socket
 
 from ...addresses import format_address, is_loopback
 
+#: Where the web TUI listens unless told otherwise.
+DEFAULT_WEB_HOST = "127.0.0.1"
+DEFAULT_WEB_PORT = 4172
+
 __all__ = [
     "MAX_HEIGHT",
     "MAX_SESSIONS",

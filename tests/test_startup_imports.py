@@ -1,0 +1,101 @@
+"""What start-up imports: ``nsqbox up`` and the fixture's first box answer before any HTTP client,
+asyncio, UI or metrics library is loaded (issue 39: start-up time).
+
+Each check runs in a fresh interpreter and reads ``sys.modules`` at the moment the box is ready;
+what it names is loaded later, on first use (the admin service's first request, an nsqd's first
+new topic, the first scrape, ``--web``). No timing here: ``bench/bench_startup.py`` measures.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import TIMEOUT
+
+#: Loaded on first use only, never to get the box ready.
+NOT_AT_START = (
+    "httpx",
+    "httpcore",
+    "anyio",
+    "asyncio",
+    "textual",
+    "textual_serve",
+    "aiohttp",
+    "rich",
+    "prometheus_client",
+    "re2",
+    "pyspark",
+    "nsqbox.metrics",  # the first scrape of /metrics
+    "nsqbox.admin.peek",  # the first /api/messages
+)
+
+#: ``nsqbox up`` as the command line runs it; at its ready line, print the modules and stop
+#: the box with SIGTERM as a user would.
+UP = """\
+import os, signal, sys
+
+class ReadyLine:
+    def write(self, text):
+        if text.startswith("{"):
+            sys.__stdout__.write(repr(sorted(sys.modules)) + "\\n")
+            sys.__stdout__.flush()
+            os.kill(os.getpid(), signal.SIGTERM)
+        return len(text)
+
+    def flush(self):
+        pass
+
+sys.stdout = ReadyLine()
+from nsqbox.cli import main
+sys.exit(main(["up", "--ephemeral-ports", "--ready-json", "--data-path", "data"]))
+"""
+
+#: The ``nsqbox`` fixture's first box (nsqd + nsqlookupd, registered, in a thread).
+FIRST_BOX = """\
+import sys
+from nsqbox.testing.boxes import start_box
+from nsqbox.testing.config import ClusterSpec
+
+box = start_box(ClusterSpec(), "data")
+print(repr(sorted(sys.modules)))
+box.stop()
+"""
+
+
+def modules_at_ready(code: str, cwd: Path) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 3,
+        cwd=cwd,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    modules: list[str] = ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    assert "nsqbox.nsqd.nsqd" in modules  # the box did run
+    return modules
+
+
+def loaded_early(modules: list[str]) -> list[str]:
+    """The names of :data:`NOT_AT_START` that ``modules`` holds (a package or a module in it)."""
+    return [
+        early
+        for early in NOT_AT_START
+        if any(name == early or name.startswith(f"{early}.") for name in modules)
+    ]
+
+
+def test_up_is_ready_before_loading_what_runs_on_first_use(tmp_path: Path) -> None:
+    modules = modules_at_ready(UP, tmp_path)
+    assert "nsqbox.admin.server" in modules  # the admin service answered too
+    assert loaded_early(modules) == []
+
+
+def test_the_fixtures_first_box_loads_no_http_client(tmp_path: Path) -> None:
+    modules = modules_at_ready(FIRST_BOX, tmp_path)
+    assert "nsqbox.lookupd.server" in modules
+    assert loaded_early(modules) == []
