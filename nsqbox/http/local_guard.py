@@ -61,6 +61,7 @@ class LocalGuard:
     ``guard_nsq_routes`` is True once ``--allowed-host`` was given: NSQ's own nsqd
     and lookupd routes then check Host too (by default they answer any Host, as
     real nsqd does, so apps that reach the box by a container name keep working).
+    It is True for the admin service too, every route of which is guarded.
     """
 
     names: frozenset[str] = frozenset()
@@ -99,14 +100,20 @@ class LocalGuard:
 
 
 def local_guard(
-    allowed_hosts: Iterable[str] = (), broadcast_address: str | None = None
+    allowed_hosts: Iterable[str] = (),
+    broadcast_address: str | None = None,
+    *,
+    every_route: bool = False,
 ) -> LocalGuard:
     """The guard for a service: this machine's hostname, ``broadcast_address`` and
     ``allowed_hosts`` (``--allowed-host``, repeatable) beside IP literals and localhost.
+
+    ``every_route`` guards NSQ's own routes too even without ``allowed_hosts``
+    (the admin service: none of its routes is one an NSQ client needs by another name).
     """
     extra = [host_name(h) for h in allowed_hosts if h.strip()]
     names = {socket.gethostname().lower(), *extra}
     if broadcast_address:
         names.add(host_name(broadcast_address))
     names.discard("")
-    return LocalGuard(frozenset(names), guard_nsq_routes=bool(extra))
+    return LocalGuard(frozenset(names), guard_nsq_routes=every_route or bool(extra))
