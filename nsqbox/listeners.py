@@ -16,6 +16,7 @@ from typing import Final, NoReturn
 import trio
 
 from .addresses import split_host_port
+from .exposure import exposure_warning
 
 log = logging.getLogger("nsqbox")
 
@@ -29,10 +30,20 @@ ACCEPT_RETRY_DELAY: Final = 0.1
 _ACCEPT_SKIP_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPERM, errno.EPROTO})
 
 
-async def open_listeners(address: str) -> list[trio.SocketListener]:
-    """TCP listeners on ``host:port`` (port 0 picks a free one; an empty host means all)."""
+async def open_listeners(address: str, name: str = "listener") -> list[trio.SocketListener]:
+    """TCP listeners on ``host:port`` (port 0 picks a free one; an empty host means all).
+
+    Each one bound anywhere but loopback logs a WARNING naming ``name`` (``"nsqd
+    HTTP"``) and the addresses other machines reach it at (:mod:`nsqbox.exposure`).
+    """
     host, port = split_host_port(address)
-    return await trio.open_tcp_listeners(port, host=host or None)
+    listeners = await trio.open_tcp_listeners(port, host=host or None)
+    for listener in listeners:
+        sockname = listener.socket.getsockname()
+        warning = exposure_warning(name, str(sockname[0]), int(sockname[1]))
+        if warning is not None:
+            log.warning("%s", warning)
+    return listeners
 
 
 def bound_address(listeners: list[trio.SocketListener]) -> tuple[str, int]:

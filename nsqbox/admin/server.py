@@ -55,7 +55,7 @@ async def serve_admin(
     Raises ValueError for options nsqadmin refuses (no cluster addresses, or both kinds).
     """
     options.validate()
-    listeners = await open_listeners(options.http_address)
+    listeners = await open_listeners(options.http_address, "admin HTTP")
     bound = bound_address(listeners)
     try:
         # Imported only now: httpx is the slowest import of the admin service.

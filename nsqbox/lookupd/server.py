@@ -55,9 +55,9 @@ async def serve_lookupd(
     """
     lookupd = NSQLookupd(options, clock=trio.current_time, broker=clock)
     timers = LookupdTimers(lookupd)  # a manual clock's jumps keep live producers active
-    tcp_listeners = await open_listeners(options.tcp_address)
+    tcp_listeners = await open_listeners(options.tcp_address, "nsqlookupd TCP")
     try:
-        http_listeners = await open_listeners(options.http_address)
+        http_listeners = await open_listeners(options.http_address, "nsqlookupd HTTP")
     except BaseException:
         for listener in tcp_listeners:
             await listener.aclose()

@@ -138,11 +138,11 @@ async def serve_nsqd(
         # As nsqd: bind first, then load the data path. Until it has been read successfully
         # nothing may be written there: a start that fails leaves every file as it was
         # (persisting now would replace a nsqd.dat we could not read with an empty one).
-        tcp_listeners = await open_listeners(options.tcp_address)
+        tcp_listeners = await open_listeners(options.tcp_address, "nsqd TCP")
         if options.http_address:
-            http_listeners = await open_listeners(options.http_address)
+            http_listeners = await open_listeners(options.http_address, "nsqd HTTP")
         if tls_context is not None and options.https_address:
-            https_listeners = await open_listeners(options.https_address)
+            https_listeners = await open_listeners(options.https_address, "nsqd HTTPS")
         nsqd.load_metadata()
     except BaseException:
         nsqd.abandon()
