@@ -264,3 +264,18 @@ async def test_auth_turns_every_nsqbox_route_off(auth_box: Box) -> None:
     assert clock.describe()["offset"] == 0
     for service, path in (("nsqd", "/stats"), ("lookupd", "/nodes"), ("admin", "/api/topics")):
         assert (await box.send("GET", service, path)).status_code == 200
+
+
+async def test_the_broadcast_address_is_a_name_every_service_answers(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    async for box in start_box(nursery, tmp_path, broadcast_address="box.lan"):
+        for service, path in (
+            ("nsqd", "/nsqbox/faults"),
+            ("lookupd", "/nsqbox/faults"),
+            ("admin", "/api/topics"),
+        ):
+            answered = await box.send("GET", service, path, host="box.lan")
+            assert answered.status_code == 200, (service, answered.text)
+            refused = await box.send("GET", service, path, host="other.lan")
+            assert refused.status_code == 403, (service, refused.text)
