@@ -21,6 +21,7 @@ asks it about each request that reaches an nsqbox-only route.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -91,12 +92,32 @@ class LocalGuard:
         return netloc == host.strip().lower() and self.host_allowed(netloc)
 
     def refusal(self, host: str | None, origin: str | None) -> str | None:
-        """The error code to answer 403 with, or None when the request may go on."""
+        """The error code to answer 403 with, or None when the request may go on.
+
+        Decisions on short headers are remembered (:func:`_remembered_refusal`): a
+        client sends the same Host and Origin on every request.
+        """
+        if len(host or "") + len(origin or "") <= _REMEMBERED_LENGTH:
+            return _remembered_refusal(self, host, origin)
+        return self.decide(host, origin)
+
+    def decide(self, host: str | None, origin: str | None) -> str | None:
+        """:meth:`refusal`, worked out afresh."""
         if not self.host_allowed(host):
             return HOST_REFUSED
         if not self.origin_allowed(origin, host):
             return ORIGIN_REFUSED
         return None
+
+
+#: Longest Host plus Origin whose decision is remembered (a peer cannot fill memory).
+_REMEMBERED_LENGTH = 256
+
+
+@functools.lru_cache(maxsize=1024)
+def _remembered_refusal(guard: LocalGuard, host: str | None, origin: str | None) -> str | None:
+    """``guard.decide(host, origin)``, remembered for the last 1,024 guards and headers."""
+    return guard.decide(host, origin)
 
 
 def local_guard(
