@@ -151,13 +151,19 @@ class _Route:
         return refused if refused is not None else self.respond_now(request)
 
     def _refused(self, request: Request) -> Response | None:
-        """The 403 for a request the guard refuses (a foreign Host or Origin), or None."""
+        """The 403 for a request the guard refuses (a foreign Host or Origin), or None.
+
+        The refusal is in the request log (INFO) like any answer; why, at DEBUG only: a
+        page that loops on refused requests must not flood the log with warnings.
+        """
         assert self.guard is not None
         host, origin = request.header("Host"), request.header("Origin")
         code = self.guard.refusal(host, origin)
         if code is None:
             return None
-        self.logger.warning(
+        if self.log:
+            _log_request(self.logger, request, 403, time.perf_counter())
+        self.logger.debug(
             "refused %s %s from %s: %s (Host %.100r, Origin %.100r)",
             request.method,
             self.pattern,
