@@ -62,6 +62,21 @@ def archive_stream(
     return writer.start()
 
 
+def await_rows(query: StreamingQuery, timeout: float | None = None) -> int:
+    """Wait for ``query`` to end (or ``timeout`` seconds; TimeoutError then) and return how
+    many rows its micro-batches read, counted from its progress reports.
+    """
+    rows: dict[int, int] = {}  # batchId -> numInputRows (Spark keeps the last 100 reports)
+    waited = 0.0
+    while not query.awaitTermination(1):
+        rows.update((p["batchId"], p["numInputRows"]) for p in query.recentProgress)
+        waited += 1
+        if timeout is not None and waited >= timeout:
+            raise TimeoutError(f"the query still ran after {timeout} s")
+    rows.update((p["batchId"], p["numInputRows"]) for p in query.recentProgress)
+    return sum(rows.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--nsqd", required=True, help="nsqd TCP addresses, comma-separated")
@@ -82,7 +97,9 @@ def main() -> None:
         checkpoint=args.checkpoint,
         available_now=args.available_now,
     )
-    query.awaitTermination()
+    rows = await_rows(query)
+    if args.available_now:
+        print(f"wrote {rows} rows to {args.output}")
 
 
 if __name__ == "__main__":

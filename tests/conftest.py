@@ -15,8 +15,15 @@ from tests.fixture_guard import pytest_collection_modifyitems as pytest_collecti
 
 
 def make_options(**overrides: object) -> NSQDOptions:
-    """Options for a throwaway server: loopback, port 0, no HTTP unless asked."""
-    opts = NSQDOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0", node_id=1)
+    """Options for a throwaway server: loopback, port 0 (HTTPS too: it listens once given a
+    certificate, and nsqd's default port would be shared by every test and worker).
+    """
+    opts = NSQDOptions(
+        tcp_address="127.0.0.1:0",
+        http_address="127.0.0.1:0",
+        https_address="127.0.0.1:0",
+        node_id=1,
+    )
     for key, value in overrides.items():
         setattr(opts, key, value)
     return opts

@@ -19,6 +19,7 @@ NOT_ABOVE_NSQD: Final = (
     "nsqbox.wire",
     "nsqbox.http",
     "nsqbox.addresses",
+    "nsqbox.terminal_text",
     "nsqbox.listeners",
     "nsqbox.streams",
     "nsqbox.logs",
@@ -130,3 +131,8 @@ def test_the_walk_sees_the_imports() -> None:
     edges = graph()
     assert "nsqbox.nsqd.channel" in edges["nsqbox.nsqd.nsqd"]
     assert "nsqbox.wire.errors" in edges["nsqbox.nsqd.connection"]
+
+
+def test_the_terminal_sanitizer_imports_no_nsqbox_module() -> None:
+    # it sits at the bottom: the TUI, the tools and any service may use it
+    assert graph()["nsqbox.terminal_text"] == set()

@@ -264,7 +264,9 @@ class Fetcher:
         except (OSError, ClientError, NSQError) as exc:
             self._drop(address, exc)
             return 0
-        if got:
+        if not got:
+            self.budget.idle(consumer)
+        else:
             now = time.monotonic()
             self.budget.received(consumer, len(got))
             self._arrived.update((id(m), now) for m in got)

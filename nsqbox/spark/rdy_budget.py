@@ -12,6 +12,12 @@ within one total, whatever the number of nsqd nodes and connections:
 - Lowering a RDY is always allowed; raising one only takes what is free, so
   a connection that joins gets its share as the others' held messages are
   answered, never on top of them.
+- A lowered RDY frees nothing by itself: nsqd may have sent up to the old RDY
+  before it saw the new one, and those messages may still be on the wire,
+  unread. The connection stays committed to what it was committed to when
+  its RDY went down (:attr:`LinkRdy.draining`), less what the reader answers
+  since, until a read finds its socket empty once nsqd has had ``settle``
+  seconds to flush (:meth:`RdyBudget.idle`): nothing more is on the way.
 - With fewer messages in the budget than connections, RDY 1 rotates (as
   go-nsq's redistribution does): a connection gives its RDY up after holding
   it ``rotate_after`` seconds when another one waits, and the longest-waiting
@@ -43,21 +49,36 @@ class LinkRdy:
     #: When RDY last went from 0 to positive or back (or it joined): how long it has
     #: held RDY, or waited for some.
     since: float = 0.0
+    #: What nsqd may still have in flight on it from before RDY was last lowered:
+    #: the commitment then, less the messages answered since (0: nothing pending).
+    draining: int = 0
+    #: When RDY was last lowered.
+    lowered_at: float = 0.0
 
     @property
     def committed(self) -> int:
         """What this connection may hold at most until the reader answers or lowers RDY."""
-        return max(self.rdy, self.held)
+        return max(self.rdy, self.held, self.draining)
 
 
 class RdyBudget(Generic[K]):
     """RDY per connection so that everything held stays within ``total`` messages."""
 
-    def __init__(self, total: int, *, clock: Callable[[], float], rotate_after: float) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        clock: Callable[[], float],
+        rotate_after: float,
+        settle: float = 1.0,
+    ) -> None:
         if total < 1:
             raise ValueError("the in-flight budget must be at least 1")
         self.total = total
         self.rotate_after = rotate_after
+        #: How long after a RDY went down a read that finds nothing shows that
+        #: nsqd has nothing more on the way (it flushes every output_buffer_timeout).
+        self.settle = settle
         self._clock = clock
         self.links: dict[K, LinkRdy] = {}
 
@@ -81,6 +102,15 @@ class RdyBudget(Generic[K]):
         link = self.links.get(key)
         if link is not None:
             link.held = max(0, link.held - count)
+            link.draining = max(0, link.draining - count)
+
+    def idle(self, key: K) -> None:
+        """A read on ``key`` found nothing: once ``settle`` has passed since its RDY went
+        down, nothing nsqd sent under the old RDY is still on the way.
+        """
+        link = self.links.get(key)
+        if link is not None and link.draining and self._clock() - link.lowered_at >= self.settle:
+            link.draining = 0
 
     @property
     def committed(self) -> int:
@@ -126,6 +156,8 @@ class RdyBudget(Generic[K]):
             if target < link.rdy:
                 if target == 0:
                     link.since = now
+                link.draining = link.committed
+                link.lowered_at = now
                 link.rdy = target
                 changes[key] = target
         free = self.total - self.committed

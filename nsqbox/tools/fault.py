@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..faultlist import left_text
 from ..goflags import FlagSet
+from ..terminal_text import visible
 from .common import Fatal, ParsedArgs, run_tool, run_trio
 
 if TYPE_CHECKING:
@@ -214,7 +215,8 @@ async def run_command(source: FaultSource, command: FaultCommand, out: TextIO) -
         answer = await source.node_action(NodeAction(command.action), command.node)
         state = "running" if answer.get("running") else "down"
         text = f"{command.action}: {answer.get('role')} {answer.get('node')} is {state}"
-    out.write((json.dumps(answer) if command.json else text) + "\n")
+    # JSON escapes control characters itself; the text quotes the nodes (fault errors...)
+    out.write((json.dumps(answer) if command.json else visible(text)) + "\n")
 
 
 async def _run(command: FaultCommand) -> None:
@@ -230,7 +232,7 @@ async def _run(command: FaultCommand) -> None:
             await run_command(source, command, sys.stdout)
         except FaultError as exc:
             message = str(exc).replace(" with node=", " with --node")
-            raise Fatal(f"nsqbox fault {command.action}: {message}") from None
+            raise Fatal(visible(f"nsqbox fault {command.action}: {message}")) from None
 
 
 def main(argv: list[str]) -> int:

@@ -8,6 +8,18 @@ It reads from the nsqds given by ``--nsqd-tcp-address`` (default ``127.0.0.1:415
 every nsqd the ``--lookupd-http-address`` lookupds list for the topic, asking them again every
 ``--lookupd-poll-interval``. SIGINT or SIGTERM stop it (exit status 0).
 
+On a terminal, each body's control characters (C0 but tab and newline, DEL, C1) and bytes that
+are not UTF-8 are printed as ``\\xNN`` (:mod:`nsqbox.terminal_text`): a body is anybody's, and
+an escape sequence in it would talk to the terminal. Piped, or with ``--raw``, bodies are
+written as they are, as ``nsq_tail`` writes them.
+
+A topic with no channel keeps its messages for its first channel, and the tail's channel would
+be that one: it takes them (``-n 3`` takes every buffered message and shows three). ``nsqbox
+tail`` says so on stderr before it subscribes, in the case the TUI asks first
+(:func:`~nsqbox.admin.first_channel.first_channel_warning`), when it can read the topic's
+``/stats``: through the lookupds, or with ``--nsqd-tcp-address`` on the nsqd's HTTP port when
+that is the next port (nsqd's own layout, 4150 and 4151), checked against its ``/info``.
+
 It consumes with nsqbox's client (:func:`nsqbox.client.open_consumer`): RDY spread over the
 nsqds, reconnects, and go-nsq's 5-attempt limit, as ``nsq_tail`` has from go-nsq.
 """
@@ -26,6 +38,7 @@ from .. import __version__
 from ..addresses import split_host_port
 from ..goflags import FlagSet
 from ..logs import configure_logging, parse_level
+from ..terminal_text import visible, visible_bytes
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .common import (
     DEFAULT_NSQD_TCP,
@@ -37,6 +50,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ..admin.clusterinfo import ClusterInfo
     from ..client import Message
 
 __all__ = ["main", "tail_flag_set"]
@@ -60,6 +74,8 @@ class TailOptions:
     nsqd_tcp_addresses: list[str] = field(default_factory=list)
     lookupd_http_addresses: list[str] = field(default_factory=list)
     lookupd_poll_interval: float = 10.0
+    #: Write bodies as they are, even to a terminal.
+    raw: bool = False
 
 
 def tail_flag_set() -> FlagSet:
@@ -69,6 +85,9 @@ def tail_flag_set() -> FlagSet:
     flags.add_int("max-in-flight", 200, "max number of messages to allow in flight")
     flags.add_int("n", 0, "total messages to show (will wait if starved)")
     flags.add_bool("print-topic", False, "print topic name where message was received")
+    flags.add_bool(
+        "raw", False, "write bodies as they are (default: controls as \\xNN on a terminal)"
+    )
     flags.add_string_array(
         "nsqd-tcp-address",
         f"nsqd TCP address (may be given multiple times; default {DEFAULT_NSQD_TCP})",
@@ -116,17 +135,20 @@ def _options(flags: FlagSet, args: ParsedArgs) -> TailOptions:
         nsqd_tcp_addresses=nsqds,
         lookupd_http_addresses=lookupds,
         lookupd_poll_interval=flags["lookupd-poll-interval"].value.value,
+        raw=flags["raw"].value.value,
     )
 
 
 class Tail:
     """What one ``nsqbox tail`` run has shown, and when it is done."""
 
-    def __init__(self, options: TailOptions, out: BinaryIO) -> None:
+    def __init__(self, options: TailOptions, out: BinaryIO, *, escape: bool = False) -> None:
+        """Print to ``out``; ``escape`` shows control characters as ``\\xNN`` (a terminal)."""
         import trio
 
         self.options = options
         self.out = out
+        self.escape = escape
         self.shown = 0
         self.done = trio.Event()
 
@@ -144,6 +166,8 @@ class Tail:
     def show(self, topic: str, body: bytes) -> None:
         """Print one message; set :attr:`done` when the count is reached."""
         prefix = topic.encode() + b" | " if self.options.print_topic else b""
+        if self.escape:
+            body = visible_bytes(body)
         try:
             self.out.write(prefix + body + b"\n")
             self.out.flush()
@@ -168,6 +192,54 @@ async def _check_reachable(address: str) -> None:
     await stream.aclose()
 
 
+async def _nsqd_http_address(info: ClusterInfo, tcp_address: str) -> str | None:
+    """The HTTP address of the nsqd at ``tcp_address`` when it is on the next port (checked
+    against its ``/info``), else None: nsq_tail's flags name only TCP addresses."""
+    from ..admin.stats import join_host_port
+
+    host, port = split_host_port(tcp_address)
+    candidate = join_host_port(host, port + 1)
+    try:
+        node = await info.node_info(candidate)
+    except Exception:  # nothing there, not an nsqd: the check is skipped
+        return None
+    return candidate if node.tcp_port == port else None
+
+
+async def _first_channel_warnings(options: TailOptions) -> list[str]:
+    """:func:`~nsqbox.admin.first_channel.first_channel_warning` for each topic whose
+    ``/stats`` can be read; a topic that cannot be checked is passed over (debug log)."""
+    from ..admin.clusterinfo import ClusterInfo, make_http_client
+    from ..admin.first_channel import first_channel_warning
+    from ..admin.stats import aggregate_topic
+
+    warnings = []
+    async with make_http_client(addresses=options.lookupd_http_addresses) as client:
+        info = ClusterInfo(client, logger=log)
+        nsqds = []
+        if not options.lookupd_http_addresses:
+            for address in options.nsqd_tcp_addresses:
+                http = await _nsqd_http_address(info, address)
+                if http is None:
+                    log.debug("not checking %s's channels: no nsqd HTTP port found", address)
+                    return []
+                nsqds.append(http)
+        for topic in options.topics:
+            try:
+                producers = await info.topic_producers(topic, options.lookupd_http_addresses, nsqds)
+                stats = await info.nsqd_stats(producers.value, topic=topic, include_clients=False)
+            except Exception as exc:  # ClusterError, a lookupd that does not know it yet
+                log.debug("not checking topic %s's channels: %s", topic, exc)
+                continue
+            if producers.errors or stats.errors:  # part of the cluster unseen: cannot tell
+                continue
+            rows = [r for r in stats.value if r.topic_name == topic]
+            warning = first_channel_warning(aggregate_topic(topic, rows) if rows else None)
+            if warning is not None:
+                warnings.append(warning)
+    return warnings
+
+
 async def _tail(options: TailOptions) -> None:
     import trio
 
@@ -175,13 +247,17 @@ async def _tail(options: TailOptions) -> None:
 
     for address in options.nsqd_tcp_addresses:
         await _check_reachable(address)
+    for warning in await _first_channel_warnings(options):
+        sys.stderr.write(f"nsqbox tail: WARNING: {visible(warning)}\n")
+        sys.stderr.flush()
     config = Config(
         user_agent=USER_AGENT,
         max_in_flight=options.max_in_flight,
         lookupd_poll_interval=options.lookupd_poll_interval,
         close_timeout=CLOSE_TIMEOUT,
     )
-    tail = Tail(options, sys.stdout.buffer)
+    escape = not options.raw and sys.stdout.isatty()
+    tail = Tail(options, sys.stdout.buffer, escape=escape)
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
 

@@ -55,7 +55,6 @@ pytestmark = [
     pytest.mark.spark_cluster,
     # the test finds the executors' Python workers and their sockets in /proc
     pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc"),
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
 
 NSQ_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin"))

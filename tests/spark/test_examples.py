@@ -20,10 +20,6 @@ from .session import ROOT, needs_available_now
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-]
-
 
 def example(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
@@ -55,7 +51,7 @@ def test_parquet_to_nsq_to_parquet(
         checkpoint=str(tmp_path / "checkpoint"),
         available_now=True,
     )
-    assert query.awaitTermination(TIMEOUT)
+    assert to_parquet.await_rows(query, TIMEOUT) == 200  # what --available-now prints
     assert query.exception() is None
     archived = spark.read.parquet(str(tmp_path / "archive")).collect()
     orders = sorted(json.loads(row.body)["order_id"] for row in archived)

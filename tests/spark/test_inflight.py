@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,10 +36,17 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 
 
 def node_channel(http_address: str, topic: str) -> dict[str, Any]:
-    """The channel's ``/stats`` entry on one node (empty when the node has no such channel)."""
+    """The channel's ``/stats`` entry on one node (empty when the node has no such channel
+    or is down).
+    """
     url = f"http://{http_address}/stats?format=json&topic={topic}&channel={CHANNEL}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        stats = json.load(response)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            stats = json.load(response)
+    except urllib.error.URLError as exc:
+        if not isinstance(exc.reason, ConnectionRefusedError):
+            raise
+        return {"in_flight_count": 0, "timeout_count": 0, "clients": []}  # a stopped node
     for entry in stats["topics"] or []:  # null when the node has no topic yet
         for chan in entry["channels"]:
             if entry["topic_name"] == topic and chan["channel_name"] == CHANNEL:
@@ -167,6 +175,52 @@ def test_a_node_that_joins_gets_its_share_within_the_bound(
     assert {row["nsqd_address"] for row in rows} == set(two_nodes.nsqd_tcp_addresses)
     wait_for(lambda: finished(two_nodes, topic) == 600, "every FIN")
     assert [c["timeout_count"] for c in channels(two_nodes, topic)] == [0, 0]
+
+
+def test_three_nodes_joining_and_leaving_stay_within_the_bound(
+    nsqbox_factory: NSQBoxFactory, topic: str
+) -> None:
+    box = nsqbox_factory(nsqd=3, lookupd=1)
+    batch, bound = 40, 80
+    lookupd = box.lookupd_http_address
+    assert lookupd is not None
+    options = {"lookupd": lookupd, "topic": topic, "channel": CHANNEL}
+    options |= {"maxMessagesPerBatch": str(batch), "pollTimeout": "10s"}
+    stream = NSQStreamReader(parse_read_options(options | {"lookupdPollInterval": "100ms"}))
+    sent = {node: [b"%d-%03d" % (node, i) for i in range(150)] for node in range(3)}
+    seen: set[bytes] = set()
+    end: dict[str, Any] = {"messages": 0}
+
+    def read_until(done: Callable[[], bool]) -> None:
+        nonlocal end
+        for _ in range(200):  # bounded: far more batches than there are messages
+            if done():
+                return
+            rows, end = stream.read(end)  # FINs the batch before: Spark committed it
+            seen.update(row["body"] for b in rows for row in b.to_pylist())
+            assert in_flight(box, topic) <= bound
+        pytest.fail(f"read {len(seen)} distinct messages, not what was waited for")
+
+    def has(node: int) -> Callable[[], bool]:
+        return lambda: any(body.startswith(b"%d-" % node) for body in seen)
+
+    try:
+        box.publish(topic, sent[0], node=0)
+        read_until(has(0))
+        wait_for(lambda: in_flight(box, topic) == bound, "node 0 holding the bound")
+        box.publish(topic, sent[1], node=1)  # node 1 joins
+        read_until(has(1))
+        box.publish(topic, sent[2], node=2)  # node 2 joins
+        read_until(has(2))
+        box.stop_nsqd(1)  # node 1 leaves: what it held goes back to its queue, on disk
+        read_until(lambda: set(sent[0]) | set(sent[2]) <= seen)
+        box.start_nsqd(1)  # and comes back with what it persisted
+        read_until(lambda: set(sent[1]) <= seen)
+        stream.commit(end)
+    finally:
+        stream.stop()
+    assert seen == set(sent[0]) | set(sent[1]) | set(sent[2])  # every message, at least once
+    assert all(c["in_flight_count"] == 0 for c in channels(box, topic))
 
 
 def test_without_msg_timeout_the_reader_takes_nsqds(nsqbox_factory: NSQBoxFactory) -> None:

@@ -31,9 +31,6 @@ from .conftest import channel_stats, create_channel, publish, read_available_int
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-]
 
 CHANNEL = "spark"
 

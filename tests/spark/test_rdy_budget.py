@@ -63,17 +63,47 @@ def test_with_fewer_messages_than_connections_rdy_rotates() -> None:
     first = made.plan()
     assert sorted(first.values()) == [1, 1]
     (waiting,) = {"c0", "c1", "c2"} - set(first)
-    holder = next(iter(first))
+    holder, other = first
     made.received(holder, 1)  # one connection holds a message, unanswered
     clock.now = 1.5
-    # both give RDY up after their turn; the one slot that is free goes to the waiting one
-    assert made.plan() == {**dict.fromkeys(first, 0), waiting: 1}
+    # both give RDY up after their turn; nothing is free until nsqd cannot have sent more
+    assert made.plan() == dict.fromkeys(first, 0)
     assert made.committed == 2
-    made.answered(holder)
-    clock.now = 2.0
-    (nxt,) = made.plan()
-    assert nxt != waiting
+    clock.now = 2.6
+    made.idle(other)  # its socket read empty once nsqd had time to flush: nothing on the way
+    assert made.plan()[waiting] == 1
     assert made.committed == 2
+    # turns go on: every connection gets RDY in time, and the total holds throughout
+    had = {key for key, link in made.links.items() if link.rdy}
+    for step in range(8):
+        clock.now = 3.0 + 1.5 * step
+        for key in made.links:
+            made.answered(key, made.links[key].held)
+            made.idle(key)
+        made.plan()
+        assert made.committed <= 2
+        had |= {key for key, link in made.links.items() if link.rdy}
+    assert had == {"c0", "c1", "c2"}
+
+
+def test_a_lowered_rdy_stays_committed_to_what_may_still_be_on_the_wire() -> None:
+    # nsqd holds 100 in flight for c0, only 40 of them read: lowering RDY to 50 frees
+    # nothing, since the other 60 may still arrive
+    made, clock = budget(100, 1)
+    made.plan()
+    made.received("c0", 40)
+    made.add("c1", 2500)
+    assert made.plan() == {"c0": 50}
+    assert made.committed == 100
+    made.idle("c0")  # too soon: nsqd may not have flushed yet
+    assert made.plan() == {}
+    made.answered("c0", 40)  # those 40 are no longer in flight on nsqd
+    assert made.plan() == {"c1": 40}
+    assert made.committed == 100
+    clock.now = 1.0
+    made.idle("c0")  # read empty after the settle time: the other 60 never came
+    assert made.plan() == {"c1": 50}
+    assert made.committed == 100
 
 
 def test_a_zero_budget_stops_every_connection() -> None:

@@ -345,6 +345,7 @@ def test_tls_and_compression_pass_through(tmp_path: Path, topic: str) -> None:
     options = NSQDOptions(
         tcp_address="127.0.0.1:0",
         http_address="127.0.0.1:0",
+        https_address="127.0.0.1:0",
         data_path=str(tmp_path),
         tls_cert=str(server_file),
         tls_key=str(server_file),

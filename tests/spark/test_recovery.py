@@ -34,9 +34,6 @@ from .session import ROOT, needs_available_now, spark_env
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-]
 
 CHANNEL = "spark"
 BATCH = 50

@@ -25,10 +25,6 @@ from .session import needs_available_now
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [
-    # pyspark 4 warns about pandas >= 3 at import; nothing here uses pandas
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-]
 
 CHANNEL = "spark"
 

@@ -252,3 +252,22 @@ def test_the_box_crashes_and_starts_its_nodes(
         f"restart: nsqd {node1} is running\n",
     )
     assert pub(box, 1, "after-crash") == 200
+
+
+def test_list_shows_control_characters_from_the_nodes(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node0 = box.ready["nsqd_http_addresses"][0]
+    agent = "ua\x1b]52;c;cGF5bG9hZA==\x07\x9b"  # OSC 52 and a C1 CSI, set on the node itself
+    response = httpx.post(
+        f"http://{node0}/nsqbox/faults/stall", params={"user_agent": agent}, timeout=TIMEOUT
+    )
+    response.raise_for_status()
+    try:
+        status, out, _ = fault(box, capsys, "list")
+        assert status == 0
+        assert "user_agent=ua\\x1b]52;c;cGF5bG9hZA==\\x07\\x9b" in out
+        assert "\x1b" not in out
+        assert "\x9b" not in out
+    finally:
+        assert fault(box, capsys, "lift", "--all")[0] == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,10 +98,14 @@ def test_web_flags_and_the_command_each_tab_runs() -> None:
             "--read-only",
             "--interval=1.5s",
             "--http-client-connect-timeout=250ms",
+            "--allowed-host=box.internal",
+            "--allowed-host=nsq.example",
+            "--web-save-dir=saved",
         ]
     )
     assert options is not None
     assert (options.web, options.web_host, options.web_port) == (True, "0.0.0.0", 0)
+    assert options.allowed_hosts == ("box.internal", "nsq.example")
     assert parse_tui_args([]) == TUIOptions(
         lookupd_http_addresses=(DEFAULT_LOOKUPD_HTTP,), web=False, web_port=4172
     )
@@ -115,7 +120,12 @@ def test_web_flags_and_the_command_each_tab_runs() -> None:
         interval=1.5,
         connect_timeout=0.25,
     )
-    assert shlex.split(tui_command(options)) == [sys.executable, "-m", "nsqbox", "tui", *argv]
+    # each tab's TUI knows it is a web session, and where it may save (an absolute path)
+    assert shlex.split(tui_command(options)) == [
+        *(sys.executable, "-m", "nsqbox", "tui", *argv),
+        "--web-session",
+        f"--web-save-dir={Path('saved').absolute()}",
+    ]
 
 
 def test_each_tab_gets_every_flag_but_the_web_ones() -> None:
@@ -131,7 +141,7 @@ def test_each_tab_gets_every_flag_but_the_web_ones() -> None:
     options = parse_tui_args(["--web", "--web-port=0", *given])
     assert options is not None
     argv = shlex.split(tui_command(options))[4:]
-    assert sorted(argv) == sorted(given)
+    assert sorted(argv) == sorted([*given, "--web-session"])
     again = parse_tui_args(argv)
     assert again is not None
     assert again == TUIOptions(
@@ -141,9 +151,10 @@ def test_each_tab_gets_every_flag_but_the_web_ones() -> None:
         interval=3.0,
         connect_timeout=0.25,
         request_timeout=7.0,
+        web_session=True,
     )
     # every field of TUIOptions but the web ones is given above, none at its default
-    web = {"web", "web_host", "web_port"}
+    web = {"web", "web_host", "web_port", "allowed_hosts", "web_save_dir"}
     defaults = TUIOptions()
     assert all(
         getattr(again, f) != getattr(defaults, f)

@@ -112,14 +112,23 @@ def tab_processes(lookupd: str) -> list[int]:
 # -- nsqbox tui --web, over textual-serve's websocket ------------------------------------------
 
 
+def split_url(url: str) -> tuple[str, str]:
+    """The printed URL (``http://host:port/?token=T``) as the page's base URL and the token."""
+    found = re.fullmatch(r"(http://[^/]+)/\?token=([A-Za-z0-9_-]{40,})", url)
+    assert found, url
+    return found.group(1), found.group(2)
+
+
 async def session_text(url: str, *wanted: str, then: Callable[[], object] = lambda: None) -> str:
-    """Open a session (a TUI process) at ``url``; what it drew once that shows all ``wanted``
-    (``then`` is called at that point, the session still open)."""
+    """Open a session (a TUI process) at the printed ``url`` (its token too); what it drew
+    once that shows all ``wanted`` (``then`` is called at that point, the session still
+    open)."""
     import aiohttp  # textual-serve's own dependency
 
     seen = b""
+    base, token = split_url(url)
     async with asyncio.timeout(BROWSER_TIMEOUT), aiohttp.ClientSession() as client:
-        ws_url = url.replace("http://", "ws://") + "/ws?width=140&height=40"
+        ws_url = base.replace("http://", "ws://") + f"/ws?token={token}&width=140&height=40"
         async with client.ws_connect(ws_url) as ws:
             async for message in ws:
                 if message.type is aiohttp.WSMsgType.BINARY:
@@ -138,12 +147,16 @@ def test_tui_web_serves_the_tui_with_its_flags(nsq: Any, tmp_path: Path) -> None
     with running(argv, tmp_path / "stdout.log", read="stderr") as process:
         assert process.stderr is not None
         line = read_line(process.stderr, process, "serving line")
-        found = re.search(r"serving the TUI at (http://127\.0\.0\.1:\d+)", line)
+        found = re.search(r"serving the TUI at (http://127\.0\.0\.1:\d+/\?token=\S+)", line)
         assert found, line
         url = found.group(1)
-        page = httpx.get(url, timeout=TIMEOUT, trust_env=False)
+        base, _ = split_url(url)
+        assert httpx.get(base, timeout=TIMEOUT, trust_env=False).status_code == 403
+        with httpx.Client(timeout=TIMEOUT, trust_env=False, follow_redirects=True) as browser:
+            page = browser.get(url)  # sets the cookie, then the page without the token
         assert page.status_code == 200
-        assert f'data-session-websocket-url="{url.replace("http", "ws")}/ws"' in page.text
+        assert str(page.url) == f"{base}/"
+        assert f'data-session-websocket-url="{base.replace("http", "ws")}/ws"' in page.text
         assert "<script" in page.text  # textual-serve's, from its static files
         # the tab's TUI got the flags: it reads that lookupd, it is read-only
         text = asyncio.run(session_text(url, f"lookupd {lookupd}", "READ-ONLY", "webbed"))
@@ -158,7 +171,8 @@ def test_up_web_tabs_get_the_boxs_admin_service(tmp_path: Path) -> None:
     with running(argv, tmp_path / "stderr.log", read="stdout") as box:
         assert box.stdout is not None
         ready = json.loads(read_line(box.stdout, box, "ready line"))
-        assert not ready["tui_web_url"].endswith(":4172")
+        base, _ = split_url(ready["tui_web_url"])
+        assert not base.endswith(":4172")
         lookupd = ready["lookupd_http_address"]
         tabs: list[list[str]] = []
         asyncio.run(
@@ -171,6 +185,9 @@ def test_up_web_tabs_get_the_boxs_admin_service(tmp_path: Path) -> None:
         [tab] = tabs
         assert f"--admin-http-address={ready['admin_http_address']}" in tab
         assert "--read-only" not in tab
+        # a browser tab's TUI: it saves only under the box's data directory
+        assert "--web-session" in tab
+        assert f"--web-save-dir={ready['data_path']}" in tab
     wait_for(lambda: tab_processes(lookupd) == [], timeout=TIMEOUT)
 
 
@@ -318,8 +335,16 @@ def test_up_web_in_a_browser(browser: Any, tmp_path: Path) -> None:
             assert http.post(f"{nsqd}/pub", params=params, content=later).is_success
 
         browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CAPTURE})
+        base, token = split_url(ready["tui_web_url"])
         browser.get(ready["tui_web_url"])
         wait_for_text(browser, "webshop", "Topic", "Depth")
+        # the token became a cookie the page's scripts cannot read, and left the address bar
+        assert browser.current_url == f"{base}/"
+        [cookie] = browser.get_cookies()
+        assert (cookie["value"], cookie["httpOnly"], cookie["sameSite"]) == (token, True, "Strict")
+        # the terminal has the keyboard without a click
+        focused = "return document.activeElement.classList.contains('xterm-helper-textarea')"
+        assert browser.execute_script(focused) is True
         keys = browser.find_element(By.CSS_SELECTOR, ".xterm-helper-textarea")
         keys.send_keys(Keys.ENTER)  # the topic
         wait_for_text(browser, "topics / webshop", "audit")
@@ -343,3 +368,43 @@ def test_up_web_in_a_browser(browser: Any, tmp_path: Path) -> None:
         assert len(tab_processes(ready["lookupd_http_address"])) == 1  # the open tab's
     # stopping the box (the tab still open) ends the tab's TUI
     wait_for(lambda: tab_processes(ready["lookupd_http_address"]) == [], timeout=TIMEOUT)
+
+
+def test_tui_web_on_every_interface_warns_and_names_it(tmp_path: Path) -> None:
+    argv = ["tui", "--web", "--web-host=0.0.0.0", "--web-port=0"]
+    log = tmp_path / "stderr.log"
+    with running(argv, log, read="stdout"):
+        wait_for(lambda: "serving the TUI at" in log.read_text(), timeout=BROWSER_TIMEOUT)
+        warning, line = log.read_text().splitlines()[:2]
+        found = re.search(r"listens on 0\.0\.0\.0:(\d+) \(every interface\)", warning)
+        assert found, warning
+        port = found.group(1)
+        assert "token" in warning
+        # the URL names this machine (as every allowlist does), not loopback; the token stays
+        url = re.search(r"serving the TUI at (\S+)", line)
+        assert url, line
+        base, token = split_url(url.group(1))
+        assert base == f"http://{socket.gethostname().lower()}:{port}"
+        # a page asked on loopback moves to that URL; without the token nothing is served
+        loopback = f"http://127.0.0.1:{port}"
+        with httpx.Client(timeout=TIMEOUT, trust_env=False) as http:
+            moved = http.get(f"{loopback}/?token={token}")
+            assert moved.status_code == 302
+            assert moved.headers["location"] == f"{base}/?token={token}"
+            assert http.get(f"{loopback}/ws").status_code == 403
+
+
+def test_up_web_beyond_loopback_warns_before_the_banner(tmp_path: Path) -> None:
+    argv = ["up", "--web", "--web-host=0.0.0.0", "--ephemeral-ports", "--ready-json"]
+    argv.append(f"--data-path={tmp_path / 'data'}")
+    with running(argv, tmp_path / "stderr.log", read="stdout") as box:
+        assert box.stdout is not None
+        ready = json.loads(read_line(box.stdout, box, "ready line"))
+        base, _ = split_url(ready["tui_web_url"])
+        port = base.rsplit(":", 1)[1]
+        assert base == f"http://{socket.gethostname().lower()}:{port}"
+    printed = (tmp_path / "stderr.log").read_text()
+    assert f"nsqbox up: warning: the web TUI listens on 0.0.0.0:{port} (every interface)" in (
+        printed
+    )
+    assert f"admin TUI in a browser at {ready['tui_web_url']}" in printed

@@ -18,6 +18,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import tzinfo
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from textual import on, work
@@ -28,6 +29,7 @@ from textual.screen import ModalScreen, Screen
 from textual.worker import WorkerCancelled, WorkerFailed
 
 from ...clock import BrokerClock
+from ...terminal_text import visible
 from ..model import ClusterSnapshot
 from .backend import Backend, BackendFactory, Outcome
 from .channel import ChannelScreen
@@ -64,7 +66,7 @@ class AdminApp(App[int]):
     ``backend`` opens the cluster (None: :meth:`connect` is called later, as ``nsqbox up --tui``
     does once its servers listen). ``interval`` is seconds between refreshes; ``read_only``
     hides every action that changes the cluster; ``tz`` is the zone for clock times (default:
-    local).
+    local). ``web_session`` (a browser tab's TUI) saves files only under ``save_dir``.
     """
 
     TITLE = "nsqbox"
@@ -90,12 +92,17 @@ class AdminApp(App[int]):
         interval: float = 2.0,
         read_only: bool = False,
         tz: tzinfo | None = None,
+        web_session: bool = False,
+        save_dir: Path | None = None,
     ) -> None:
         super().__init__()
         if interval <= 0:
             raise ValueError("interval must be positive")
         self.interval = interval
         self.read_only = read_only
+        #: A browser tab's TUI (``--web``): it saves files only under ``save_dir``.
+        self.web_session = web_session
+        self.save_dir = save_dir
         self.tz = tz
         #: The box's broker clock (``nsqbox up --tui``): the status line shows it when manual.
         self.broker_clock: BrokerClock | None = None
@@ -169,7 +176,7 @@ class AdminApp(App[int]):
     def perform(self, label: str, call: Callable[[Backend], Awaitable[Outcome]]) -> None:
         """Run ``call`` against the cluster in the background; report and refresh after."""
         if self.read_only:
-            self.notify(f"read-only: not doing {label}", severity="warning")
+            self.notify(visible(f"read-only: not doing {label}"), severity="warning", markup=False)
             return
         self._perform(label, call)
 
@@ -184,10 +191,17 @@ class AdminApp(App[int]):
             except Exception as exc:  # ClusterError (no node found), or a bug in a backend
                 errors = (str(exc) or type(exc).__name__,)
         self.results.append(ActionResult(label, errors))
+        # labels hold names, errors hold a peer's words: text, not markup, controls visible
         if errors:
-            self.notify("\n".join(errors), title=f"{label}: failed", severity="error", timeout=15)
+            self.notify(
+                visible("\n".join(errors)),
+                title=visible(f"{label}: failed"),
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
         else:
-            self.notify(label, title="done")
+            self.notify(visible(label), title="done", markup=False)
         self.refresh_now()
 
     # -- navigation, help, palette ------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, tzinfo
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
 from textual import on
@@ -21,6 +22,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
+from ...terminal_text import visible
 from . import format as fmt
 from .widgets import StatsTable, StatusLine
 
@@ -37,6 +39,9 @@ class AdminHost(Protocol):
     snapshot: ClusterSnapshot | None
     backend: Backend | None
     read_only: bool
+    #: A browser tab's TUI (``--web``): saving goes only under ``save_dir`` (None: nowhere).
+    web_session: bool
+    save_dir: Path | None
     interval: float
     tz: tzinfo | None
     #: Why the last refresh failed as a whole (None when it worked).
@@ -100,7 +105,7 @@ class ClusterScreen(Screen[None]):
 
     def on_mount(self) -> None:
         """Follow the app's snapshots (the first one, if any, is shown at once)."""
-        self.sub_title = self.crumbs
+        self.sub_title = visible(self.crumbs)  # the header shows it as text, not markup
         self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
 
     @property

@@ -1,5 +1,9 @@
 """How the Messages view shows a message body: a one-line preview, and the whole body as
 pretty JSON when it parses, text when it is UTF-8, a hex dump otherwise. Pure functions.
+
+Whatever is shown has its control characters made visible (:mod:`nsqbox.terminal_text`): a
+body is UTF-8 text with no C0 control but tab, newline and CR, yet may hold C1 controls, and a
+JSON string may spell any control as ``\\u001b``, which decoding turns into the character.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from enum import Enum
 from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
+
+from ...terminal_text import visible
 
 __all__ = ["BodyKind", "body_kind", "hex_dump", "preview", "render_body"]
 
@@ -59,6 +65,7 @@ def preview(body: bytes, width: int = 60) -> str:
         more = "…" if len(body) > width // 3 else ""
         return f"0x {shown}{more}"
     flat = text.replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎").replace("\t", " ")
+    flat = visible(flat)
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -76,8 +83,9 @@ def render_body(body: bytes) -> tuple[BodyKind, RenderableType]:
     """The body's kind and the whole of it, ready to show."""
     kind = body_kind(body)
     if kind is BodyKind.JSON:
-        pretty = json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+        pretty = visible(json.dumps(json.loads(body), indent=2, ensure_ascii=False))
         return kind, Syntax(pretty, "json", theme="ansi_dark", word_wrap=True)
     if kind is BodyKind.TEXT:
-        return kind, Text(body.decode("utf-8"))
+        # CRLF line ends read as line ends (Rich drops a CR), a lone CR shows
+        return kind, Text(visible(body.decode("utf-8").replace("\r\n", "\n")))
     return kind, Text(hex_dump(body))

@@ -13,6 +13,7 @@ from .cells import channel_cells, features
 from .detail import DetailScreen
 from .navigation import OpenMessages
 from .operations import ACTION_BINDINGS, Target
+from .safe import safe_text
 from .widgets import Column, RatePlot, Row, StatsTable
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class ChannelScreen(DetailScreen):
             message = f"channel {self.channel} of {self.topic}: not found (deleted?)"
             self.show_missing(message, NODE_COLUMNS, CLIENT_COLUMNS)
             return
-        self.query_one("#summary", Static).update(self._summary(channel))
+        self.query_one("#summary", Static).update(safe_text(self._summary(channel)))
         self.query_one(RatePlot).plot(
             f"channel {self.channel}", self.rate_series(self.topic, self.channel)
         )

@@ -8,17 +8,21 @@ admin service: the Faults view then goes through it, and can restart the box's n
     nsqbox tui --lookupd-http-address 10.0.0.9:4161 --read-only
 
 ``--web`` serves the same TUI as a web page instead (:mod:`.web`: textual-serve, on
-``--web-host``:``--web-port``, 127.0.0.1:4172 by default); each browser tab runs
-``nsqbox tui`` with every other flag as given (``--admin-http-address`` included).
+``--web-host``:``--web-port``, 127.0.0.1:4172 by default, to the holder of the printed URL's
+token; ``--allowed-host`` adds Host names it answers); each browser tab runs ``nsqbox tui
+--web-session`` with every other flag as given (``--admin-http-address`` included). A web
+session saves listed messages only under ``--web-save-dir`` (without it, not at all).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ... import program_version
@@ -33,6 +37,7 @@ __all__ = [
     "DEFAULT_LOOKUPD_HTTP",
     "TUIOptions",
     "add_web_flags",
+    "allowed_hosts",
     "main",
     "parse_tui_args",
     "tui_argv",
@@ -61,6 +66,12 @@ class TUIOptions:
     web: bool = False
     web_host: str = DEFAULT_WEB_HOST
     web_port: int = DEFAULT_WEB_PORT
+    #: Host names the web page answers beside IP literals, localhost and the hostname.
+    allowed_hosts: tuple[str, ...] = ()
+    #: Where a web session may save files (empty: nowhere).
+    web_save_dir: str = ""
+    #: This TUI is a browser tab's (``--web-session``): it saves only under web_save_dir.
+    web_session: bool = False
 
 
 def tui_flag_set() -> FlagSet:
@@ -81,17 +92,37 @@ def tui_flag_set() -> FlagSet:
     flags.add_duration("http-client-connect-timeout", 2.0, "timeout for HTTP connect")
     flags.add_duration("http-client-request-timeout", 5.0, "timeout for HTTP request")
     add_web_flags(flags)
+    flags.add_string_array(
+        "allowed-host",
+        "with --web: a Host name to answer besides IP addresses, localhost and "
+        "this machine's name (may be given multiple times)",
+    )
+    flags.add_bool("web-session", False, "(set by --web) this TUI is a browser tab's")
     flags.add_bool("version", False, "print version string")
     return flags
 
 
-def add_web_flags(flags: FlagSet) -> None:
-    """``--web``, ``--web-host`` and ``--web-port`` (``nsqbox tui``'s and ``nsqbox up``'s)."""
+def add_web_flags(flags: FlagSet, save_dir_default: str = "nowhere") -> None:
+    """``--web``, ``--web-host``, ``--web-port`` and ``--web-save-dir`` (``nsqbox tui``'s and
+    ``nsqbox up``'s; ``save_dir_default`` says where saving goes without the last)."""
     flags.add_bool("web", False, "serve the admin TUI as a web page (a TUI per browser tab)")
     flags.add_string("web-host", DEFAULT_WEB_HOST, "with --web: the address to listen on")
     flags.add_int(
         "web-port", DEFAULT_WEB_PORT, "with --web: the port to listen on (0: any free port)"
     )
+    flags.add_string(
+        "web-save-dir",
+        "",
+        "with --web: the directory a tab may save listed messages under "
+        f"(default {save_dir_default})",
+    )
+
+
+def allowed_hosts(flags: FlagSet) -> tuple[str, ...]:
+    """``--allowed-host``'s names, when ``flags`` has that flag (else none)."""
+    if "allowed-host" not in flags:
+        return ()
+    return tuple(str(h) for h in flags["allowed-host"].value.value)
 
 
 def web_port(flags: FlagSet) -> int:
@@ -141,6 +172,9 @@ def parse_tui_args(argv: Sequence[str]) -> TUIOptions | None:
         web=bool(flags["web"].value.value),
         web_host=str(flags["web-host"].value.value),
         web_port=port,
+        allowed_hosts=allowed_hosts(flags),
+        web_save_dir=str(flags["web-save-dir"].value.value),
+        web_session=bool(flags["web-session"].value.value),
     )
 
 
@@ -162,8 +196,12 @@ def tui_argv(options: TUIOptions) -> list[str]:
 
 
 def tui_command(options: TUIOptions) -> str:
-    """The shell command textual-serve runs for each tab: this Python, ``-m nsqbox tui``."""
-    return shlex.join([sys.executable, "-m", "nsqbox", "tui", *tui_argv(options)])
+    """The shell command textual-serve runs for each tab: this Python, ``-m nsqbox tui
+    --web-session`` (and ``--web-save-dir``, made absolute, when given)."""
+    argv = [*tui_argv(options), "--web-session"]
+    if options.web_save_dir:
+        argv.append(f"--web-save-dir={os.path.abspath(options.web_save_dir)}")
+    return shlex.join([sys.executable, "-m", "nsqbox", "tui", *argv])
 
 
 def build_app(options: TUIOptions) -> AdminApp:
@@ -179,7 +217,13 @@ def build_app(options: TUIOptions) -> AdminApp:
         request_timeout=options.request_timeout,
         admin_http_address=options.admin_http_address or None,
     )
-    return AdminApp(factory, interval=options.interval, read_only=options.read_only)
+    return AdminApp(
+        factory,
+        interval=options.interval,
+        read_only=options.read_only,
+        web_session=options.web_session,
+        save_dir=Path(options.web_save_dir) if options.web_save_dir else None,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -199,9 +243,15 @@ def main(argv: list[str]) -> int:
         print(program_version("nsqbox tui"))
         return 0
     if options.web:
-        from .web import run_web  # aiohttp and textual-serve load only here
+        from .web import WebTUI, run_web  # aiohttp and textual-serve load only here
 
-        return run_web(tui_command(options), options.web_host, options.web_port)
+        web_tui = WebTUI(
+            tui_command(options),
+            options.web_host,
+            options.web_port,
+            allowed_hosts=options.allowed_hosts,
+        )
+        return run_web(web_tui)
     app = build_app(options)
     app.run()
     return app.return_code or 0

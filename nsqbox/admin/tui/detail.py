@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from . import format as fmt
 from .operations import OperableScreen
+from .safe import safe
 from .widgets import Column, RatePlot, StatsTable
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class DetailScreen(OperableScreen):
         self, message: str, node_columns: tuple[Column, ...], columns: tuple[Column, ...]
     ) -> None:
         """Say that the topic or channel is gone, and empty both tables."""
-        self.query_one("#summary", Static).update(Text(message, "bold red"))
+        self.query_one("#summary", Static).update(safe(message, "bold red"))
         self.query_one("#nodes", StatsTable).show(node_columns, [])
         self.main_table.show(columns, [])
 

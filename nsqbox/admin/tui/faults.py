@@ -29,6 +29,7 @@ from ..faults import FaultError, FaultListing, FaultSource
 from . import format as fmt
 from .fault_form import AddFaultScreen, FaultRequest
 from .operations import OperableScreen
+from .safe import safe_text
 from .widgets import Column, Row, StatsTable
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ class FaultsScreen(OperableScreen):
             note.append(NO_CONTROL, "dim")
         if listing.message:
             note.append(("\n" if note else "") + listing.message, "yellow")
-        self.query_one("#faults-note", Static).update(note)
+        self.query_one("#faults-note", Static).update(safe_text(note))
         self.refresh_bindings()
 
     def _left(self, fault: dict[str, Any]) -> str:

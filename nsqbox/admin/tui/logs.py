@@ -15,6 +15,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, RichLog
 
+from .safe import safe
+
 __all__ = ["LogBuffer", "LogScreen"]
 
 
@@ -71,5 +73,5 @@ class LogScreen(Screen[None]):
     def _follow(self) -> None:
         log = self.query_one(RichLog)
         for line in self.buffer.since(self._seen):
-            log.write(line)
+            log.write(safe(line))  # log lines quote peers (user agents, names)
         self._seen = self.buffer.written

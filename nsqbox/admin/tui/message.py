@@ -17,10 +17,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from ...terminal_text import visible
 from .base import AdminHost
 from .bodies import render_body
 from .message_actions import republish
 from .peeked import Listed
+from .safe import safe
 
 __all__ = ["MessageScreen"]
 
@@ -69,7 +71,7 @@ class MessageScreen(Screen[None]):
         details.add_column(style="bold cyan", no_wrap=True)
         details.add_column()
         for label, value in self.message.details(self.host.tz):
-            details.add_row(label, Text(value))
+            details.add_row(label, safe(value))
         yield Header(icon="◆")
         yield Static(details, id="details")
         yield Static(Text(f"body: {kind.value}"), id="kind")
@@ -79,7 +81,7 @@ class MessageScreen(Screen[None]):
 
     def on_mount(self) -> None:
         """Name the message in the header."""
-        self.sub_title = f"{self.crumbs} / {self.message.id}"
+        self.sub_title = visible(f"{self.crumbs} / {self.message.id}")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """No republishing in read-only mode."""

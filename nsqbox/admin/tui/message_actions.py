@@ -6,7 +6,9 @@ id, the way people replay a dead letter; the message itself stays where it is.
 :func:`save_messages` asks for a path (and before overwriting a file), then writes one JSON
 line per message (:func:`~.peeked.json_line`). ``--read-only`` refuses both: republishing
 changes the cluster, and saving writes on the machine the TUI runs on (with ``--web``, the
-server's machine, not the browser's).
+server's machine, not the browser's). So a browser tab's TUI (``--web-session``) saves only
+under its save directory (:func:`confined`: the box's data directory for ``nsqbox up --web``,
+or ``--web-save-dir``), and not at all without one; the terminal TUI saves anywhere.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from .modals import (
 )
 from .peeked import Listed, json_line
 
-__all__ = ["RepublishScreen", "SaveScreen", "republish", "save_messages", "write_messages"]
+__all__ = [
+    "RepublishScreen",
+    "SaveScreen",
+    "confined",
+    "republish",
+    "save_messages",
+    "write_messages",
+]
 
 
 class RepublishScreen(FormScreen[PublishRequest | None]):
@@ -71,22 +80,39 @@ class RepublishScreen(FormScreen[PublishRequest | None]):
         return PublishRequest(node, topic, self.message.body)
 
 
+def confined(raw: str, save_dir: Path) -> Path | str:
+    """``raw`` (relative: to ``save_dir``) as a path inside ``save_dir``, links followed; or
+    why it is refused."""
+    base = save_dir.resolve()
+    path = (base / Path(raw).expanduser()).resolve()
+    if not path.is_relative_to(base) or path == base:
+        return f"a web session saves only under {base}"
+    return path
+
+
 class SaveScreen(FormScreen[Path | None]):
-    """Name the file the listed messages are written to; its path or None."""
+    """Name the file the listed messages are written to; its path or None.
+
+    With ``save_dir`` (a web session), the file must be inside it.
+    """
 
     DEFAULT_CSS = MODAL_CSS.format(name="SaveScreen")
     OK = "Save"
 
-    def __init__(self, count: int, path: str) -> None:
+    def __init__(self, count: int, path: str, save_dir: Path | None = None) -> None:
         super().__init__(f"Save {fmt.plural(count, 'listed message')}")
         self.count = count
         self.path = path
+        self.save_dir = save_dir
 
     def fields(self) -> ComposeResult:
         """What is written, and the path."""
         yield Label("One JSON object per line: id, node, state, attempts, timestamp, size,")
         yield Label("body (base64), text (when UTF-8), truncated.")
-        yield Label("File (on the machine the TUI runs on)")
+        if self.save_dir is None:
+            yield Label("File (on the machine the TUI runs on)")
+        else:
+            yield Label(f"File (on the server, under {self.save_dir})", markup=False)
         yield Input(self.path, placeholder="path", id="path")
 
     def on_mount(self) -> None:
@@ -98,7 +124,13 @@ class SaveScreen(FormScreen[Path | None]):
         raw = self.value("path")
         if not raw:
             return "a file name is needed"
-        path = Path(raw).expanduser()
+        if self.save_dir is not None:
+            inside = confined(raw, self.save_dir)
+            if isinstance(inside, str):
+                return inside
+            path = inside
+        else:
+            path = Path(raw).expanduser()
         if path.is_dir():
             return f"{path} is a directory"
         if not path.parent.is_dir():
@@ -162,9 +194,20 @@ def save_messages(
     if not messages:
         screen.notify("no message listed: nothing to save", severity="warning")
         return
+    save_dir = host.save_dir if host.web_session else None
+    if host.web_session and save_dir is None:
+        screen.notify(
+            "a web session saves only under a directory given with --web-save-dir",
+            title="not saving",
+            severity="warning",
+        )
+        return
     listed = list(messages)
 
     def write(target: Path) -> None:
+        if save_dir is not None and isinstance(refused := confined(str(target), save_dir), str):
+            screen.notify(refused, title="not saved", severity="error", markup=False)
+            return
         try:
             write_messages(target, listed)
         except OSError as exc:
@@ -194,4 +237,5 @@ def save_messages(
             overwrite,
         )
 
-    screen.app.push_screen(SaveScreen(len(listed), path), asked)
+    proposed = path if save_dir is None else str(save_dir.resolve() / path)
+    screen.app.push_screen(SaveScreen(len(listed), proposed, save_dir), asked)

@@ -28,6 +28,7 @@ from .bodies import preview
 from .message import MessageScreen
 from .message_actions import republish, save_messages
 from .peeked import WHERE, Listed
+from .safe import safe_text
 from .widgets import Column, Row, StatsTable
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ class MessagesScreen(ClusterScreen):
 
     def show(self, snapshot: ClusterSnapshot) -> None:
         """The summary and the listed messages that pass the filter."""
-        self.query_one("#summary", Static).update(self._summary())
+        self.query_one("#summary", Static).update(safe_text(self._summary()))
         rows = [row for row, text in self._rows if self.matches(text)]
         self.main_table.show(COLUMNS, rows)
 

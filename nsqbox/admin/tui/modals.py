@@ -21,6 +21,7 @@ from textual.widgets import Button, Input, Label, Select
 from textual.widgets.button import ButtonVariant
 
 from ...wire.names import is_valid_name
+from .safe import safe
 
 __all__ = [
     "MODAL_CSS",
@@ -80,7 +81,7 @@ def pick_node(nodes: Sequence[str], node: str) -> str:
 def node_select(nodes: Sequence[str], node: str) -> Select[str]:
     """A choice of ``nodes`` (id ``node``) with ``node`` chosen."""
     return Select(
-        [(n, n) for n in nodes],
+        [(safe(n), n) for n in nodes],  # node names come from peers: text, not markup
         value=node or Select.NULL,
         allow_blank=not nodes,
         id="node",
@@ -114,7 +115,7 @@ class FormScreen(ModalScreen[ResultT]):
     def compose(self) -> ComposeResult:
         """The title, the fields, the problem line, Cancel and OK."""
         with Vertical():
-            yield Label(self.heading, classes="title")
+            yield Label(safe(self.heading), classes="title")
             yield from self.fields()
             yield Label("", id="problem")
             with Horizontal():
@@ -139,7 +140,7 @@ class FormScreen(ModalScreen[ResultT]):
     def _submit(self) -> None:
         answer = self.answer()
         if isinstance(answer, str):
-            self.query_one("#problem", Label).update(answer)
+            self.query_one("#problem", Label).update(safe(answer))
             return
         self.dismiss(answer)
 
@@ -174,8 +175,8 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         """The question, what it means, and the two buttons."""
         with Vertical(classes="danger" if self.danger else ""):
-            yield Label(self.title_text, classes="title")
-            yield Label(self.message, id="message")
+            yield Label(safe(self.title_text), classes="title")
+            yield Label(safe(self.message), id="message")
             with Horizontal():
                 yield Button("Cancel (n)", id="cancel")
                 yield Button(

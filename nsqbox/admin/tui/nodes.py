@@ -13,6 +13,7 @@ from . import format as fmt
 from .cells import paused_cell, status_cell, tombstones
 from .navigation import OpenNode, OpenTopic
 from .operations import ACTION_BINDINGS, OperableScreen, Target
+from .safe import safe, safe_text
 from .widgets import Column, Row, StatsTable
 
 if TYPE_CHECKING:
@@ -114,10 +115,10 @@ class NodeScreen(OperableScreen):
         node = snapshot.node(self.node)
         summary = self.query_one("#summary", Static)
         if node is None:
-            summary.update(Text(f"node {self.node}: not in the cluster any more", "bold red"))
+            summary.update(safe(f"node {self.node}: not in the cluster any more", "bold red"))
             self.query_one("#topics", StatsTable).show(TOPIC_COLUMNS, [])
             return
-        summary.update(self._summary(node))
+        summary.update(safe_text(self._summary(node)))
         registered = {t.topic: t.tombstoned for t in node.producer.topics}
         names = sorted(set(registered) | {t.topic_name for t in node.topics})
         rows = []

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
+from ...terminal_text import visible
+from ..first_channel import first_channel_warning
 from .backend import Backend, Outcome
 from .base import ClusterScreen
 from .modals import ConfirmScreen, CreateScreen, PublishRequest, PublishScreen
@@ -231,16 +233,17 @@ class OperableScreen(ClusterScreen):
             TailSource(n.name, n.producer.tcp_address) for n in snapshot.nodes if n.topic(t.topic)
         ]
         if not sources:
-            self.notify(f"no node has topic {t.topic}", severity="warning")
+            self.notify(visible(f"no node has topic {t.topic}"), severity="warning", markup=False)
             return
         screen = TailScreen(t.topic, sources)
         row = snapshot.topic(t.topic)
-        if row is not None and not row.channels:
+        warning = first_channel_warning(row)
+        if row is not None and warning is not None:
             if self.host.read_only:
                 self.notify(
-                    f"topic {t.topic} has no channel: tailing it would consume its "
-                    f"{row.depth:,} buffered messages (not in read-only mode)",
+                    visible(f"{warning} (not in read-only mode)"),
                     severity="warning",
+                    markup=False,
                 )
                 return
 

@@ -15,7 +15,6 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -26,7 +25,9 @@ from textual.widgets import Footer, Header, RichLog, Static
 from textual.worker import get_current_worker
 
 from ... import __version__
+from ...terminal_text import visible
 from . import format as fmt
+from .safe import safe
 
 __all__ = ["TailScreen", "TailSource", "tail_channel_name"]
 
@@ -94,19 +95,20 @@ class TailScreen(Screen[None]):
         self.channel = tail_channel_name()
         self.live = live
         self.count = 0
-        self.lines: list[str] = []
+        #: The log's lines (as shown: control characters visible).
+        self.lines: list[Text] = []
         self._stop = threading.Event()
 
     def compose(self) -> ComposeResult:
         """Caption, log, footer."""
         yield Header(icon="◆")
         yield Static(id="caption")
-        yield RichLog(max_lines=2000, wrap=False, markup=True, highlight=False)
+        yield RichLog(max_lines=2000, wrap=False, markup=False, highlight=False)
         yield Footer()
 
     def on_mount(self) -> None:
         """Start one consumer thread per node."""
-        self.sub_title = f"tail / {self.topic}"
+        self.sub_title = visible(f"tail / {self.topic}")
         self._caption()
         if self.live:
             for source in self.sources:
@@ -118,9 +120,11 @@ class TailScreen(Screen[None]):
 
     def _caption(self) -> None:
         self.query_one("#caption", Static).update(
-            f"topic {self.topic} through channel {self.channel} on "
-            f"{fmt.plural(len(self.sources), 'node')} · {fmt.plural(self.count, 'message')}"
-            " · Esc stops"
+            safe(
+                f"topic {self.topic} through channel {self.channel} on "
+                f"{fmt.plural(len(self.sources), 'node')} · {fmt.plural(self.count, 'message')}"
+                " · Esc stops"
+            )
         )
 
     def action_back(self) -> None:
@@ -135,7 +139,7 @@ class TailScreen(Screen[None]):
 
     # -- messages -----------------------------------------------------------------------------
 
-    def _write(self, line: str) -> None:
+    def _write(self, line: Text) -> None:
         self.lines.append(line)
         del self.lines[:-2000]
         self.query_one(RichLog).write(line)
@@ -148,15 +152,23 @@ class TailScreen(Screen[None]):
         body = event.body[:MAX_BODY].decode("utf-8", "replace").replace("\n", "⏎")
         more = "…" if len(event.body) > MAX_BODY else ""
         self.count += 1
+        # Text, not markup: a body is anybody's; its control characters shown as \xNN
         self._write(
-            f"[dim]{when}[/] [cyan]{escape(event.node)}[/] "
-            f"[dim]#{event.attempts}[/] {escape(body)}{more}"
+            Text.assemble(
+                (when, "dim"),
+                " ",
+                (visible(event.node), "cyan"),
+                " ",
+                (f"#{event.attempts}", "dim"),
+                " ",
+                visible(body + more),
+            )
         )
         self._caption()
 
     @on(Failed)
     def _failed(self, event: Failed) -> None:
-        self._write(f"[bold red]✗ {escape(event.node)}: {escape(event.error)}[/]")
+        self._write(safe(f"✗ {event.node}: {event.error}", "bold red"))
 
     @work(thread=True, group="tail", exit_on_error=False)
     def _consume(self, source: TailSource) -> None:
@@ -196,4 +208,4 @@ class TailScreen(Screen[None]):
     @property
     def text(self) -> str:
         """The log as plain text (for tests)."""
-        return "\n".join(Text.from_markup(line).plain for line in self.lines)
+        return "\n".join(line.plain for line in self.lines)

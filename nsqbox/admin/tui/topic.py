@@ -19,6 +19,7 @@ from .cells import channel_cells, paused_cell
 from .detail import DetailScreen
 from .navigation import OpenChannel, OpenMessages
 from .operations import ACTION_BINDINGS, Target
+from .safe import safe_text
 from .widgets import Column, RatePlot, Row, StatsTable
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class TopicScreen(DetailScreen):
             message = f"topic {self.topic}: not on any node (deleted?)"
             self.show_missing(message, NODE_COLUMNS, CHANNEL_COLUMNS)
             return
-        self.query_one("#summary", Static).update(self._summary(topic))
+        self.query_one("#summary", Static).update(safe_text(self._summary(topic)))
         self.query_one(RatePlot).plot(f"topic {self.topic}", self.rate_series(self.topic))
         node_rows = [
             Row(

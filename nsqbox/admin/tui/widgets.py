@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Sparkline, Static
 
 from . import format as fmt
+from .safe import safe, safe_cell
 
 __all__ = ["Column", "RatePlot", "Row", "StatsTable", "StatusLine"]
 
@@ -40,7 +41,9 @@ class StatsTable(DataTable[Any]):
     The rows are keyed: changed cells are rewritten one by one while the set of rows stays
     the same, so the cursor and the scroll position do not move. When rows come or go, the
     table is rebuilt and the cursor follows the row it was on (or stays at its index when that
-    row went away).
+    row went away). Every cell is shown as text, never as markup, its control characters
+    visible (:func:`~nsqbox.admin.tui.safe.safe_cell`): cells hold names and user agents from
+    the wire.
     """
 
     DEFAULT_CSS = """
@@ -75,6 +78,7 @@ class StatsTable(DataTable[Any]):
     def show(self, columns: Sequence[Column], rows: Sequence[Row]) -> None:
         """Make the table show ``rows`` under ``columns``, touching only what changed."""
         column_keys = tuple(c.key for c in columns)
+        rows = [Row(r.key, tuple(safe_cell(c) for c in r.cells)) for r in rows]
         selected = self.selected_key
         if column_keys != self._column_keys:
             self.clear(columns=True)
@@ -148,7 +152,7 @@ class RatePlot(Vertical):
             )
         else:
             caption = f"{title}: collecting rates…"
-        self.query_one(".rate-caption", Static).update(caption)
+        self.query_one(".rate-caption", Static).update(safe(caption))
         self.query_one(Sparkline).data = [v or 0.0 for v in self._series]
 
     @property
@@ -175,10 +179,10 @@ class StatusLine(Static):
         self.text = "connecting…"
 
     def set(self, summary: str, errors: Sequence[str] = ()) -> None:
-        """Show ``summary`` and, in red under it, ``errors``."""
-        text = Text(summary)
+        """Show ``summary`` and, in red under it, ``errors`` (as text, controls visible)."""
+        text = safe(summary)
         for line in errors:
             text.append("\n")
-            text.append(line, style="bold red")
+            text.append_text(safe(line, "bold red"))
         self.text = text.plain
         self.update(text)
