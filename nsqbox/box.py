@@ -143,6 +143,10 @@ class BoxOptions:
             log_level=self.nsqd.log_level,
             tcp_address=self.lookupd_tcp_address,
             http_address=self.lookupd_http_address,
+            # the box's Host allowlist, and its auth turning nsqbox's routes off, everywhere
+            allowed_hosts=list(self.nsqd.allowed_hosts),
+            auth_http_addresses=list(self.nsqd.auth_http_addresses),
+            box_broadcast_address=self.nsqd.broadcast_address,
         )
 
     def admin_options(self, lookupd_http_address: str) -> AdminOptions:
@@ -153,6 +157,9 @@ class BoxOptions:
             lookupd_http_addresses=[lookupd_http_address],
             http_client_connect_timeout=self.nsqd.http_client_connect_timeout,
             http_client_request_timeout=self.nsqd.http_client_request_timeout,
+            allowed_hosts=list(self.nsqd.allowed_hosts),
+            auth_http_addresses=list(self.nsqd.auth_http_addresses),
+            box_broadcast_address=self.nsqd.broadcast_address,
         )
 
 

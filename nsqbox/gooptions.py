@@ -38,6 +38,8 @@ from .gosyntax import format_float, parse_bool, parse_duration, parse_float, par
 from .logs import parse_level
 
 __all__ = [
+    "ALLOWED_HOST_FLAG",
+    "AUTH_HTTP_ADDRESS_FLAG",
     "DROP",
     "Command",
     "ConfigError",
@@ -116,6 +118,29 @@ class OptionFlag:
     def attr(self) -> str:
         """The options field this flag sets."""
         return self.field or self.flag.replace("-", "_")
+
+
+#: nsqbox's ``--allowed-host`` (nsqd, nsqlookupd, the admin service, ``nsqbox up``): a
+#: name the Host of a request may give beside IP literals, localhost and the hostname
+#: (:mod:`nsqbox.http.local_guard`).
+ALLOWED_HOST_FLAG = OptionFlag(
+    "allowed-host",
+    Kind.STRING_ARRAY,
+    "nsqbox: a Host name requests may use beside IP literals, localhost and the hostname "
+    "(repeatable); with any, NSQ's own HTTP routes check Host too",
+    cfg="allowed_hosts",
+    field="allowed_hosts",
+)
+#: ``--auth-http-address`` where nsqbox takes it beside nsqd (nsqlookupd, the admin service):
+#: with any, nsqbox's own routes (faults, clock, node control) are off, as on such an nsqd.
+AUTH_HTTP_ADDRESS_FLAG = OptionFlag(
+    "auth-http-address",
+    Kind.STRING_ARRAY,
+    "nsqbox: the box's nsqd auth server (repeatable); with any, nsqbox's own routes "
+    "(faults, clock, node control) are off",
+    cfg="auth_http_addresses",
+    field="auth_http_addresses",
+)
 
 
 def _show_level(level: str) -> str:

@@ -19,6 +19,7 @@ from typing import Final, NoReturn
 import trio
 
 from .addresses import split_host_port
+from .exposure import exposure_warning
 
 log = logging.getLogger("nsqbox")
 
@@ -59,13 +60,20 @@ async def open_listeners(
     """TCP listeners on ``host:port`` (port 0 picks a free one; an empty host means all).
 
     ``service`` and ``kind`` (``"nsqd"``, ``"HTTP"``) name the listener when it cannot be
-    opened: :class:`ListenError`.
+    opened (:class:`ListenError`), and in the WARNING that each one bound anywhere but
+    loopback logs with the addresses other machines reach it at (:mod:`nsqbox.exposure`).
     """
     host, port = split_host_port(address)
     try:
-        return await trio.open_tcp_listeners(port, host=host or None)
+        listeners = await trio.open_tcp_listeners(port, host=host or None)
     except OSError as exc:
         raise ListenError(exc, address, service, kind) from exc
+    for listener in listeners:
+        sockname = listener.socket.getsockname()
+        warning = exposure_warning(f"{service} {kind}", str(sockname[0]), int(sockname[1]))
+        if warning is not None:
+            log.warning("%s", warning)
+    return listeners
 
 
 def bound_address(listeners: list[trio.SocketListener]) -> tuple[str, int]:

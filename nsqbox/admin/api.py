@@ -61,6 +61,7 @@ from typing import Any
 import msgspec
 
 from ..gosyntax import parse_count
+from ..http.local_guard import local_guard
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
@@ -405,7 +406,15 @@ def build_router(
     """The admin HTTP API for the cluster ``options`` names, answering through ``info``;
     ``control`` restarts, crashes and starts the box's nodes (``/api/faults``)."""
     api = AdminAPI(info, options, control)
-    router = Router(max_body_size=_MAX_BODY, logger=logging.getLogger("nsqbox.admin.http"))
+    broadcast = options.box_broadcast_address or None
+    router = Router(
+        max_body_size=_MAX_BODY,
+        logger=logging.getLogger("nsqbox.admin.http"),
+        # Every route checks Host and Origin: a browser needs no other name for the admin.
+        guard=local_guard(options.allowed_hosts, broadcast, every_route=True),
+        # With the box's auth: no node control, faults, clock or message bodies (404).
+        nsqbox_routes=not options.auth_http_addresses,
+    )
     router.add("GET", "/ping", api.ping, plain_text=True)
     router.add("GET", "/api/topics", api.topics)
     router.add("GET", "/api/topics/:topic", api.topic)
@@ -415,8 +424,8 @@ def build_router(
     router.add("GET", "/api/counter", api.counter)
     router.add("GET", "/api/graphite", api.graphite)
     router.add("GET", "/metrics", api.metrics, log=False)  # scraped every few seconds
-    router.add("GET", "/api/messages/:topic", api.messages)
-    router.add("GET", "/api/messages/:topic/:channel", api.messages)
+    router.add("GET", "/api/messages/:topic", api.messages, nsqbox_only=True)
+    router.add("GET", "/api/messages/:topic/:channel", api.messages, nsqbox_only=True)
     router.add("POST", "/api/topics", api.create)
     router.add("POST", "/api/topics/:topic", api.topic_action)
     router.add("POST", "/api/topics/:topic/:channel", api.channel_action)

@@ -138,5 +138,6 @@ def add_clock_routes(
         log.info("clock advanced %ss: %d fired", seconds, doc["fired"])
         return doc
 
-    router.add("GET", "/api/clock", listing)
-    router.add("POST", "/api/clock/advance", advance)
+    # nsqbox's own: off (404) with the box's --auth-http-address, as the nodes' routes are.
+    router.add("GET", "/api/clock", listing, nsqbox_only=True)
+    router.add("POST", "/api/clock/advance", advance, nsqbox_only=True)

@@ -111,10 +111,11 @@ def add_fault_routes(
             log.warning("%s", message)
         return {"lifted": lifted, "message": message}
 
-    router.add("GET", "/api/faults", _refusing(listing))
-    router.add("DELETE", "/api/faults", _refusing(lift_all))
+    # nsqbox's own: off (404) with the box's --auth-http-address, as the nodes' routes are.
+    router.add("GET", "/api/faults", _refusing(listing), nsqbox_only=True)
+    router.add("DELETE", "/api/faults", _refusing(lift_all), nsqbox_only=True)
     for action in NodeAction:
-        router.add("POST", f"/api/faults/{action.value}", node_action(action))
-    router.add("POST", "/api/faults/:fault", _refusing(add))
-    router.add("DELETE", "/api/faults/:fault", _refusing(lift))
-    router.add("DELETE", "/api/faults/:node/:fault", _refusing(lift))
+        router.add("POST", f"/api/faults/{action.value}", node_action(action), nsqbox_only=True)
+    router.add("POST", "/api/faults/:fault", _refusing(add), nsqbox_only=True)
+    router.add("DELETE", "/api/faults/:fault", _refusing(lift), nsqbox_only=True)
+    router.add("DELETE", "/api/faults/:node/:fault", _refusing(lift), nsqbox_only=True)

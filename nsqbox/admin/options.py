@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..goflags import FlagSet
-from ..gooptions import Command, ConfigError, Kind, OptionFlag, Program
+from ..gooptions import (
+    ALLOWED_HOST_FLAG,
+    AUTH_HTTP_ADDRESS_FLAG,
+    Command,
+    ConfigError,
+    Kind,
+    OptionFlag,
+    Program,
+)
 
 __all__ = [
     "ADMIN",
@@ -41,6 +49,14 @@ class AdminOptions:
     #: With users listed, only requests whose ``acl_http_header`` names one may change things.
     admin_users: list[str] = field(default_factory=list)
     acl_http_header: str = "X-Forwarded-User"
+    #: nsqbox's: Host names allowed beside IP literals, localhost and the hostname (every
+    #: route of the admin service checks Host); see :mod:`nsqbox.http.local_guard`.
+    allowed_hosts: list[str] = field(default_factory=list)
+    #: nsqbox's: with any (the box's nsqd auth), node control, faults, clock and the
+    #: message listing are off.
+    auth_http_addresses: list[str] = field(default_factory=list)
+    #: Set by the box (no flag): its nsqds' ``--broadcast-address``, a Host it answers to.
+    box_broadcast_address: str = ""
 
     def validate(self) -> None:
         """Raise ValueError with nsqadmin's message for options it refuses at start."""
@@ -79,6 +95,8 @@ ADMIN_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         cfg="admin_users",
         field="admin_users",
     ),
+    ALLOWED_HOST_FLAG,
+    AUTH_HTTP_ADDRESS_FLAG,
 )
 
 

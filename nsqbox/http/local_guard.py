@@ -21,6 +21,7 @@ asks it about each request that reaches an nsqbox-only route.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -61,6 +62,7 @@ class LocalGuard:
     ``guard_nsq_routes`` is True once ``--allowed-host`` was given: NSQ's own nsqd
     and lookupd routes then check Host too (by default they answer any Host, as
     real nsqd does, so apps that reach the box by a container name keep working).
+    It is True for the admin service too, every route of which is guarded.
     """
 
     names: frozenset[str] = frozenset()
@@ -90,7 +92,17 @@ class LocalGuard:
         return netloc == host.strip().lower() and self.host_allowed(netloc)
 
     def refusal(self, host: str | None, origin: str | None) -> str | None:
-        """The error code to answer 403 with, or None when the request may go on."""
+        """The error code to answer 403 with, or None when the request may go on.
+
+        Decisions on short headers are remembered (:func:`_remembered_refusal`): a
+        client sends the same Host and Origin on every request.
+        """
+        if len(host or "") + len(origin or "") <= _REMEMBERED_LENGTH:
+            return _remembered_refusal(self, host, origin)
+        return self.decide(host, origin)
+
+    def decide(self, host: str | None, origin: str | None) -> str | None:
+        """:meth:`refusal`, worked out afresh."""
         if not self.host_allowed(host):
             return HOST_REFUSED
         if not self.origin_allowed(origin, host):
@@ -98,15 +110,31 @@ class LocalGuard:
         return None
 
 
+#: Longest Host plus Origin whose decision is remembered (a peer cannot fill memory).
+_REMEMBERED_LENGTH = 256
+
+
+@functools.lru_cache(maxsize=1024)
+def _remembered_refusal(guard: LocalGuard, host: str | None, origin: str | None) -> str | None:
+    """``guard.decide(host, origin)``, remembered for the last 1,024 guards and headers."""
+    return guard.decide(host, origin)
+
+
 def local_guard(
-    allowed_hosts: Iterable[str] = (), broadcast_address: str | None = None
+    allowed_hosts: Iterable[str] = (),
+    broadcast_address: str | None = None,
+    *,
+    every_route: bool = False,
 ) -> LocalGuard:
     """The guard for a service: this machine's hostname, ``broadcast_address`` and
     ``allowed_hosts`` (``--allowed-host``, repeatable) beside IP literals and localhost.
+
+    ``every_route`` guards NSQ's own routes too even without ``allowed_hosts``
+    (the admin service: none of its routes is one an NSQ client needs by another name).
     """
     extra = [host_name(h) for h in allowed_hosts if h.strip()]
     names = {socket.gethostname().lower(), *extra}
     if broadcast_address:
         names.add(host_name(broadcast_address))
     names.discard("")
-    return LocalGuard(frozenset(names), guard_nsq_routes=bool(extra))
+    return LocalGuard(frozenset(names), guard_nsq_routes=every_route or bool(extra))

@@ -42,16 +42,15 @@ Example (what the nsqlookupd service does)::
 
 from __future__ import annotations
 
-import html
 import logging
-import posixpath
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
-from urllib.parse import quote
 
+from nsqbox.http.local_guard import LocalGuard, local_guard
 from nsqbox.http.messages import HTTPError, Request, Response
+from nsqbox.http.redirects import clean_path, redirect
 
 log = logging.getLogger("nsqbox.http")
 
@@ -67,6 +66,9 @@ QuickHandler = Callable[[Request], Response | None]
 DISCARD_BODY_LIMIT = 256 * 1024
 
 DEFAULT_MAX_BODY_SIZE = 1024 * 1024
+
+#: Where nsqbox's own routes live on nsqd and nsqlookupd: every route under it is nsqbox-only.
+NSQBOX_PATH = "/nsqbox"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,8 @@ class _Route:
     log: bool
     logger: logging.Logger
     quick: QuickHandler | None
+    #: The Host and Origin check this route makes first; None when it makes none.
+    guard: LocalGuard | None
 
     async def respond(self, request: Request) -> Response:
         """Run the handler and turn its result or error into the response."""
@@ -135,6 +139,40 @@ class _Route:
         if self.log:
             _log_request(self.logger, request, response.status, started)
         return response
+
+    async def respond_guarded(self, request: Request) -> Response:
+        """:meth:`respond`, once the guard let the request in (else its 403)."""
+        refused = self._refused(request)
+        return refused if refused is not None else await self.respond(request)
+
+    def respond_now_guarded(self, request: Request) -> Response | None:
+        """:meth:`respond_now`, once the guard let the request in (else its 403)."""
+        refused = self._refused(request)
+        return refused if refused is not None else self.respond_now(request)
+
+    def _refused(self, request: Request) -> Response | None:
+        """The 403 for a request the guard refuses (a foreign Host or Origin), or None.
+
+        The refusal is in the request log (INFO) like any answer; why, at DEBUG only: a
+        page that loops on refused requests must not flood the log with warnings.
+        """
+        assert self.guard is not None
+        host, origin = request.header("Host"), request.header("Origin")
+        code = self.guard.refusal(host, origin)
+        if code is None:
+            return None
+        if self.log:
+            _log_request(self.logger, request, 403, time.perf_counter())
+        self.logger.debug(
+            "refused %s %s from %s: %s (Host %.100r, Origin %.100r)",
+            request.method,
+            self.pattern,
+            request.remote_address,
+            code,
+            host,
+            origin,
+        )
+        return _error_response(HTTPError(403, code), self.plain_text)
 
     def _response(self, result: object) -> Response:
         """The handler's result as its response."""
@@ -169,6 +207,15 @@ class Router:
     ``/ping``) instead of JSON. Each request is logged at INFO on ``logger``
     (default ``nsqbox.http``) as nsqd logs them; ``log=False`` keeps a hot
     route (``/pub``) out of that log, as nsqd does.
+
+    nsqbox-only routes (added with ``nsqbox_only=True``, and every route under
+    :data:`NSQBOX_PATH`) answer only requests ``guard`` lets in (a Host on its
+    allowlist, no foreign Origin; else ``403 {"message":"HOST_NOT_ALLOWED"}`` or
+    ``ORIGIN_NOT_ALLOWED``), and with ``nsqbox_routes=False`` (a service with
+    ``--auth-http-address``) they are not served at all: 404, as an unknown path.
+    The other routes are NSQ's own: they answer any Host, as real nsqd does, unless
+    ``guard.guard_nsq_routes`` (``--allowed-host`` given, or the admin service).
+    The default guard allows IP literals, ``localhost`` and this machine's hostname.
     """
 
     def __init__(
@@ -177,8 +224,12 @@ class Router:
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         too_large: HTTPError | None = None,
         logger: logging.Logger | None = None,
+        guard: LocalGuard | None = None,
+        nsqbox_routes: bool = True,
     ) -> None:
         self.logger = logger or log
+        self.guard = guard if guard is not None else local_guard()
+        self.nsqbox_routes = nsqbox_routes
         self.max_body_size = max_body_size
         self.too_large = too_large or HTTPError(413, "BODY_TOO_BIG")
         # Static paths are looked up directly; patterns with parameters in order.
@@ -201,15 +252,21 @@ class Router:
         plain_text: bool = False,
         log: bool = True,
         quick: QuickHandler | None = None,
+        nsqbox_only: bool = False,
     ) -> None:
         """Route ``method`` requests for ``pattern`` to ``handler``.
 
         ``quick``, if given, is tried first for each request: a hot route's
         common case answered without a coroutine (see :data:`QuickHandler`).
+        ``nsqbox_only`` (implied under :data:`NSQBOX_PATH`) marks a route of
+        nsqbox's own: always guarded, and not added without ``nsqbox_routes``.
         Raises ValueError for a malformed pattern or a duplicate route.
         """
         if not pattern.startswith("/"):
             raise ValueError(f"pattern must start with '/': {pattern!r}")
+        nsqbox_only = nsqbox_only or pattern.split("/")[1] == NSQBOX_PATH[1:]
+        if nsqbox_only and not self.nsqbox_routes:
+            return  # turned off (--auth-http-address): 404, as an unknown path
         segments = tuple(pattern.split("/")[1:])
         for i, segment in enumerate(segments):
             if segment.startswith("*") and i != len(segments) - 1:
@@ -226,6 +283,7 @@ class Router:
             log=log,
             logger=self.logger,
             quick=quick,
+            guard=self.guard if nsqbox_only or self.guard.guard_nsq_routes else None,
         )
         if any(s[:1] in (":", "*") for s in segments):
             methods = next((m for segs, m in self._dynamic if segs == segments), None)
@@ -250,6 +308,7 @@ class Router:
         plain_text: bool = False,
         log: bool = True,
         quick: QuickHandler | None = None,
+        nsqbox_only: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Decorator form of :meth:`add` (same keyword options)."""
 
@@ -263,6 +322,7 @@ class Router:
                 plain_text=plain_text,
                 log=log,
                 quick=quick,
+                nsqbox_only=nsqbox_only,
             )
             return handler
 
@@ -279,12 +339,14 @@ class Router:
             methods, params = found
             route = methods.get(method)
             if route is not None:
+                guarded = route.guard is not None
+                respond_now = route.respond_now_guarded if guarded else route.respond_now
                 endpoint = Endpoint(
-                    respond=route.respond,
+                    respond=route.respond_guarded if guarded else route.respond,
                     params=params,
                     max_body_size=route.max_body_size,
                     too_large=route.too_large,
-                    respond_now=None if route.quick is None else route.respond_now,
+                    respond_now=None if route.quick is None else respond_now,
                 )
                 if not params and path in self._static:  # the same endpoint every time
                     self._resolved[method, path] = endpoint
@@ -292,7 +354,7 @@ class Router:
         if method != "CONNECT" and path != "/":
             fixed = self._fixed_path(method, path)
             if fixed is not None and fixed != path:
-                return _redirect(fixed, 301 if method == "GET" else 307)
+                return Endpoint(respond=redirect(fixed, 301 if method == "GET" else 307))
         if found is not None:
             allow = ", ".join(sorted({*methods, "OPTIONS"}))
             if method == "OPTIONS":
@@ -404,51 +466,3 @@ def _fixed(response: Response, logger: logging.Logger | None = None) -> Endpoint
         return response
 
     return Endpoint(respond=respond, too_large=response)
-
-
-def clean_path(path: str) -> str:
-    """httprouter's CleanPath: Go's ``path.Clean`` that keeps a trailing slash.
-
-    ``//``, ``.`` and ``..`` segments go, the result starts with ``/``.
-    """
-    if not path:
-        return "/"
-    cleaned = posixpath.normpath("/" + path.lstrip("/"))
-    # normpath keeps a leading "//" (POSIX allows it a meaning); Go does not.
-    cleaned = "/" + cleaned.lstrip("/")
-    if path.endswith("/") and cleaned != "/":
-        cleaned += "/"
-    return cleaned
-
-
-#: Go's url.PathEscape-like escaping of a path (url.URL.EscapedPath): these stay as they are.
-_PATH_SAFE = "$&+,/:;=@"
-
-
-def _redirect(path: str, status: int) -> Endpoint:
-    """Go's ``http.Redirect`` to ``path`` (and the request's query), as httprouter calls it."""
-    # http.Redirect cleans the path it is given, keeping a trailing slash.
-    escaped = clean_path(quote(path, safe=_PATH_SAFE))
-
-    async def respond(request: Request) -> Response:
-        # url.URL.String(): "?" and the raw query when the target had a "?".
-        has_query = bool(request.raw_query) or request.target.endswith("?")
-        location = escaped + ("?" + request.raw_query if has_query else "")
-        headers: tuple[tuple[str, str], ...] = (("Location", location),)
-        body = b""
-        if request.method in ("GET", "HEAD"):
-            headers = (("Content-Type", "text/html; charset=utf-8"), *headers)
-        if request.method == "GET":
-            text = _STATUS_TEXT[status]
-            body = f'<a href="{_html_escape(location)}">{text}</a>.\n\n'.encode()
-        return Response(status, body, headers, nsq_header=False)
-
-    return Endpoint(respond=respond)
-
-
-_STATUS_TEXT = {301: "Moved Permanently", 307: "Temporary Redirect"}
-
-
-def _html_escape(text: str) -> str:
-    # Go's htmlEscape: the five characters, with numeric references for quotes.
-    return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .. import NSQ_VERSION
 from ..http.clock_routes import add_clock_routes
+from ..http.local_guard import local_guard
 from ..http.messages import HTTPError, Request
 from ..http.router import Handler, Router
 from ..wire.documents import LookupDocument, NodesDocument
@@ -45,7 +46,13 @@ def _topic_channel(request: Request) -> tuple[str, str]:
 
 def build_router(lookupd: NSQLookupd) -> Router:
     """The complete nsqlookupd HTTP API for ``lookupd``."""
-    router = Router(max_body_size=_MAX_BODY)
+    opts = lookupd.options
+    broadcast = opts.box_broadcast_address or opts.effective_broadcast_address()
+    router = Router(
+        max_body_size=_MAX_BODY,
+        guard=local_guard(opts.allowed_hosts, broadcast),
+        nsqbox_routes=not opts.auth_http_addresses,  # with auth, /nsqbox/... answer 404
+    )
 
     async def ping(request: Request) -> object:
         return "OK"

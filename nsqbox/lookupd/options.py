@@ -7,12 +7,20 @@ names with ``-`` turned into ``_`` (the keys a TOML config file uses).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..addresses import broadcast_address
 from ..goflags import FlagSet
-from ..gooptions import Command, ConfigError, Kind, OptionFlag, Program
+from ..gooptions import (
+    ALLOWED_HOST_FLAG,
+    AUTH_HTTP_ADDRESS_FLAG,
+    Command,
+    ConfigError,
+    Kind,
+    OptionFlag,
+    Program,
+)
 
 __all__ = [
     "LOOKUPD",
@@ -41,6 +49,13 @@ class LookupdOptions:
     broadcast_address: str = ""  # "" -> derived, see effective_broadcast_address()
     inactive_producer_timeout: float = 300.0
     tombstone_lifetime: float = 45.0
+    #: nsqbox's: Host names allowed beside IP literals, localhost and the hostname (and,
+    #: with any, asked of NSQ's own routes too); see :mod:`nsqbox.http.local_guard`.
+    allowed_hosts: list[str] = field(default_factory=list)
+    #: nsqbox's: with any (the box's nsqd auth), nsqbox's own routes are off.
+    auth_http_addresses: list[str] = field(default_factory=list)
+    #: Set by the box (no flag): its nsqds' ``--broadcast-address``, a Host it answers to.
+    box_broadcast_address: str = ""
 
     def effective_broadcast_address(self) -> str:
         """What IDENTIFY replies carry: the flag, else a loopback bind host, else the hostname.
@@ -74,6 +89,8 @@ LOOKUPD_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         Kind.DURATION,
         "duration of time a producer will remain tombstoned if registration remains",
     ),
+    ALLOWED_HOST_FLAG,
+    AUTH_HTTP_ADDRESS_FLAG,
 )
 
 

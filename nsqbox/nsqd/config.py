@@ -18,6 +18,7 @@ from typing import Any
 
 from nsqbox.goflags import FlagSet
 from nsqbox.gooptions import (
+    ALLOWED_HOST_FLAG,
     DROP,
     Command,
     ConfigError,
@@ -38,6 +39,7 @@ from nsqbox.nsqd.options import (
 )
 
 __all__ = [
+    "ALLOWED_HOST_FLAG",
     "NSQD",
     "NSQD_OPTION_FLAGS",
     "TLS_MIN_VERSION_KIND",
@@ -116,6 +118,7 @@ NSQD_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         cfg="auth_http_addresses",
         field="auth_http_addresses",
     ),
+    ALLOWED_HOST_FLAG,
     # Added to NSQ after v1.3.0; nsqbox's auth client supports it.
     OptionFlag("auth-http-request-method", _S, "HTTP method of auth server requests: get or post"),
     OptionFlag(

@@ -77,10 +77,9 @@ def _scope(request: Request) -> dict[str, str | None]:
 def add_fault_routes(router: Router, nsqd: NSQD) -> None:
     """Add the ``/nsqbox/faults`` routes for ``nsqd`` to its HTTP router.
 
-    None with ``--auth-http-address``: stopping others' work needs no secret here.
+    The router leaves them out with ``--auth-http-address`` (stopping others' work
+    needs no secret here) and checks Host and Origin for them.
     """
-    if nsqd.options.auth_http_addresses:
-        return
     faults = nsqd.faults
 
     async def fail_publishes(request: Request) -> Doc:

@@ -17,6 +17,7 @@ from .. import NSQ_VERSION
 from ..gosyntax import StrconvError, parse_int
 from ..http import Endpoint, HTTPError, Request, Response, Router
 from ..http.clock_routes import add_clock_routes
+from ..http.local_guard import local_guard
 from ..logs import parse_level, set_level
 from ..wire.documents import InfoDocument
 from ..wire.errors import NSQError
@@ -70,7 +71,12 @@ def make_app(
     if not tls_enabled and opts.tls_required == TLS_REQUIRED:
         return TLSRequiredApp(nsqd)
     api = _NSQDHTTP(nsqd, on_options_changed)
-    router = Router(max_body_size=opts.max_body_size, logger=nsqd.logger)
+    router = Router(
+        max_body_size=opts.max_body_size,
+        logger=nsqd.logger,
+        guard=local_guard(opts.allowed_hosts, opts.effective_broadcast_address()),
+        nsqbox_routes=not opts.auth_http_addresses,  # with auth, /nsqbox/... answer 404
+    )
     router.add("GET", "/ping", api.ping, plain_text=True)
     router.add("GET", "/info", api.info)
     # "/put" is not in v1.3.0 (nsqd dropped it in 1.0); kept for old scripts that still use it.

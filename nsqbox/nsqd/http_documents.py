@@ -16,7 +16,7 @@ import trio
 from .. import NSQ_VERSION, __version__, program_version
 from ..gosyntax import format_duration_ns
 from ..http import HTTPError, Response
-from .config import NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
+from .config import ALLOWED_HOST_FLAG, NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
 from .quantile import QuantileResult
 from .stats import ChannelStats, MemStats, TopicStats, client_line, memory_stats
 from .statsd import statsd_prefix
@@ -40,7 +40,10 @@ GO_LOG_LEVELS: Final = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5
 _TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
 
 # nsqd's flag-tagged options by config name: what GET /config/:opt can read.
-_CONFIG_OPTIONS: Final = {flag.config_key: flag for flag in NSQD_OPTION_FLAGS}
+# (--allowed-host is nsqbox's: real nsqd answers INVALID_OPTION for it.)
+_CONFIG_OPTIONS: Final = {
+    flag.config_key: flag for flag in NSQD_OPTION_FLAGS if flag is not ALLOWED_HOST_FLAG
+}
 
 
 def duration_ns(seconds: float) -> int:

@@ -189,10 +189,9 @@ def _document(tap: _Tap, start: int) -> dict[str, object]:
 def add_tap_routes(router: Router, nsqd: NSQD) -> None:
     """Add the ``/nsqbox/tap/...`` routes for ``nsqd`` to its HTTP router.
 
-    None with ``--auth-http-address``: reading what others publish needs no secret here.
+    The router leaves them out with ``--auth-http-address`` (reading what others
+    publish needs no secret here) and checks Host and Origin for them.
     """
-    if nsqd.options.auth_http_addresses:
-        return
 
     async def tap_open(request: Request) -> dict[str, object]:
         topic = _arg(request, "topic", "MISSING_ARG_TOPIC")

@@ -22,7 +22,7 @@ from nsqbox.nsqd.options import (
 )
 
 # Every flag nsqd v1.3.0 defines (apps/nsqd/options.go), plus auth-http-request-method from
-# later NSQ releases.
+# later NSQ releases and nsqbox's own allowed-host.
 NSQD_FLAGS = {
     "version", "config", "log-level", "log-prefix", "verbose", "node-id", "worker-id",
     "https-address", "http-address", "tcp-address", "auth-http-address", "broadcast-address",
@@ -36,7 +36,7 @@ NSQD_FLAGS = {
     "statsd-mem-stats", "statsd-prefix", "statsd-udp-packet-size", "statsd-exclude-ephemeral",
     "e2e-processing-latency-percentile", "e2e-processing-latency-window-time", "tls-cert",
     "tls-key", "tls-client-auth-policy", "tls-root-ca-file", "tls-required", "tls-min-version",
-    "deflate", "max-deflate-level", "snappy", "auth-http-request-method",
+    "deflate", "max-deflate-level", "snappy", "auth-http-request-method", "allowed-host",
 }  # fmt: skip
 
 
