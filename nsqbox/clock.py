@@ -7,11 +7,14 @@ gives it to each of its servers, so they share it; two boxes never share one.
   the monotonic function it was made with (``trio.current_time`` in a server) and
   :attr:`BrokerClock.wall_ns` *is* ``time.time_ns``, so the hot path calls exactly
   what it called before there was a clock.
-- A manual clock is real time plus an offset that only :meth:`BrokerClock.advance`
-  moves. It steps the offset from deadline to deadline: at each step every node runs
-  its timeout processing (in-flight timeouts, deferred messages, REQ delays), so
-  what falls due inside the span fires in deadline order, as it would have in real
-  time. Consumers cannot answer inside a jump, so a message delivered by one of its
+- A manual clock stands still: broker time is the time the clock was made plus an
+  offset that only :meth:`BrokerClock.advance` moves, so no deferred message, REQ
+  delay, msg-timeout or tombstone falls due on its own, however long a test takes
+  (as trio's ``MockClock`` at rate 0, freezegun, or Pub/Sub's fake clock: time moves
+  only when told). :meth:`~BrokerClock.advance` steps the offset from deadline to
+  deadline: at each step every node runs its timeout processing (in-flight
+  timeouts, deferred messages, REQ delays), so what falls due inside the span fires
+  in deadline order, as it would have in real time. Consumers cannot answer inside a jump, so a message delivered by one of its
   steps starts its msg-timeout when the jump ends: a jump never times out what a
   live consumer would have finished. The call returns once the nodes settled: the
   deliveries are handed to the consumers' sockets.
@@ -48,7 +51,7 @@ __all__ = [
 CLOCK_MODES = ("real", "manual")
 #: The longest single advance (a year): a longer jump is a mistake, not a test.
 MAX_ADVANCE = 366 * 24 * 3600.0
-#: The furthest broker time may run ahead of real time, all advances together (ten
+#: The furthest broker time may run ahead of its start, all advances together (ten
 #: years). Every nanosecond timestamp a node writes (broker time, plus a DPUB's or
 #: REQ's delay and a message timeout, each at most days) stays centuries inside the
 #: int64 the message encoding holds (it ends in 2262): no message becomes unencodable.
@@ -60,7 +63,7 @@ class ClockError(RuntimeError):
 
 
 class ClockLimitError(ValueError):
-    """The advance would take broker time more than :data:`MAX_OFFSET` ahead of real time."""
+    """The advance would take broker time more than :data:`MAX_OFFSET` past its start."""
 
 
 def parse_span(text: str | float | int) -> float:
@@ -107,8 +110,12 @@ class BrokerClock:
     def __init__(self, *, manual: bool = False, real: Callable[[], float] = time.monotonic) -> None:
         self.manual = manual
         self.real = real
-        #: Seconds broker time is ahead of real time (only :meth:`advance` moves it).
+        #: Seconds broker time is ahead of where the clock started (only :meth:`advance`
+        #: moves it; a manual clock stands still otherwise).
         self.offset = 0.0
+        #: Where a manual clock stands at offset 0: the monotonic and the wall time it was made.
+        self._base = real()
+        self._wall_base_ns = time.time_ns()
         #: Names the clock: nodes that answer the same id share it (the admin advances once).
         self.id = uuid.uuid4().hex[:16]
         #: The nodes whose timers an advance runs (nsqds add and remove themselves).
@@ -132,10 +139,10 @@ class BrokerClock:
         return cls(manual=mode == "manual", real=real)
 
     def _manual_now(self) -> float:
-        return self.real() + self.offset
+        return self._base + self.offset
 
     def _manual_wall_ns(self) -> int:
-        return time.time_ns() + int(self.offset * 1e9)
+        return self._wall_base_ns + int(self.offset * 1e9)
 
     @property
     def mode(self) -> str:
@@ -143,7 +150,8 @@ class BrokerClock:
         return "manual" if self.manual else "real"
 
     def wall(self) -> float:
-        """Broker time as seconds since the epoch (what ``time.time()`` says, plus the offset)."""
+        """Broker time as seconds since the epoch (``time.time()``; on a manual clock, the
+        wall time it was made plus the offset)."""
         return self.wall_ns() / 1e9
 
     def describe(self) -> dict[str, object]:
@@ -185,8 +193,8 @@ class BrokerClock:
         if self.offset + seconds > MAX_OFFSET:
             room = max(MAX_OFFSET - self.offset, 0.0)
             raise ClockLimitError(
-                f"broker time may run at most {MAX_OFFSET:.0f}s (ten years) ahead of real "
-                f"time: {room:.0f}s left, not {seconds:g}s"
+                f"broker time may be moved at most {MAX_OFFSET:.0f}s (ten years) in all: "
+                f"{room:.0f}s left, not {seconds:g}s"
             )
 
     async def _advance(self, seconds: float) -> int:
@@ -194,11 +202,10 @@ class BrokerClock:
         fired = 0
         while True:
             due = self._next_due()
-            real = self.real()
-            end = real + target
+            end = self._base + target
             if due is None or due[0] > end:
                 break
-            self.offset = max(self.offset, due[1] - real)  # step to when it is released
+            self.offset = max(self.offset, due[1] - self._base)  # step to when it is released
             now = self.now()
             fired += sum(node.fire(now, end) for node in self.nodes)
         self.offset = max(self.offset, target)

@@ -12,7 +12,7 @@ import trio
 
 from nsqbox.addresses import format_address
 from nsqbox.box import BoxAddresses, BoxOptions, serve_box
-from nsqbox.clock import MAX_ADVANCE, MAX_OFFSET
+from nsqbox.clock import MAX_ADVANCE, MAX_OFFSET, BrokerClock
 from nsqbox.nsqd.options import NSQDOptions
 from tests.helpers import RawConn
 
@@ -66,3 +66,17 @@ async def test_advances_stop_at_the_total_cap_and_a_dpub_still_arrives(
             assert abs(msg.timestamp / 1e9 - expected) < 600
             await sub.aclose()
         nursery.cancel_scope.cancel()
+
+
+def test_a_manual_clock_stands_still_until_advanced() -> None:
+    real = [1000.0]
+    clock = BrokerClock(manual=True, real=lambda: real[0])
+    start, wall = clock.now(), clock.wall_ns()
+    real[0] += 3600.0  # an hour of real time passes: broker time does not move
+    assert (clock.now(), clock.wall_ns()) == (start, wall)
+    clock.offset = 90.0  # what an advance of 90 s leaves
+    assert clock.now() == start + 90.0
+    assert clock.wall_ns() == wall + 90_000_000_000
+    running = BrokerClock(real=lambda: real[0])  # the real clock is real time
+    real[0] += 5.0
+    assert running.now() == real[0]
