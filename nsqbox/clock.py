@@ -14,10 +14,11 @@ gives it to each of its servers, so they share it; two boxes never share one.
   only when told). :meth:`~BrokerClock.advance` steps the offset from deadline to
   deadline: at each step every node runs its timeout processing (in-flight
   timeouts, deferred messages, REQ delays), so what falls due inside the span fires
-  in deadline order, as it would have in real time. Consumers cannot answer inside a jump, so a message delivered by one of its
-  steps starts its msg-timeout when the jump ends: a jump never times out what a
-  live consumer would have finished. The call returns once the nodes settled: the
-  deliveries are handed to the consumers' sockets.
+  in deadline order, as it would have in real time. Consumers cannot answer inside
+  a jump, so a message delivered by one of its steps starts its msg-timeout when the
+  jump ends: a jump never times out what a live consumer would have finished. The
+  call returns once the nodes settled: the deliveries are handed to the consumers'
+  sockets.
 
 What stays on real time, whatever the clock: heartbeats, read and write deadlines
 and client liveness (moving them would disconnect every client on a long jump),
