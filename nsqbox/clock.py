@@ -57,6 +57,9 @@ MAX_ADVANCE = 366 * 24 * 3600.0
 #: REQ's delay and a message timeout, each at most days) stays centuries inside the
 #: int64 the message encoding holds (it ends in 2262): no message becomes unencodable.
 MAX_OFFSET = 10 * MAX_ADVANCE
+#: How far past the end of an advance a deadline may lie and still fire in it (float
+#: rounding of broker time, never a real difference).
+SLACK = 1e-6
 
 
 class ClockError(RuntimeError):
@@ -204,11 +207,16 @@ class BrokerClock:
         while True:
             due = self._next_due()
             end = self._base + target
-            if due is None or due[0] > end:
+            # a deadline made as (base + offset) + timeout may round an ulp past the end
+            # made as base + (offset + timeout): a microsecond of slack is far below the
+            # timers' 10 ms buckets
+            if due is None or due[0] > end + SLACK:
                 break
-            self.offset = max(self.offset, due[1] - self._base)  # step to when it is released
-            now = self.now()
-            fired += sum(node.fire(now, end) for node in self.nodes)
+            # Step to the deadline's release (the end of its timer bucket), but never past
+            # the end of the span: what that bucket holds fires at its release either way.
+            self.offset = max(self.offset, min(due[1] - self._base, target))
+            release = max(due[1], self.now())
+            fired += sum(node.fire(release, end) for node in self.nodes)
         self.offset = max(self.offset, target)
         now = self.now()
         fired += sum(node.fire(now) for node in self.nodes)  # due by the final time

@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import Final
 
-__all__ = ["exposure_warning", "interface_addresses", "is_exposed"]
+__all__ = ["exposure_warning", "interface_addresses", "is_exposed", "reach"]
 
 #: Linux's SIOCGIFADDR: an interface's IPv4 address.
 _SIOCGIFADDR: Final = 0x8915
@@ -78,8 +78,10 @@ def _at(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def exposure_warning(name: str, host: str, port: int) -> str | None:
-    """The warning for listener ``name`` bound on ``host:port``; None on loopback."""
+def reach(host: str, port: int) -> str | None:
+    """Where other machines reach a listener bound on ``host:port``: ``"192.0.2.7:4171"``,
+    or for a wildcard ``"0.0.0.0:4150, every interface (192.0.2.7:4150, ...)"``; None on
+    loopback."""
     if not is_exposed(host):
         return None
     where = _at(host, port)
@@ -93,8 +95,17 @@ def exposure_warning(name: str, host: str, port: int) -> str | None:
         if len(addresses) > MAX_NAMED:
             named += ", ..."
         where = f"{where}, every interface" + (f" ({named})" if named else "")
+    return where
+
+
+def exposure_warning(name: str, host: str, port: int) -> str | None:
+    """The warning for listener ``name`` bound on ``host:port``; None on loopback."""
+    where = reach(host, port)
+    if where is None:
+        return None
     return (
         f"{name} listens on {where}: other machines can reach it. NSQ's own routes answer "
         "them as real NSQ's do (no Host, Origin or secret checked); nsqbox's own routes "
-        "check Host and Origin (--allowed-host names more hosts)"
+        "refuse a foreign Origin and a Host that is not an IP literal or an allowed name "
+        "(--allowed-host names more), so by IP address they are open to the network"
     )

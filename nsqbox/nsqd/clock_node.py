@@ -70,7 +70,8 @@ class NodeTimers:
         """Time out and undefer what is due by ``now`` in every channel; how many.
 
         With ``resume`` (the broker time a jump ends at), what this delivered is in
-        flight from then on: its msg-timeout starts when the consumer can answer.
+        flight from then on: its msg-timeout starts when the consumer can answer (also
+        when ``now``, the end of a timer bucket, lies a few ms past the jump's end).
         """
         fired = 0
         for channel in self.nsqd.channels():
@@ -78,7 +79,7 @@ class NodeTimers:
             channel.process_in_flight(now)
             channel.process_deferred(now)
             fired += channel.timeout_count - timeouts + deferred - len(channel.deferred)
-            if resume is not None and resume > now:
+            if resume is not None and resume != now:
                 _delivered_at(channel.in_flight, now, resume)
         return fired
 

@@ -376,7 +376,7 @@ def test_tui_web_on_every_interface_warns_and_names_it(tmp_path: Path) -> None:
     with running(argv, log, read="stdout"):
         wait_for(lambda: "serving the TUI at" in log.read_text(), timeout=BROWSER_TIMEOUT)
         warning, line = log.read_text().splitlines()[:2]
-        found = re.search(r"listens on 0\.0\.0\.0:(\d+) \(every interface\)", warning)
+        found = re.search(r"listens on 0\.0\.0\.0:(\d+), every interface", warning)
         assert found, warning
         port = found.group(1)
         assert "token" in warning
@@ -404,7 +404,7 @@ def test_up_web_beyond_loopback_warns_before_the_banner(tmp_path: Path) -> None:
         port = base.rsplit(":", 1)[1]
         assert base == f"http://{socket.gethostname().lower()}:{port}"
     printed = (tmp_path / "stderr.log").read_text()
-    assert f"nsqbox up: warning: the web TUI listens on 0.0.0.0:{port} (every interface)" in (
+    assert f"nsqbox up: warning: the web TUI listens on 0.0.0.0:{port}, every interface" in (
         printed
     )
     assert f"admin TUI in a browser at {ready['tui_web_url']}" in printed

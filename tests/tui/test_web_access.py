@@ -202,6 +202,12 @@ def test_a_rebinding_host_is_refused_even_with_the_token(tmp_path: Path) -> None
         # the same request on the server's own Host is answered
         status, _ = await raw_get(web_tui, "/static/css/xterm.css", Host=host_of(web_tui))
         assert status == 200
+        # the refusal's body is the one every other nsqbox service answers, byte for byte
+        async with aiohttp.ClientSession() as session:
+            url = f"{web_tui.public_url}/?token={web_tui.token}"
+            async with session.get(url, headers={"Host": evil}) as answer:
+                assert answer.status == 403
+                assert await answer.read() == b'{"message":"HOST_NOT_ALLOWED"}'
 
     run(tmp_path, body)
 
@@ -295,10 +301,10 @@ def test_pure_rules() -> None:
     assert exposure_warning("::1", 4172) is None
     wildcard = exposure_warning("0.0.0.0", 4172)
     assert wildcard is not None
-    assert "0.0.0.0:4172 (every interface)" in wildcard
+    assert "0.0.0.0:4172, every interface" in wildcard
     lan = exposure_warning("192.0.2.7", 4172)
     assert lan is not None
-    assert "192.0.2.7:4172 (not a loopback address)" in lan
+    assert "listens on 192.0.2.7:4172:" in lan
     assert public_url("127.0.0.1", 4172) == "http://127.0.0.1:4172"
     assert public_url("::1", 4172) == "http://[::1]:4172"
     assert not public_url("0.0.0.0", 4172).startswith("http://127.0.0.1")

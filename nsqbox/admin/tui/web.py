@@ -296,7 +296,9 @@ class WebTUI:
         refusal = self.guard.refusal(host, origin)
         if refusal is not None:
             log.debug("web TUI: refused %s (Host %r, Origin %r)", refusal, host, origin)
-            return web.json_response({"message": refusal}, status=403)
+            # the body every other nsqbox service answers, byte for byte (no spaces)
+            body = b'{"message":"%s"}' % refusal.encode()
+            return web.Response(body=body, status=403, content_type="application/json")
         resource = request.match_info.route.resource
         if resource is not None and resource.name == "static":
             return await handler(request)

@@ -24,7 +24,8 @@ import hmac
 import secrets
 import socket
 
-from ...addresses import format_address, is_loopback
+from ...addresses import format_address
+from ...exposure import reach
 
 #: Where the web TUI listens unless told otherwise.
 DEFAULT_WEB_HOST = "127.0.0.1"
@@ -82,15 +83,13 @@ def public_url(bound_host: str, port: int) -> str:
 
 
 def exposure_warning(bound_host: str, port: int) -> str | None:
-    """The warning to print when the server listens on more than loopback, naming the address
-    it bound (None on a loopback address)."""
-    host = bound_host.strip("[]")
-    if host and is_loopback(host):
+    """The warning to print when the server listens on more than loopback, naming the
+    addresses other machines reach it at (:func:`nsqbox.exposure.reach`; None on loopback)."""
+    where = reach(bound_host.strip("[]") or "0.0.0.0", port)
+    if where is None:
         return None
-    where = format_address((host or "0.0.0.0", port))
-    scope = "every interface" if is_wildcard(host) else "not a loopback address"
     return (
-        f"warning: the web TUI listens on {where} ({scope}): anyone who can reach it and has "
+        f"warning: the web TUI listens on {where}: anyone who can reach it and has "
         "the URL's token can drive the TUI (and, without --read-only, change the cluster)"
     )
 
