@@ -127,7 +127,7 @@ ALLOWED_HOST_FLAG = OptionFlag(
     "allowed-host",
     Kind.STRING_ARRAY,
     "nsqbox: a Host name requests may use beside IP literals, localhost and the hostname "
-    "(repeatable); with any, NSQ's own HTTP routes check Host too",
+    "(repeatable); with any, NSQ's own HTTP routes check Host and Origin too",
     cfg="allowed_hosts",
     field="allowed_hosts",
 )

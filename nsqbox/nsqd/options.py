@@ -51,7 +51,7 @@ class NSQDOptions:
     auth_http_addresses: list[str] = field(default_factory=list)
     auth_http_request_method: str = "get"
     #: nsqbox's: names a request's Host may give beside IP literals, localhost, the hostname
-    #: and the broadcast address; with any, NSQ's own HTTP routes check Host too.
+    #: and the broadcast address; with any, NSQ's own HTTP routes check Host and Origin too.
     allowed_hosts: list[str] = field(default_factory=list)
     http_client_connect_timeout: float = 2.0
     http_client_request_timeout: float = 5.0
