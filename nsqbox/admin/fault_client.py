@@ -26,7 +26,8 @@ __all__ = ["AdminFaults"]
 _OURS = frozenset({"NODE_NOT_FOUND", "NOT_SUPPORTED", "UNKNOWN_FAULT"})
 _NOT_ADMIN = (
     "has no /api/faults: not an nsqbox admin service (nsqbox up serves one on port 4171, "
-    "nsqbox admin on its --http-address)"
+    "nsqbox admin on its --http-address), or one run with --auth-http-address, which turns "
+    "nsqbox's own routes off"
 )
 
 _listing_decoder = msgspec.json.Decoder(FaultListing)

@@ -49,6 +49,11 @@ MESSAGES = {
     ),
     "INVALID_BY": "the admin service refused the span (above 0 and at most a year)",
     "MISSING_ARG_BY": "advance needs a span of time, such as 1h or 90",
+    "OFFSET_LIMIT": "the clock may be moved at most ten years in all",
+    "NOT_FOUND": (
+        "the admin service has no /api/clock: it is not nsqbox's, or it runs with "
+        "--auth-http-address, which turns nsqbox's own routes off"
+    ),
     "FORBIDDEN": (
         "the admin service only lets its admin users move time: pass --user "
         "(sent in --acl-http-header)"

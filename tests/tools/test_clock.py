@@ -129,6 +129,8 @@ def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
         ("INVALID_BY", "the admin service refused the span"),
         ("MISSING_ARG_BY", "advance needs a span of time"),
         ("FORBIDDEN", "only lets its admin users move time: pass --user"),
+        ("OFFSET_LIMIT", "at most ten years in all"),
+        ("NOT_FOUND", "or it runs with --auth-http-address, which turns nsqbox's own routes off"),
         ("UPSTREAM_ERROR: boom", "no node answered the admin service"),
     ],
 )
