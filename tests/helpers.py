@@ -110,6 +110,16 @@ async def publish(address: tuple[str, int], topic: str, *bodies: bytes) -> None:
     await conn.aclose()
 
 
+async def stop_process(process: trio.Process, within: float = TIMEOUT) -> None:
+    """SIGTERM ``process`` and wait up to ``within`` seconds for it, then SIGKILL it."""
+    process.terminate()
+    with trio.move_on_after(within):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
 async def wait_until(predicate: Callable[[], object], within: float = TIMEOUT) -> None:
     """Poll ``predicate`` until it is true; TooSlowError after ``within`` seconds."""
     with trio.fail_after(within):

@@ -23,6 +23,7 @@ from nsqbox.nsqd.lookup import lookup_service
 from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 from nsqbox.wire.lookupd import MAGIC_V1, encode_identify, encode_register
+from tests.helpers import stop_process
 
 TIMEOUT = 10
 NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
@@ -152,12 +153,7 @@ async def real_nsqd(box: Box, data: Path) -> AsyncIterator[str]:
     try:
         yield f"127.0.0.1:{http_port}"
     finally:
-        process.terminate()
-        with trio.move_on_after(TIMEOUT):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await stop_process(process)
 
 
 class NSQDControl:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.helpers import TIMEOUT
+from tests.helpers import TIMEOUT, stop_process
 
 SERVER_ADDRESS = "10.237.0.1"
 CLIENT_ADDRESS = "10.237.0.2"
@@ -133,9 +133,4 @@ async def test_a_wildcard_bind_warns_with_the_real_address(
             done = await trio.run_process(client, capture_stdout=True, capture_stderr=True)
         assert json.loads(done.stdout) == [200, 403, 403, 200, 200]
     finally:
-        process.terminate()
-        with trio.move_on_after(TIMEOUT):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await stop_process(process)
