@@ -98,7 +98,10 @@ def test_tail_leaves_the_rest_for_the_next_reader(
     address = f"--nsqd-tcp-address={nsqd_tcp(box)}"
     assert run(capsys, "pub", address, "t_rest", "1", "2", "3", "4", "5")[0] == 0
     assert run(capsys, "tail", address, "--channel=keep", "-n=2", "t_rest") == (0, "1\n2\n", "")
-    assert run(capsys, "tail", address, "--channel=keep", "-n=3", "t_rest") == (0, "3\n4\n5\n", "")
+    # a message nsqd sent the first tail after a FIN freed its RDY, and the tail did not print,
+    # went back to the channel when it closed: NSQ keeps no order for requeued messages
+    status, out, err = run(capsys, "tail", address, "--channel=keep", "-n=3", "t_rest")
+    assert (status, sorted(out.splitlines()), err) == (0, ["3", "4", "5"], "")
     channel = topic_stats(box, "t_rest")["channels"][0]
     assert (channel["channel_name"], channel["depth"], channel["in_flight_count"]) == ("keep", 0, 0)
 
