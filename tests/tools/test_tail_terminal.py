@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from nsqbox import cli
+from nsqbox.testing.waiting import poll
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
 
 BODIES = [
@@ -111,11 +112,12 @@ def test_tail_piped_or_raw_writes_bodies_as_they_are(box: BoxProcess) -> None:
 
 def wait_for_lookupd(box: BoxProcess, topic: str) -> None:
     """Until lookupd lists an nsqd for ``topic`` (registration is asynchronous)."""
-    deadline = time.monotonic() + TIMEOUT
     url = box.url("lookupd_http_address", "/lookup")
-    while httpx.get(url, params={"topic": topic}, timeout=TIMEOUT).status_code != 200:
-        assert time.monotonic() < deadline, f"lookupd never listed {topic}"
-        time.sleep(0.05)
+
+    def listed() -> tuple[bool, None]:
+        return httpx.get(url, params={"topic": topic}, timeout=TIMEOUT).status_code == 200, None
+
+    poll(listed, TIMEOUT, lambda _: f"lookupd never listed {topic}")
 
 
 def test_tail_warns_on_a_topic_with_no_channel_as_the_tui_does(
@@ -142,16 +144,18 @@ def test_tail_warns_on_a_topic_with_no_channel_as_the_tui_does(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + TIMEOUT
         stats = f"http://{nsqd}/stats"
-        while not any(  # until the tail's ephemeral channel is there
-            c["channel_name"].startswith("tail")
-            for t in httpx.get(stats, params={"format": "json"}, timeout=TIMEOUT).json()["topics"]
-            if t["topic_name"] == "t_first"
-            for c in t["channels"]
-        ):
-            assert time.monotonic() < deadline, "the tail never subscribed"
-            time.sleep(0.05)
+
+        def subscribed() -> tuple[bool, None]:  # the tail's ephemeral channel is there
+            topics = httpx.get(stats, params={"format": "json"}, timeout=TIMEOUT).json()["topics"]
+            return any(
+                c["channel_name"].startswith("tail")
+                for t in topics
+                if t["topic_name"] == "t_first"
+                for c in t["channels"]
+            ), None
+
+        poll(subscribed, TIMEOUT, lambda _: "the tail never subscribed")
         publish(box, "t_first", [b"next"])
         out_bytes, err_bytes = tail.communicate(timeout=TIMEOUT)
     finally:
