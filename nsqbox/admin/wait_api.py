@@ -18,7 +18,8 @@ POST     /api/consume/:topic/:channel?n=&timeout=    SUB on ``node`` (default 0)
 =======  ==========================================  ==========================================
 
 Counts: ``depth``, ``message_count`` (topic and channel); ``in_flight``, ``deferred``,
-``requeue_count``, ``timeout_count``, ``clients`` (channel). ``timeout`` is seconds or a
+``requeue_count``, ``timeout_count``, ``clients`` (channel only: on a topic, 400
+``INVALID_<COUNT>``). ``timeout`` is seconds or a
 Go duration, 10 s by default, at most 60 s (a wait is bounded: ``400 INVALID_TIMEOUT``
 beyond). Errors: ``400 INVALID_<COUNT>``, ``INVALID_N`` (1 to 2,500), ``INVALID_TOPIC``,
 ``INVALID_CHANNEL``; ``403 FORBIDDEN`` (``--admin-user``, to consume); ``404
@@ -98,6 +99,9 @@ def _names(request: Request) -> tuple[str, str | None]:
 
 
 def _wanted(request: Request, names: tuple[str, ...]) -> dict[str, int]:
+    for name in CHANNEL_COUNTS:
+        if name not in names and request.arg(name) is not None:
+            raise HTTPError(400, f"INVALID_{name.upper()}")  # a channel's count, on a topic
     wanted: dict[str, int] = {}
     for name in names:
         raw = request.arg(name)

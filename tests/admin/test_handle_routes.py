@@ -112,6 +112,8 @@ async def test_a_wait_is_bounded_and_says_what_it_last_saw(box: Box) -> None:
         answer = await box.call("GET", "/api/wait/orders/c", 400, **params)
         assert answer == {"message": code}
     assert await box.call("GET", "/api/wait/bad!name", 400) == {"message": "INVALID_TOPIC"}
+    on_a_topic = await box.call("GET", "/api/wait/orders", 400, in_flight=0)
+    assert on_a_topic == {"message": "INVALID_IN_FLIGHT"}  # a channel's count
 
 
 async def test_consume_takes_exactly_n_and_finishes_them(box: Box) -> None:
