@@ -205,3 +205,25 @@ def test_a_tap_whose_file_was_marked_lost_comes_back_saying_so(
     assert (_bodies(doc), doc["lost"]) == ([b"1"], True)
     http("POST", address, "/nsqbox/tap/close", {"id": tap_id})
     assert tap_file_ids(data_path) == []
+
+
+def test_a_tap_whose_write_fails_says_it_may_lose_records(
+    handle: NSQBox, thread_box: ThreadBox
+) -> None:
+    address = handle.nsqd_http_address
+    tap_id = json.loads(http("POST", address, "/nsqbox/tap/open", {"topic": "t"}))["id"]
+    data_path = thread_box.call(lambda: thread_box.cluster.node(0).data_path)
+    path = Path(tap_file_path(data_path, tap_id))
+    lost_path = Path(tap_file_path(data_path, tap_id, lost=True))
+    path.unlink()
+    path.mkdir()  # the next append fails (IsADirectoryError), as a full or broken disk would
+    try:
+        handle.publish("t", [b"1", b"2"])
+        doc = _read(handle, tap_id)
+        assert (_bodies(doc), doc["lost"]) == ([b"1", b"2"], True)  # in memory still
+        assert (path.exists(), lost_path.is_dir()) == (False, True)  # renamed: "lost"
+        http("POST", address, "/nsqbox/tap/close", {"id": tap_id})
+    finally:
+        for leftover in (path, lost_path):
+            if leftover.is_dir():
+                leftover.rmdir()
