@@ -58,8 +58,8 @@ def main(argv: list[str]) -> int:
         return 1
     if not argv:
         width = max(len(name) for name in documents)
-        for name, doc in documents.items():
-            print(f"{name:<{width}}  {_title(doc)}")
+        for name, entry in documents.items():
+            print(f"{name:<{width}}  {_title(entry)}")
         return 0
     if argv[0] in ("-path", "--path"):
         print(docs_folder())
