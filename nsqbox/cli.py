@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, str] = {
     "stat": "nsqbox.tools.stat:main",
     "fault": "nsqbox.tools.fault:main",
     "clock": "nsqbox.tools.clock:main",
+    "docs": "nsqbox.tools.docs:main",
 }
 
 #: One line of help per command.
@@ -50,6 +51,7 @@ SUMMARIES: dict[str, str] = {
     "stat": "print topic and channel statistics",
     "fault": "make the box misbehave on purpose: list, add and lift faults, restart nodes",
     "clock": "read and move the box's broker time (nsqbox up --clock manual)",
+    "docs": "print the documentation that ships with nsqbox (nsqbox docs testing)",
 }
 
 # How nsqd labels fatal start-up errors (main.go's logFatal always uses this prefix).

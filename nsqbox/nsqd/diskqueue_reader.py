@@ -12,10 +12,9 @@ import logging
 import os
 import random
 import struct
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 
 from .diskqueue_files import (
     QueueState,
@@ -24,6 +23,7 @@ from .diskqueue_files import (
     load_state,
     write_meta_file,
 )
+from .diskqueue_sync import BackgroundSyncs
 
 __all__ = ["DiskQueueReader"]
 
@@ -97,13 +97,11 @@ class DiskQueueReader:
         self._need_sync = False
         self._last_sync = clock()
         self._closed = False
-        #: Runs the syncs that every ``sync_every`` writes and reads call for, off the
-        #: caller's thread (None: they run in place, as every other sync does).
-        self._syncer = syncer
-        #: The sync running there, if any: the next sync of any kind waits for it first.
-        self._background: Future[None] | None = None
-        #: Held while a background sync writes; release() takes it to stop the next one.
-        self._sync_lock = threading.Lock()
+        #: The syncs that every ``sync_every`` writes and reads call for, off the caller's
+        #: thread (None: they run in place, as every other sync does).
+        self._syncs = (
+            None if syncer is None else BackgroundSyncs(name, syncer, self._persist_metadata)
+        )
 
         self._file_prefix = os.path.join(data_path, f"{name}.diskqueue.")
         self._meta_file_name = os.path.join(data_path, f"{name}.diskqueue.meta.dat")
@@ -395,45 +393,26 @@ class DiskQueueReader:
         return True
 
     def _sync_counted(self) -> None:
-        """The sync ``sync_every`` writes and reads call for: on the syncer when there is one.
-
-        It fsyncs a duplicate of the write file's descriptor and writes the meta file with
-        the state as of now, in that order, as :meth:`sync` does; a failure is logged.
-        """
-        if self._syncer is None:
+        """The sync ``sync_every`` writes and reads call for: on the syncer when there is one
+        (:class:`~.diskqueue_sync.BackgroundSyncs`), else in place; a failure is logged."""
+        if self._syncs is None:
             self._sync_logged()
             return
-        self.settle()
-        fd = os.dup(self._write_fd) if self._write_fd >= 0 else -1
-        self._background = self._syncer.submit(self._sync_in_background, fd, self._state())
+        self._syncs.start(self._write_fd, self._state())
         self._need_sync = False
         self._count = 0
         self._last_sync = self._clock()
 
-    def _sync_in_background(self, fd: int, state: QueueState) -> None:
-        try:
-            with self._sync_lock:
-                if self._closed:  # released meanwhile: nothing more goes to the data path
-                    return
-                if fd >= 0:
-                    os.fsync(fd)
-                self._persist_metadata(state)
-        except OSError as exc:
-            log.error("DISKQUEUE(%s) failed to sync - %s", self.name, exc)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-
     def settle(self) -> None:
         """Wait for the background sync, if one is running (it logs its own failure)."""
-        if self._background is not None:
-            self._background.result()
-            self._background = None
+        if self._syncs is not None:
+            self._syncs.settle()
 
     def _stop_background(self) -> None:
         """No background sync writes from now on (one that is writing finishes first)."""
-        with self._sync_lock:
-            self._closed = True
+        if self._syncs is not None:
+            self._syncs.stop()
+        self._closed = True
 
     def _sync_logged(self) -> None:
         """Sync where go-diskqueue's ioLoop would; like it, log failures rather than raise."""

@@ -96,6 +96,9 @@ class NSQD:
         self.faults = NodeFaults(self)
         self._client_ids = 0
         self._notify_callbacks: list[Callable[[Topic | Channel], None]] = []
+        #: Every live channel, kept until a topic or channel is created or deleted: the
+        #: queue scan samples it every queue-scan-interval, whatever the number of topics.
+        self._channels: list[Channel] | None = None
         #: Called with each topic created at runtime; lookupd support replaces it
         #: to pre-create channels known to lookupd before the topic starts.
         self.on_new_topic: Callable[[Topic], None] = Topic.start
@@ -163,6 +166,7 @@ class NSQD:
             return False
         topic.delete()
         self.topics.pop(name, None)
+        self._channels = None
         self.persist_metadata()
         return True
 
@@ -171,8 +175,18 @@ class NSQD:
         self.delete_existing_topic(topic.name)
 
     def channels(self) -> list[Channel]:
-        """Every channel of every topic."""
-        return [c for t in self.topics.values() for c in t.channels.values()]
+        """Every live channel of every topic (one list until a topic or channel is created or
+        deleted: callers must not change it)."""
+        channels = self._channels
+        if channels is None:
+            channels = self._channels = [
+                c
+                for t in self.topics.values()
+                if not t.exiting
+                for c in t.channels.values()
+                if not c.exiting
+            ]
+        return channels
 
     # -- notifications and persistence ----------------------------------------
     def add_notify_callback(self, callback: Callable[[Topic | Channel], None]) -> None:
@@ -181,6 +195,7 @@ class NSQD:
 
     def notify(self, obj: Topic | Channel) -> None:
         """A topic or channel was created or deleted (``obj.exiting`` tells which)."""
+        self._channels = None
         for callback in self._notify_callbacks:
             callback(obj)
         if not self.loading and not obj.ephemeral:

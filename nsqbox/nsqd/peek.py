@@ -117,15 +117,19 @@ class _Page:
         self.held += body_len
 
     def held_messages(
-        self, msgs: Iterable[Message], state: str, start: int, now: float
+        self, msgs: Iterable[Message], state: str, start: int, now: float, at_topic: bool
     ) -> str | None:
-        """Add ``msgs`` (from the ``start``-th on); the cursor to go on with, or None."""
+        """Add ``msgs`` (from the ``start``-th on); the cursor to go on with, or None.
+
+        ``at_topic``: they are a topic's, whose memory messages carry a DPUB's delay in their
+        lease (a channel's carry the last delivery's, which is no delay).
+        """
         taken = 0
         for msg in msgs:
             if self.full:
                 break
             doc = _message_doc(msg, state, self.body_bytes)
-            if state == "memory" and msg.deadline:  # a topic's DPUB: its delay
+            if state == "memory" and at_topic and msg.deadline:  # a DPUB: its delay
                 doc["defer_ms"] = round(msg.deadline * 1000)
             elif state == "deferred":
                 doc["defer_left_ms"] = max(0, round((msg.deadline - now) * 1000))
@@ -220,7 +224,7 @@ def peek_document(
                 assert channel is not None
                 queue = channel.deferred if section == "deferred" else channel.in_flight
                 held = queue.page(start, page.room + 1)
-            next_cursor = page.held_messages(held, section, start, now)
+            next_cursor = page.held_messages(held, section, start, now, channel is None)
         numbers = []
         if next_cursor is not None:
             break

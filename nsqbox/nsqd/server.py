@@ -107,13 +107,18 @@ async def handle_tcp(
 async def queue_scan_loop(nsqd: NSQD) -> None:
     """nsqd's queueScanLoop: every queue-scan-interval, expire in-flight and deferred messages.
 
-    It also runs the disk queues' time-based fsync (go-diskqueue's per-queue sync ticker).
+    It also runs the disk queues' time-based fsync (go-diskqueue's per-queue sync ticker),
+    every half sync-timeout: both cost the same whether the node has ten topics or 10,000.
     """
     opts = nsqd.options
+    sync_period = max(opts.queue_scan_interval, opts.sync_timeout / 2)
+    next_sync = trio.current_time() + sync_period
     while True:
         await trio.sleep(opts.queue_scan_interval)
         nsqd.scan_queues(nsqd.channels())
-        nsqd.sync_backends()
+        if trio.current_time() >= next_sync:
+            nsqd.sync_backends()
+            next_sync = trio.current_time() + sync_period
 
 
 async def serve_nsqd(

@@ -145,6 +145,28 @@ async def test_topic_memory_deferred_and_in_flight(
     await producer.aclose()
 
 
+async def test_a_requeued_message_in_a_channel_has_no_delay(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    # defer_ms is a topic's DPUB delay; a channel's message back from a consumer keeps its
+    # last lease (who had it, until when), which is not a delay
+    server = await start_nsqd_http(nursery, tmp_path)
+    consumer = await RawConn.open(server.tcp)
+    await consumer.sub("r", "c", rdy=1)
+    producer = await RawConn.open(server.tcp)
+    await producer.pub("r", b"again")
+    msg = await consumer.message()
+    await consumer.send(commands.rdy(0))
+    await consumer.send(commands.req(msg.id, 0))
+    channel = server.nsqd.topics["r"].channels["c"]
+    await wait_until(lambda: state_of(channel) == (1, 0, 0, 0))
+    (listed,) = (await peek(client, server, topic="r", channel="c"))["messages"]
+    assert (listed["state"], listed["attempts"], body(listed)) == ("memory", 1, b"again")
+    assert "defer_ms" not in listed
+    await consumer.aclose()
+    await producer.aclose()
+
+
 async def test_disk_without_moving_the_read_position(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
