@@ -67,6 +67,8 @@ from ..http.router import Router
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .actions import Action, ClusterActions
+from .box_nodes import BoxNodes
+from .capture_api import Captures, add_capture_routes
 from .clock_api import ClusterClocks, add_clock_routes
 from .clusterinfo import ClusterError, ClusterInfo, UpstreamError, warning
 from .control import NodeControl
@@ -75,6 +77,7 @@ from .faults import ClusterFaults
 from .metrics import ClusterExporter
 from .options import AdminOptions
 from .stats import Producer, TopicStats, aggregate_channel, aggregate_topic
+from .wait_api import add_wait_routes
 
 __all__ = ["AdminAPI", "build_router"]
 
@@ -435,4 +438,7 @@ def build_router(
     faults = ClusterFaults(info, api.lookupds, api.nsqds, control=control)
     add_fault_routes(router, faults, api._authorize)
     add_clock_routes(router, ClusterClocks(faults), api._authorize)  # nsqbox's /api/clock
+    nodes = BoxNodes(faults)  # nsqbox's test handle over HTTP: /api/wait, consume, captures
+    add_wait_routes(router, nodes, api._authorize)
+    add_capture_routes(router, Captures(nodes))
     return router

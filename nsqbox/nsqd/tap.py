@@ -6,11 +6,18 @@ topic holds for later channels, and see a DPUB only when its delay is over). Eve
 route is under ``/nsqbox/``, a prefix no nsqd route uses, so a client that finds them
 knows it talks to nsqbox; real nsqd answers ``404``.
 
-- ``POST /nsqbox/tap/open?topic=T``: start recording; ``{"id": "..."}``.
+- ``POST /nsqbox/tap/open?topic=T``: start recording; ``{"id": "..."}`` (16 hex digits).
 - ``GET /nsqbox/tap/read?id=I&from=N``: the messages recorded from the ``N``-th on,
-  ``{"messages": [{"id", "timestamp", "defer_ms", "body"}], "next": M}`` (``body`` in
-  base64, ``timestamp`` in ns, ``defer_ms`` the DPUB delay).
+  ``{"messages": [{"id", "timestamp", "defer_ms", "body"}], "next": M, "overflow": B,
+  "lost": L}`` (``body`` in base64, ``timestamp`` in ns, ``defer_ms`` the DPUB delay).
 - ``POST /nsqbox/tap/close?id=I``: stop recording; the same document from ``from``.
+
+A tap survives a restart and a crash of the node: it writes what it records through
+to a file in the data path (:mod:`.tap_file`) before the publish is acknowledged, and
+an nsqd that starts on that data path takes its taps back, with the same ids, so a
+reader goes on where it was. ``"lost": true`` says the tap may lack messages published
+while it was open: its file could not be written (a crash then lost what only memory
+held) or a crash cut its last record short.
 
 Bounded, since any HTTP client may open one: at most :data:`MAX_TAPS` open taps,
 :data:`MAX_MESSAGES` messages each and :data:`MAX_BYTES` of bodies over all of them
@@ -25,7 +32,7 @@ client without a secret read what authorized clients publish.
 from __future__ import annotations
 
 import base64
-import itertools
+import secrets
 import time
 import weakref
 from collections.abc import Iterable
@@ -34,6 +41,16 @@ from typing import TYPE_CHECKING
 from ..gosyntax import parse_count
 from ..http import HTTPError, Request, Router
 from ..wire.names import is_valid_topic_name
+from .tap_file import (
+    Record,
+    append_records,
+    create_tap_file,
+    load_tap_file,
+    mark_lost,
+    remove_tap_file,
+    tap_file_ids,
+    tap_file_path,
+)
 from .topic import Topic
 
 if TYPE_CHECKING:
@@ -55,48 +72,71 @@ MAX_TAPS = 64
 MAX_BYTES = 64 * 1024 * 1024
 _RECORD_COST = 100
 
-#: One recorded message: id (hex), timestamp (ns), DPUB delay (ms), body.
-_Record = tuple[str, int, int, bytes]
-
-_IDS = itertools.count(1)
-
 
 class _Tap(list["Message"]):
-    """A ``Topic.taps`` entry: records each published batch as it is published."""
+    """A ``Topic.taps`` entry: records each published batch as it is published, in
+    memory and through to its file (``path``; None: memory only)."""
 
-    def __init__(self, topic: str, budget: _Budget) -> None:
+    def __init__(self, topic: str, budget: _Budget, path: str | None, lost_path: str) -> None:
         super().__init__()
         self.topic = topic
         self.budget = budget
-        self.records: list[_Record] = []
+        self.records: list[Record] = []
         self.size = 0
         self.overflow = False
+        #: Messages may be missing (see the module doc).
+        self.lost = False
+        self.path = path
+        self.lost_path = lost_path
         self.touched = time.monotonic()
 
     def extend(self, msgs: Iterable[Message]) -> None:
         """Record ``msgs`` (the topic calls this with every batch, before fan-out)."""
         if time.monotonic() - self.touched > IDLE_TIMEOUT:
             self.release()  # abandoned: hold nothing until the next request drops it
+            self.remove_file()
             self.overflow = True
             return
         budget = self.budget
+        start = len(self.records)
         for m in msgs:
             cost = len(m.body) + _RECORD_COST
             if len(self.records) >= MAX_MESSAGES or budget.used + cost > MAX_BYTES:
                 self.overflow = True
-                return
+                break
             # the DPUB delay is in the deadline until fan-out
             self.records.append(
                 (m.id.decode("ascii"), m.timestamp, round(m.deadline * 1000), m.body)
             )
             self.size += cost
             budget.used += cost
+        self.save(self.records[start:])
+
+    def save(self, records: list[Record]) -> None:
+        """Write ``records`` through to the tap's file; on failure, mark it lost."""
+        if self.path is None or not records:
+            return
+        try:
+            append_records(self.path, records)
+        except OSError:
+            # From here on only memory holds them: a crash would lose them, so the
+            # file's name says so (a rename needs no free space) and the tap too.
+            mark_lost(self.path, self.lost_path)
+            self.path = None
+            self.lost = True
 
     def release(self) -> None:
         """Give back what the records hold."""
         self.budget.used -= self.size
         self.size = 0
         self.records = []
+
+    def remove_file(self) -> None:
+        """Delete the tap's file (closed or abandoned)."""
+        for path in (self.path, self.lost_path):
+            if path is not None:
+                remove_tap_file(path)
+        self.path = None
 
 
 class _Budget:
@@ -113,7 +153,31 @@ class _Taps:
         self.nsqd = nsqd
         self.taps: dict[str, _Tap] = {}
         self.budget = _Budget()
+        self._restore()
         nsqd.add_notify_callback(self._on_notify)
+
+    def _new_tap(self, tap_id: str, topic: str, path: str | None) -> _Tap:
+        lost_path = tap_file_path(self.nsqd.data_path, tap_id, lost=True)
+        tap = self.taps[tap_id] = _Tap(topic, self.budget, path, lost_path)
+        existing = self.nsqd.topics.get(topic)
+        if existing is not None and not existing.exiting:
+            existing.taps.append(tap)
+        return tap
+
+    def _restore(self) -> None:
+        """Take back the taps an earlier run on this data path left open."""
+        data_path = self.nsqd.data_path
+        for tap_id, lost in tap_file_ids(data_path)[:MAX_TAPS]:
+            path = tap_file_path(data_path, tap_id, lost=lost)
+            loaded = load_tap_file(path, limit=MAX_BYTES - self.budget.used, lost=lost)
+            if loaded is None:
+                continue  # not a tap's file after all: leave it alone
+            tap = self._new_tap(tap_id, loaded.topic, None if lost else path)
+            tap.records = loaded.records
+            tap.size = sum(len(r[3]) + _RECORD_COST for r in loaded.records)
+            self.budget.used += tap.size
+            tap.lost = loaded.lost
+            tap.overflow = loaded.overflow
 
     def _on_notify(self, obj: Topic | Channel) -> None:
         # A new Topic gets its taps before its first message (get_topic notifies first).
@@ -130,11 +194,15 @@ class _Taps:
     def open(self, topic: str) -> str:
         if len(self.taps) >= MAX_TAPS:
             raise HTTPError(503, "TOO_MANY_TAPS")
-        tap_id = f"{next(_IDS)}"
-        tap = self.taps[tap_id] = _Tap(topic, self.budget)
-        existing = self.nsqd.topics.get(topic)
-        if existing is not None and not existing.exiting:
-            existing.taps.append(tap)
+        tap_id = secrets.token_hex(8)  # unique across restarts, and not guessable
+        path = tap_file_path(self.nsqd.data_path, tap_id)
+        try:
+            create_tap_file(path, topic)
+        except OSError:
+            # memory only: it will not survive a restart (a reader then sees 404)
+            self._new_tap(tap_id, topic, None)
+        else:
+            self._new_tap(tap_id, topic, path)
         return tap_id
 
     def get(self, tap_id: str) -> _Tap:
@@ -152,6 +220,7 @@ class _Taps:
             existing.taps[:] = [t for t in existing.taps if t is not tap]
         self.budget.used -= tap.size  # the caller answers with the records, then drops them
         tap.size = 0
+        tap.remove_file()
         return tap
 
 
@@ -183,15 +252,24 @@ def _document(tap: _Tap, start: int) -> dict[str, object]:
         }
         for tap_id, timestamp, defer_ms, body in tap.records[start:]
     ]
-    return {"messages": messages, "next": len(tap.records), "overflow": tap.overflow}
+    return {
+        "messages": messages,
+        "next": len(tap.records),
+        "overflow": tap.overflow,
+        "lost": tap.lost,
+    }
 
 
 def add_tap_routes(router: Router, nsqd: NSQD) -> None:
     """Add the ``/nsqbox/tap/...`` routes for ``nsqd`` to its HTTP router.
 
     The router leaves them out with ``--auth-http-address`` (reading what others
-    publish needs no secret here) and checks Host and Origin for them.
+    publish needs no secret here) and checks Host and Origin for them. Taps an
+    earlier run on the data path left open start recording again now, before the
+    node takes its first publish.
     """
+    if router.nsqbox_routes and tap_file_ids(nsqd.data_path):
+        _registry(nsqd)
 
     async def tap_open(request: Request) -> dict[str, object]:
         topic = _arg(request, "topic", "MISSING_ARG_TOPIC")

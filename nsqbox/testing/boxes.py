@@ -92,6 +92,9 @@ class TapCapture:
     """
 
     mode = "tap"
+    #: Never: the tap records in this process as the node publishes, and follows the
+    #: node through restarts and crashes (ClusterOps attaches it to the new nsqd).
+    lost = False
 
     def __init__(self, run: Callable[[Callable[[], Any]], Any], ops: Any, topic: str) -> None:
         self._run = run

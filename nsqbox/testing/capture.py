@@ -31,6 +31,7 @@ class Capture:
         self._open_source = open_source
         self._source: CaptureSource | None = None
         self._final: list[CapturedMessage] | None = None
+        self._lost = False
         self._poll_in_loop = poll_in_loop
 
     # -- the block -----------------------------------------------------------------
@@ -52,6 +53,16 @@ class Capture:
         """End the capture (the ``with`` block does this)."""
         if self._source is not None and self._final is None:
             self._final = self._source.close()
+            self._lost = self._source.lost
+
+    @property
+    def lost(self) -> bool:
+        """Whether messages published during the capture may be missing from it: a
+        crash of a node took records the capture had not read yet (a tap survives
+        restarts and crashes, so this stays False unless its node could not keep it)."""
+        if self._final is not None or self._source is None:
+            return self._lost
+        return self._source.lost
 
     @property
     def mode(self) -> str:
@@ -83,7 +94,8 @@ class Capture:
 
     def __repr__(self) -> str:
         state = "done" if self._final is not None else "open" if self._source else "new"
-        return f"Capture({self.topic!r}, {state}, {len(self)} message(s))"
+        lost = ", lost some" if self.lost else ""
+        return f"Capture({self.topic!r}, {state}, {len(self)} message(s){lost})"
 
     # -- waiting inside the block -------------------------------------------------
     def _check(self, count: int) -> tuple[bool, list[bytes]]:

@@ -8,7 +8,8 @@ loop; :class:`~.trio_faults.TrioFaults`). Subprocess and noproc modes go through
 each server's ``/nsqbox/faults`` HTTP routes (:class:`~.http_faults.HTTPFaults`);
 against a real nsqd or nsqlookupd, which have none, every call raises
 :class:`FaultsUnsupported`. Lasting faults return an :class:`ActiveFault`, which
-lifts them as a context manager's exit or by :meth:`ActiveFault.lift`; the handle
+lifts them as a context manager's exit (``with``, or ``async with`` in async tests)
+or by :meth:`ActiveFault.lift`; the handle
 lifts whatever is left when the test ends. Restarting and crashing a node go
 through the box, which owns the servers (noproc mode does not).
 """
@@ -105,7 +106,8 @@ def fault_info(server: str, node: int, doc: Mapping[str, Any]) -> FaultInfo:
 
 
 class ActiveFault:
-    """A lasting fault in force: lift it, or use it as a context manager."""
+    """A lasting fault in force: lift it, or use it as a context manager (``with`` or
+    ``async with``: leaving the block lifts it)."""
 
     def __init__(self, faults: Faults, info: FaultInfo) -> None:
         self._faults = faults
@@ -124,6 +126,21 @@ class ActiveFault:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.lift()
+
+    async def __aenter__(self) -> ActiveFault:
+        """``async with``: the same as ``with``, for async tests (the fault is in
+        force already; leaving the block lifts it)."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Lifting is a quick call (on the test's own loop in trio mode, a hop to the
+        # box's loop thread or one local HTTP request otherwise), like entering a capture.
         self.lift()
 
     def __repr__(self) -> str:

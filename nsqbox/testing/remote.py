@@ -176,6 +176,11 @@ class HTTPTapCapture:
     It records every publish inside each nsqd, consumes nothing and creates nothing,
     and sees a DPUB when it is published. Real nsqd has no such route: opening one
     there raises :class:`CaptureUnavailable`, which says what to do instead.
+
+    The tap survives a restart and a crash of its nsqd (the node keeps it in its data
+    path), so reading goes on where it was. When it cannot (the node is down when the
+    capture ends, or came back without the tap: another data path), :attr:`lost` says
+    the capture may lack messages, and a tap the node no longer knows is opened again.
     """
 
     mode = "tap"
@@ -183,27 +188,55 @@ class HTTPTapCapture:
     def __init__(self, ops: RemoteOps, topic: str) -> None:
         self.ops = ops
         self.topic = topic
+        #: Messages published while the capture ran may be missing (see the class doc).
+        self.lost = False
         self._taps: list[tuple[int, str]] = []
         self._got: list[list[CapturedMessage]] = []
+        self._next: list[int] = []
         try:
-            for node, address in enumerate(ops.addresses.nsqd_http):
-                try:
-                    opened = json.loads(http("POST", address, "/nsqbox/tap/open", {"topic": topic}))
-                except NSQHTTPError as exc:
-                    if exc.status != 404:
-                        raise
-                    raise CaptureUnavailable(_no_tap(address, topic)) from None
-                self._taps.append((node, str(opened["id"])))
+            for node in range(len(ops.addresses.nsqd_http)):
+                self._taps.append((node, self._open(node)))
                 self._got.append([])
+                self._next.append(0)
         except BaseException:
             self.close()
             raise
 
-    def _take(self, index: int, path: str, method: str) -> None:
+    def _open(self, node: int) -> str:
+        address = self.ops.addresses.nsqd_http[node]
+        try:
+            opened = json.loads(http("POST", address, "/nsqbox/tap/open", {"topic": self.topic}))
+        except NSQHTTPError as exc:
+            if exc.status != 404:
+                raise
+            raise CaptureUnavailable(_no_tap(address, self.topic)) from None
+        return str(opened["id"])
+
+    def _take(self, index: int, path: str, method: str, *, ending: bool = False) -> None:
         node, tap_id = self._taps[index]
         got = self._got[index]
-        params = {"id": tap_id, "from": str(len(got))}
-        doc = json.loads(http(method, self.ops.addresses.nsqd_http[node], path, params))
+        address = self.ops.addresses.nsqd_http[node]
+        params = {"id": tap_id, "from": str(self._next[index])}
+        try:
+            doc = json.loads(http(method, address, path, params))
+        except NSQHTTPError as exc:
+            if exc.status == 0:  # the node is down (a crash, a restart under way)
+                self.lost = self.lost or ending  # what it recorded is out of reach
+                return
+            if exc.status != 404 or ending:
+                self.lost = self.lost or exc.status == 404
+                if exc.status == 404:
+                    return
+                raise
+            # The node came back without our tap: open another, and say what may be missing.
+            self.lost = True
+            self._taps[index] = (node, self._open(node))
+            self._next[index] = 0
+            return
+        self.lost = self.lost or bool(doc.get("lost"))
+        if doc["next"] < self._next[index]:
+            self.lost = True  # the node has fewer records than we read: it lost some
+        self._next[index] = doc["next"]
         got.extend(
             CapturedMessage(
                 base64.b64decode(m["body"]), m["id"], m["timestamp"], node, m["defer_ms"]
@@ -218,7 +251,7 @@ class HTTPTapCapture:
         return out
 
     def messages(self) -> list[CapturedMessage]:
-        """What was published so far."""
+        """What was published so far (a node that is down: what was read from it)."""
         for index in range(len(self._taps)):
             self._take(index, "/nsqbox/tap/read", "GET")
         return self._sorted()
@@ -226,7 +259,7 @@ class HTTPTapCapture:
     def close(self) -> list[CapturedMessage]:
         """Remove the taps; everything captured."""
         for index in range(len(self._taps)):
-            self._take(index, "/nsqbox/tap/close", "POST")
+            self._take(index, "/nsqbox/tap/close", "POST", ending=True)
         self._taps = []
         return self._sorted()
 
@@ -261,6 +294,8 @@ class ChannelCapture:
     """
 
     mode = "channel"
+    #: Not tracked: an ephemeral channel goes with its nsqd (its messages too).
+    lost = False
 
     def __init__(self, ops: RemoteOps, topic: str, timeout: float) -> None:
         self.ops = ops

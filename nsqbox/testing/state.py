@@ -262,6 +262,8 @@ class CaptureSource(Protocol):
 
     #: ``"tap"`` (server-side, sees every publish) or ``"channel"`` (an ephemeral channel).
     mode: str
+    #: Messages published while it ran may be missing (a crash took what it had not read).
+    lost: bool
 
     def messages(self) -> list[CapturedMessage]:
         """What was captured so far."""

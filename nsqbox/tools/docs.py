@@ -32,7 +32,7 @@ def _documents() -> dict[str, Traversable]:
         return {}
     return {
         entry.name.removesuffix(".md"): entry
-        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name.removesuffix(".md"))
         if entry.name.endswith(".md")
     }
 

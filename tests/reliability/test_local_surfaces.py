@@ -97,6 +97,8 @@ CROSS_SITE_POSTS = [
     pytest.param("admin", "/api/faults/disk_full?duration=8760h", id="admin-disk-full"),
     pytest.param("admin", "/api/clock/advance?by=1h", id="admin-clock"),
     pytest.param("admin", "/api/topics/t", id="admin-topic-action"),
+    pytest.param("admin", "/api/captures?topic=t", id="admin-capture"),
+    pytest.param("admin", "/api/consume/t/c?timeout=0.1", id="admin-consume"),
     pytest.param("nsqd", "/nsqbox/faults/fail_publishes?topic=t", id="nsqd-fail-publishes"),
     pytest.param("nsqd", "/nsqbox/faults/disk_full?duration=8760h", id="nsqd-disk-full"),
     pytest.param("nsqd", "/nsqbox/clock/advance?by=1h", id="nsqd-clock"),
@@ -159,6 +161,7 @@ REBOUND_READS = [
     pytest.param("admin", "/api/messages/t", id="admin-messages"),
     pytest.param("admin", "/api/topics", id="admin-topics"),
     pytest.param("admin", "/api/faults", id="admin-faults"),
+    pytest.param("admin", "/api/wait/t", id="admin-wait"),
     pytest.param("admin", "/metrics", id="admin-metrics"),
 ]
 
@@ -243,6 +246,11 @@ NSQBOX_ONLY_ROUTES = [
     ("GET", "admin", "/api/clock"),
     ("POST", "admin", "/api/clock/advance?by=1h"),
     ("GET", "admin", "/api/messages/t"),
+    ("GET", "admin", "/api/wait/t"),
+    ("POST", "admin", "/api/consume/t/c"),
+    ("POST", "admin", "/api/captures?topic=t"),
+    ("GET", "admin", "/api/captures/0123456789abcdef"),
+    ("DELETE", "admin", "/api/captures/0123456789abcdef"),
 ]
 
 

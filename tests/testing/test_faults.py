@@ -182,6 +182,32 @@ async def test_trio_mode_consumer_reconnects_after_drop(tmp_path: Path) -> None:
     assert got == [b"kept"]
 
 
+async def test_trio_mode_fault_as_async_with_is_lifted_on_leaving(tmp_path: Path) -> None:
+    async with trio_consumer(tmp_path) as (box, got):
+        url = f"http://{box.nsqd_http_address}/pub?topic=orders"
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+            async with box.faults.fail_publishes("orders") as fault:
+                assert box.faults.active() == [fault.info]
+                assert (await http.post(url, content=b"lost")).status_code == 503
+            assert box.faults.active() == []
+            assert (await http.post(url, content=b"kept")).status_code == 200
+        await box.wait_for("orders", "work", message_count=1, depth=0, in_flight=0)
+    assert got == [b"kept"]
+
+
+async def test_thread_mode_fault_as_async_with_in_an_async_test(handle: NSQBox) -> None:
+    topic = handle.name("orders")
+    url = f"{handle.nsqd_http_address.url}/pub"
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        async with handle.faults.disk_full(topic) as fault:
+            assert handle.faults.active() == [fault.info]
+            failed = await http.post(url, params={"topic": topic}, content=b"lost")
+            assert (failed.status_code, failed.text) == (503, '{"message":"EXITING"}')
+        assert handle.faults.active() == []
+        assert (await http.post(url, params={"topic": topic}, content=b"kept")).status_code == 200
+    assert (await handle.await_for(topic, depth=1)).message_count == 1
+
+
 # -- third-party clients: gnsq (gevent) --------------------------------------------------
 
 

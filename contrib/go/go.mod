@@ -1,0 +1,3 @@
+module nsqboxtest
+
+go 1.19

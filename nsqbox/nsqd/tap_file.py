@@ -1,0 +1,171 @@
+"""A tap's file in nsqd's data path: what it recorded, kept across a restart or a crash.
+
+nsqbox's taps (:mod:`nsqbox.nsqd.tap`) write each recorded batch through to a file of
+their own, ``nsqbox.tap.<id>.dat``, before the publish is acknowledged, so the tap
+and everything it recorded come back when the node starts again on the same data path:
+after a clean shutdown, and after a crash (a write reaches the kernel at once, and a
+killed process loses nothing the kernel holds). Real nsqd ignores these files.
+
+The layout (big-endian)::
+
+    "NSQBOXTAP1\\n" <topic> "\\n"                        the header
+    [16 bytes id][8 timestamp ns][8 defer ms][4 n][n body]   one record, repeated
+
+A file whose last record is cut short (the machine, not the process, went down
+mid-write) loads up to that record and says it lost something; so does a file renamed
+``nsqbox.tap.<id>.lost.dat`` after a write to it failed (its records stop there, while
+the tap went on recording in memory only).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Iterable
+
+from ..wire.names import is_valid_topic_name
+
+__all__ = [
+    "LoadedTap",
+    "Record",
+    "append_records",
+    "create_tap_file",
+    "encode_records",
+    "load_tap_file",
+    "mark_lost",
+    "remove_tap_file",
+    "tap_file_ids",
+    "tap_file_path",
+]
+
+#: One recorded message: id (hex), timestamp (ns), DPUB delay (ms), body.
+Record = tuple[str, int, int, bytes]
+
+MAGIC = b"NSQBOXTAP1\n"
+_HEAD = struct.Struct(">16sqqI")
+_NAME = re.compile(r"^nsqbox\.tap\.([0-9a-f]{16})(\.lost)?\.dat$")
+#: The longest header: the magic, a topic name (at most 64 bytes) and its newline.
+_MAX_HEADER = len(MAGIC) + 65
+
+
+def tap_file_path(data_path: str, tap_id: str, *, lost: bool = False) -> str:
+    """The file of tap ``tap_id`` (a 16-digit hex id) in ``data_path``."""
+    return os.path.join(data_path, f"nsqbox.tap.{tap_id}{'.lost' if lost else ''}.dat")
+
+
+def tap_file_ids(data_path: str) -> list[tuple[str, bool]]:
+    """The taps with a file in ``data_path``: ``(id, lost)`` each, by id."""
+    try:
+        names = os.listdir(data_path)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _NAME.match(name)
+        if match is not None:
+            found.append((match.group(1), match.group(2) is not None))
+    return sorted(found)
+
+
+def create_tap_file(path: str, topic: str) -> None:
+    """Start the file of a new tap of ``topic`` (OSError if it cannot be written)."""
+    with open(path, "xb", buffering=0) as f:
+        f.write(MAGIC + topic.encode("ascii") + b"\n")
+
+
+def encode_records(records: Iterable[Record]) -> bytes:
+    """``records`` as the file holds them."""
+    return b"".join(
+        _HEAD.pack(tap_id.encode("ascii"), timestamp, defer_ms, len(body)) + body
+        for tap_id, timestamp, defer_ms, body in records
+    )
+
+
+def append_records(path: str, records: Iterable[Record]) -> None:
+    """Append ``records`` in one write (OSError if it fails)."""
+    data = encode_records(records)
+    if data:
+        with open(path, "ab", buffering=0) as f:
+            f.write(data)
+
+
+def mark_lost(path: str, lost_path: str) -> None:
+    """Rename the file of a tap whose write failed, so a restart says it lost records.
+
+    A rename needs no free space, so it usually succeeds where the write did not;
+    if it fails too, nothing more can be done (the tap still answers from memory).
+    """
+    try:
+        os.rename(path, lost_path)
+    except OSError:
+        pass
+
+
+def remove_tap_file(path: str) -> None:
+    """Delete a tap's file (gone already is fine)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class LoadedTap:
+    """What a tap's file held: its topic and records, and whether some are missing."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.records: list[Record] = []
+        #: A record cut short, or the file was marked lost: messages may be missing.
+        self.lost = False
+        #: The file held more than ``limit`` bytes allowed: loaded up to there.
+        self.overflow = False
+
+
+def load_tap_file(path: str, *, limit: int, lost: bool = False) -> LoadedTap | None:
+    """Read a tap's file: at most ``limit`` bytes of records (None: not a tap file).
+
+    ``lost`` is whether the file was renamed after a failed write. The read is
+    bounded by ``limit`` plus the header, so a file that grew past what the tap
+    budget allows cannot make the node read more than that.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_HEADER + limit + 1)
+    except OSError:
+        return None
+    if not data.startswith(MAGIC):
+        return None
+    end = data.find(b"\n", len(MAGIC))
+    if end < 0:
+        return None
+    try:
+        topic = data[len(MAGIC) : end].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if not is_valid_topic_name(topic):
+        return None
+    loaded = LoadedTap(topic)
+    loaded.lost = lost
+    body = memoryview(data)[end + 1 :]
+    if len(body) > limit:
+        body = body[:limit]
+        loaded.overflow = True
+    offset = 0
+    while offset < len(body):
+        if offset + _HEAD.size > len(body):
+            loaded.lost = loaded.lost or not loaded.overflow
+            break
+        raw_id, timestamp, defer_ms, size = _HEAD.unpack_from(body, offset)
+        start = offset + _HEAD.size
+        if start + size > len(body):
+            loaded.lost = loaded.lost or not loaded.overflow
+            break
+        try:
+            tap_id = raw_id.decode("ascii")
+        except UnicodeDecodeError:
+            loaded.lost = True
+            break
+        loaded.records.append((tap_id, timestamp, defer_ms, bytes(body[start : start + size])))
+        offset = start + size
+    return loaded
