@@ -28,6 +28,7 @@ constant ``OK``) reuses its encoding.
 
 from __future__ import annotations
 
+import functools
 import http
 from dataclasses import dataclass
 from typing import Final, TypeAlias
@@ -357,31 +358,30 @@ class _FastHead:
         )
 
 
-#: Answers the fast path encoded, by the identity of their Response (kept alive
-#: here, so the id stays theirs): handlers that answer with a constant Response
-#: (``OK``) are encoded once. Small bodies only; cleared when full.
-_ENCODED: dict[int, tuple[Response, bytes | None]] = {}
-_ENCODED_LIMIT: Final = 256
+#: Answers with bodies up to this size are remembered by :func:`_encode_small`.
 _ENCODED_MAX_BODY: Final = 1024
 
 
 def _fast_encode(response: Response) -> bytes | None:
     """:func:`encode_response` for ``response`` (None: h11 must encode it)."""
-    cached = _ENCODED.get(id(response))
-    if cached is not None and cached[0] is response:
-        return cached[1]
-    data = encode_response(
-        response.status,
-        _REASONS.get(response.status, b""),
-        response.headers,
-        response.body,
-        _NSQ_HEADER_LINE if response.nsq_header else b"",
-    )
+    args = (response.status, response.headers, response.body, response.nsq_header)
     if len(response.body) <= _ENCODED_MAX_BODY:
-        if len(_ENCODED) >= _ENCODED_LIMIT:
-            _ENCODED.clear()
-        _ENCODED[id(response)] = (response, data)
-    return data
+        return _encode_small(*args)
+    return _encode(*args)
+
+
+def _encode(
+    status: int, headers: tuple[tuple[str, str], ...], body: bytes, nsq_header: bool
+) -> bytes | None:
+    """:func:`encode_response` for a :class:`Response` with these fields."""
+    tail = _NSQ_HEADER_LINE if nsq_header else b""
+    return encode_response(status, _REASONS.get(status, b""), headers, body, tail)
+
+
+#: :func:`_encode` for small answers, remembered: handlers that answer with a
+#: constant Response (``OK``) or a common error are encoded once. Bounded: the
+#: least recently used are forgotten first.
+_encode_small = functools.lru_cache(maxsize=256)(_encode)
 
 
 def _split_target(target: str) -> tuple[str, str]:
