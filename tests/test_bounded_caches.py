@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from nsqbox.http import protocol
 from nsqbox.http.messages import HTTPError, Response
+from nsqbox.nsqd import http_api
 from nsqbox.wire.names import is_valid_name
 
 
@@ -39,3 +40,20 @@ def test_small_answers_are_encoded_once_and_large_ones_each_time() -> None:
     for n in range(bound + 10):
         protocol._fast_encode(Response.error(HTTPError(400, f"E{n}")))
     assert protocol._encode_small.cache_info().currsize == bound
+
+
+def test_pub_queries_are_read_as_nsqd_reads_them_and_remembered_up_to_a_bound() -> None:
+    pub_query = http_api._pub_query
+    assert pub_query("topic=t") == ("t", "", None)
+    assert pub_query("topic=%74&defer=5") == ("t", "", 5)
+    assert pub_query("topic=t&defer=x").defer_ms is False
+    assert pub_query("topic=t&defer=0").defer_ms == 0
+    assert pub_query("topic=t&defer=0").defer_ms is not False
+    assert pub_query("").error == "MISSING_ARG_TOPIC"
+    assert pub_query("topic=bad!").error == "INVALID_TOPIC"
+    assert pub_query("topic=%zz").error == "INVALID_REQUEST"
+    bound = pub_query.cache_info().maxsize
+    assert bound is not None
+    for n in range(bound + 10):
+        assert pub_query(f"topic=t&n={n}").topic == "t"
+    assert pub_query.cache_info().currsize == bound
