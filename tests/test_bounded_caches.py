@@ -7,8 +7,8 @@ table that grows.
 
 from __future__ import annotations
 
-from nsqbox.http import protocol
-from nsqbox.http.messages import HTTPError, Response
+from nsqbox.http import fastpath, protocol
+from nsqbox.http.messages import Response
 from nsqbox.nsqd import http_api
 from nsqbox.wire.names import is_valid_name
 
@@ -24,22 +24,22 @@ def test_topic_names_found_valid_are_remembered_up_to_a_bound() -> None:
     assert is_valid_name(names[0])  # forgotten, found valid again
 
 
-def test_small_answers_are_encoded_once_and_large_ones_each_time() -> None:
-    protocol._encode_small.cache_clear()
-    ok = Response.text("OK")
-    first = protocol._fast_encode(ok)
-    assert first is not None
-    assert first.endswith(b"Content-Length: 2\r\n\r\nOK")
-    assert protocol._fast_encode(Response.text("OK")) == first  # an equal answer: remembered
-    assert protocol._encode_small.cache_info().hits == 1
-    large = Response.text(b"x" * (protocol._ENCODED_MAX_BODY + 1))
-    assert protocol._fast_encode(large) is not None
-    assert protocol._encode_small.cache_info().currsize == 1  # not kept
-    bound = protocol._encode_small.cache_info().maxsize
+def test_answer_heads_are_written_by_h11_once_and_remembered_up_to_a_bound() -> None:
+    heads = fastpath._answer_head
+    heads.cache_clear()
+    ok = protocol._fast_encode(Response.text("OK"))
+    assert ok is not None
+    assert ok.endswith(b"Content-Length: 2\r\n\r\nOK")
+    assert protocol._fast_encode(Response.text("OK")) == ok  # an equal answer: remembered
+    assert protocol._fast_encode(Response.text("no")) == ok[:-2] + b"no"  # the same head
+    assert heads.cache_info().hits == 2
+    bound = heads.cache_info().maxsize
     assert bound is not None
     for n in range(bound + 10):
-        protocol._fast_encode(Response.error(HTTPError(400, f"E{n}")))
-    assert protocol._encode_small.cache_info().currsize == bound
+        protocol._fast_encode(Response.text(b"x" * n))  # a head per length
+    assert heads.cache_info().currsize == bound
+    # h11 refuses a body for 204, so the connection's h11 must encode (and refuse) it
+    assert protocol._fast_encode(Response(204, b"x")) is None
 
 
 def test_pub_queries_are_read_as_nsqd_reads_them_and_remembered_up_to_a_bound() -> None:
