@@ -10,9 +10,10 @@ made of both, and skips h11 when they come again:
 * :class:`PlainHead` is a request head h11 parsed on this connection, kept when
   the request was *plain*: HTTP/1.1, not ``HEAD`` or ``CONNECT`` (their answers
   are framed apart), no ``Transfer-Encoding``, ``Upgrade`` or ``Expect:
-  100-continue``, lines ending in CRLF, and h11 kept the connection alive once
-  it was answered. A request whose head is the same bytes (its
-  ``Content-Length`` digits aside) is the same parse: only its body is new.
+  100-continue``, lines ending in CRLF, at most :data:`MAX_REMEMBERED_HEAD`
+  bytes, and h11 kept the connection alive once it was answered. A request
+  whose head is the same bytes (its ``Content-Length`` digits aside) is the same
+  parse: only its body is new.
 * :func:`encode_response` is what h11 writes for an answer to a plain request:
   that depends on the answer alone, so h11 writes it once (on a connection of
   its own) and the head is remembered (:func:`functools.lru_cache`, bounded).
@@ -42,6 +43,8 @@ _DIGITS: Final = re.compile(rb"[0-9]{1,18}")
 _OWN_FRAMING: Final = frozenset({b"HEAD", b"CONNECT"})
 #: Request headers that change h11's framing or state: never cached.
 _STATEFUL: Final = frozenset({b"transfer-encoding", b"upgrade", b"expect"})
+#: The longest head remembered (a connection keeps one): longer ones are rare, h11 takes them.
+MAX_REMEMBERED_HEAD: Final = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +64,12 @@ class FastRequest:
 class PlainHead:
     """A plain request head h11 parsed, for the next request with the same bytes.
 
-    ``prefix`` and ``suffix`` are the head's bytes before and after its
-    ``Content-Length`` digits (``suffix`` is empty, and ``prefix`` the whole head,
-    when the digits cannot change: then ``content_length`` is the head's).
+    ``raw`` is the head's bytes; ``prefix`` and ``suffix`` the bytes before and
+    after its ``Content-Length`` digits (``suffix`` is empty, and ``prefix`` the
+    whole head, when the digits cannot change: then ``content_length`` is the head's).
     """
 
+    raw: bytes
     prefix: bytes
     suffix: bytes
     method: bytes
@@ -80,7 +84,7 @@ class PlainHead:
         """The head of ``event``, which h11 parsed from the start of ``raw``; None
         unless the request is plain (see the module doc; keep-alive is the caller's
         to check, once it has answered)."""
-        end = raw.find(b"\r\n\r\n") + 4
+        end = raw.find(b"\r\n\r\n", 0, MAX_REMEMBERED_HEAD) + 4
         if end < 4 or event.http_version != b"1.1" or event.method in _OWN_FRAMING:
             return None
         head = raw[:end]
@@ -98,15 +102,16 @@ class PlainHead:
             prefix, suffix, at = head[: digits[0]], head[digits[1] :], lengths[0]
         else:
             prefix, suffix, at = head, b"", -1
-        return cls(prefix, suffix, event.method, bytes(event.target), headers, length, at)
+        target = bytes(event.target)
+        return cls(head, prefix, suffix, event.method, target, headers, length, at)
 
     def match(self, buf: bytes) -> tuple[int, int, tuple[tuple[bytes, bytes], ...]] | None:
         """Where the complete request at the start of ``buf`` with this head has its body
         (start, end) and its headers; None when there is no such request."""
-        if not buf.startswith(self.prefix):
+        if buf.startswith(self.raw):  # the same head again
+            start, length, headers = len(self.raw), self.content_length, self.headers
+        elif self.length_at < 0 or not buf.startswith(self.prefix):
             return None
-        if self.length_at < 0:
-            start, length, headers = len(self.prefix), self.content_length, self.headers
         else:
             digits = _DIGITS.match(buf, len(self.prefix))
             if digits is None or not buf.startswith(self.suffix, digits.end()):
@@ -192,4 +197,4 @@ def _answer_head(
     return head
 
 
-__all__ = ["FastRequest", "PlainHead", "encode_response", "parse_request"]
+__all__ = ["MAX_REMEMBERED_HEAD", "FastRequest", "PlainHead", "encode_response", "parse_request"]

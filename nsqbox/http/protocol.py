@@ -122,6 +122,8 @@ class ServerConnection:
         self._pending = b""
         self._plain: _Remembered | None = None
         self._fast_raw = b""
+        # The last answer the cache sent, and its bytes (a handler's constant OK).
+        self._answered: tuple[Response, bytes] | None = None
         # What h11 got from the start of its current request, until it parsed
         # the head (None: not followed); then that head, if it may be remembered
         # once h11 keeps the connection alive after the answer.
@@ -186,8 +188,12 @@ class ServerConnection:
         self._awaiting_response = False
         raw, self._fast_raw = self._fast_raw, b""
         if raw:
+            answered = self._answered
+            if answered is not None and answered[0] is response:
+                return answered[1]
             data = _fast_encode(response)
             if data is not None:
+                self._answered = (response, data)
                 return data
             self._replay(raw)
         data = self._encode(response, close=False)
@@ -212,11 +218,17 @@ class ServerConnection:
         plain = self._plain
         if plain is None:
             return None
-        pending = self._pending
-        found = plain.head.match(pending)
-        if found is None:
-            return None  # another head, or an incomplete request
-        start, size, headers = found
+        pending, head = self._pending, plain.head
+        if pending.startswith(head.raw):  # the same head again: PlainHead.match, inline
+            start, headers = len(head.raw), head.headers
+            size = start + head.content_length
+            if len(pending) < size:
+                return None  # incomplete: h11 takes it
+        else:
+            found = head.match(pending)
+            if found is None:
+                return None  # another head, or an incomplete request
+            start, size, headers = found
         endpoint = self.app.resolve(plain.method, plain.path)
         if size - start > endpoint.max_body_size:
             return None  # h11's path refuses it before reading the body

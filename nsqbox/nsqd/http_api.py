@@ -209,7 +209,7 @@ class _NSQDHTTP:
             query.topic in self.nsqd.announcing or query.topic not in self.nsqd.topics
         ):
             return None
-        self.publish(request)
+        self._publish(request, query)
         return _OK
 
     def publish(self, request: Request) -> Topic:
@@ -218,19 +218,21 @@ class _NSQDHTTP:
         The server has already refused bodies over ``--max-msg-size`` (``MSG_TOO_BIG``).
         Returns the topic (created if new); raises the HTTPError nsqd answers.
         """
+        return self._publish(request, _pub_query(request.raw_query))
+
+    def _publish(self, request: Request, query: _PubQuery) -> Topic:
+        """:meth:`publish`, with ``request``'s query read."""
         if not request.body:
             raise HTTPError(400, "MSG_EMPTY")
-        query = _pub_query(request.raw_query)
         if query.error:
             raise HTTPError(400, query.error)
         topic = self.nsqd.get_topic(query.topic)
-        self._put(topic, [request.body], self._defer(query.defer_ms))
+        defer = 0.0 if query.defer_ms is None else self._defer(query.defer_ms)
+        self._put(topic, [request.body], defer)
         return topic
 
-    def _defer(self, ms: int | Literal[False] | None) -> float:
+    def _defer(self, ms: int | Literal[False]) -> float:
         """A /pub's ``defer`` in seconds, as nsqd checks it (``INVALID_DEFER``)."""
-        if ms is None:
-            return 0.0
         if ms is False:
             raise HTTPError(400, "INVALID_DEFER")
         # nsqd: time.Duration(ms) * time.Millisecond, an int64 product that wraps around

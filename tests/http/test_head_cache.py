@@ -13,7 +13,7 @@ import h11
 import pytest
 
 from nsqbox.http import ServerConnection
-from nsqbox.http.fastpath import PlainHead
+from nsqbox.http.fastpath import MAX_REMEMBERED_HEAD, PlainHead
 from nsqbox.http.protocol import MAX_HEADER_SIZE, NEED_DATA, Dispatch
 from tests.http.test_fastpath import _converse, _router, _run, converse
 
@@ -45,7 +45,8 @@ CASES = {
     "bare-lf": ([b"GET /ping HTTP/1.1\nHost: h\n\n"] * 2, False),
     "head": ([b"HEAD /ping HTTP/1.1\r\nHost: h\r\n\r\n"] * 2, False),
     "too-long-body": ([_post(b"ab"), _post(b"abcdefgh")], True),
-    "oversized-head": ([_post(b"ab", BIG_HEADER)] * 2, True),
+    "oversized-head": ([_post(b"ab", BIG_HEADER)] * 2, False),
+    "long-head": ([_post(b"ab", b"X-Long: " + b"x" * MAX_REMEMBERED_HEAD + b"\r\n")] * 2, False),
     "bad-after-good": ([_post(b"ab"), b"POST /pub?topic=t HTTP/1.1\r\nHost: h\r\nContent-Length: x"
                         b"\r\n\r\n"], True),
 }  # fmt: skip
