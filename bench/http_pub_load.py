@@ -17,7 +17,7 @@ Prints, per server and connection count: requests/s, latency p50/p99/max,
 errors and timeouts, and the ratio of p99 and of requests/s to real nsqd's.
 The h11 ceiling (``bench/h11_ok_server.py``) is trio + h11 answering a fixed
 ``OK``: what Python and h11 allow on one core with no broker behind them.
-nsqbox passes it because plain requests skip h11 (``nsqbox/http/fastpath.py``).
+nsqbox passes it because a repeated plain head skips h11 (``nsqbox/http/fastpath.py``).
 
 On a small machine the load processes and the server share the CPUs: the
 figures are for the whole system, and wrk (``wrk -t2 -c400``, a POST script)

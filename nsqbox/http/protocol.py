@@ -17,13 +17,14 @@ read (from ``Content-Length``) or as soon as it grows too long, with the
 endpoint's ``too_large`` response. Malformed HTTP gets ``400 Bad Request`` (or
 h11's more precise status, e.g. 431) and the connection is closed.
 
-Plain requests that arrive whole skip h11 (:mod:`nsqbox.http.fastpath`, which
-gives the same results): while h11 is between requests with nothing buffered,
-received bytes wait in this object until the fast path takes a request or
-declines, and then h11 gets them. A request whose head is byte for byte the
-last fast request's (a client publishing again) reuses that parse, and an
-answer that is the same :class:`Response` object as before (a handler's
-constant ``OK``) reuses its encoding.
+h11 is the authority: it parses every request head the first time and encodes
+every answer the first time. :mod:`nsqbox.http.fastpath` is a cache in front of
+it: while h11 is between requests with nothing buffered, received bytes wait in
+this object, and a complete request whose head is byte for byte (its
+``Content-Length`` digits aside) the last plain head h11 parsed here is
+dispatched without h11 (a client publishing again); its answer is the bytes h11
+wrote for an equal answer. Anything else goes to h11, which then has every
+byte from the start of that request, as if there were no cache.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from urllib.parse import unquote, urlsplit
 import h11
 import msgspec
 
-from nsqbox.http.fastpath import FastRequest, encode_response, parse_request
+from nsqbox.http.fastpath import PlainHead, encode_response
 from nsqbox.http.messages import (
     NSQ_CONTENT_TYPE,
     NSQ_CONTENT_TYPE_HEADER,
@@ -112,19 +113,28 @@ class ServerConnection:
         self._body: list[bytes] = []
         self._body_size = 0
         self._awaiting_response = False
-        # The fast path: True while h11 is idle with nothing buffered; then
-        # received bytes collect in _pending. _fast_raw is the request the
-        # fast path dispatched, until it is answered.
+        # The cache in front of h11: while h11 is idle with nothing buffered
+        # (_idle), received bytes wait in _pending for the last plain head h11
+        # parsed here (_plain). _fast_raw is the request the cache dispatched,
+        # until it is answered.
         self._fast_path = fast_path
-        self._fast = fast_path
+        self._idle = fast_path
         self._pending = b""
-        # The head of the last request the fast path parsed, for the next one.
-        self._fast_head: _FastHead | None = None
+        self._plain: _Remembered | None = None
         self._fast_raw = b""
+        # The last answer the cache sent, and its bytes (a handler's constant OK).
+        self._answered: tuple[Response, bytes] | None = None
+        # What h11 got from the start of its current request, until it parsed
+        # the head (None: not followed); then that head, if it may be remembered
+        # once h11 keeps the connection alive after the answer.
+        self._fed: bytearray | None = None
+        self._candidate: PlainHead | None = None
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes read from the peer; ``b""`` means the peer closed its side."""
-        if not self._fast:
+        if not self._idle:
+            if self._fed is not None:
+                self._fed += data
             self._h11.receive_data(data)
         elif data:
             self._pending += data
@@ -138,10 +148,10 @@ class ServerConnection:
             return self._closing
         if self._awaiting_response:
             raise RuntimeError("call respond() for the dispatched request first")
-        if self._fast:
+        if self._idle:
             if not self._pending:
                 return NEED_DATA
-            dispatch = self._fast_dispatch()
+            dispatch = self._cached_dispatch()
             if dispatch is not None:
                 return dispatch
             self._to_h11()
@@ -153,6 +163,7 @@ class ServerConnection:
             if event is h11.NEED_DATA:
                 return NEED_DATA
             if isinstance(event, h11.Request):
+                self._note(event)
                 early = self._start(event)
                 if early is not None:
                     return early
@@ -177,38 +188,49 @@ class ServerConnection:
         self._awaiting_response = False
         raw, self._fast_raw = self._fast_raw, b""
         if raw:
+            answered = self._answered
+            if answered is not None and answered[0] is response:
+                return answered[1]
             data = _fast_encode(response)
             if data is not None:
+                self._answered = (response, data)
                 return data
             self._replay(raw)
         data = self._encode(response, close=False)
+        candidate, self._candidate = self._candidate, None
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
-            if self._fast_path and self._h11.trailing_data == (b"", False):
-                self._fast = True
+            if candidate is not None:  # plain, and h11 kept the connection alive
+                self._plain = _Remembered.of(candidate)
+            if self._fast_path:
+                trailing, closed = self._h11.trailing_data
+                if not trailing and not closed:
+                    self._idle = True
+                elif not closed:  # the start of the next request, already in h11
+                    self._fed = bytearray(trailing)
         else:
             # HTTP/1.0 or "Connection: close": h11 has said close in our headers.
             self._closing = CloseConnection(drain=False)
         return data
 
-    def _fast_dispatch(self) -> Dispatch | None:
-        """The next request by the fast path, or None when h11 must parse it."""
-        pending = self._pending
-        head = self._fast_head
-        if head is not None and pending.startswith(head.raw):
-            # The same head bytes as the last request's (a client publishing
-            # again): the same parse, so only the body is new.
-            size = len(head.raw) + head.content_length
+    def _cached_dispatch(self) -> Dispatch | None:
+        """The next request by the cache, or None when h11 must parse it."""
+        plain = self._plain
+        if plain is None:
+            return None
+        pending, head = self._pending, plain.head
+        if pending.startswith(head.raw):  # the same head again: PlainHead.match, inline
+            start, headers = len(head.raw), head.headers
+            size = start + head.content_length
             if len(pending) < size:
-                return None  # as parse_request: incomplete requests go to h11
+                return None  # incomplete: h11 takes it
         else:
-            fast = parse_request(pending)
-            if fast is None:
-                return None
-            self._fast_head = head = _FastHead.of(fast, pending)
-            size = fast.size
-        endpoint = self.app.resolve(head.method, head.path)
-        if head.content_length > endpoint.max_body_size:
+            found = head.match(pending)
+            if found is None:
+                return None  # another head, or an incomplete request
+            start, size, headers = found
+        endpoint = self.app.resolve(plain.method, plain.path)
+        if size - start > endpoint.max_body_size:
             return None  # h11's path refuses it before reading the body
         # Kept for _replay; both slices are free when the buffer held just this request.
         self._fast_raw = pending[:size]
@@ -216,20 +238,29 @@ class ServerConnection:
         self._awaiting_response = True
         self._head = None  # as h11's path would have replaced the last request's head
         request = Request(
-            head.method,
-            head.target,
-            head.path,
-            head.query,
-            head.headers,
-            pending[len(head.raw) : size],
+            plain.method,
+            plain.target,
+            plain.path,
+            plain.query,
+            headers,
+            pending[start:size],
             endpoint.params,
             self.remote_address,
         )
         return Dispatch(request, endpoint)
 
+    def _note(self, head: h11.Request) -> None:
+        """h11 parsed ``head``: keep it as a candidate for the cache, if h11 had it
+        from the start and it is plain."""
+        fed, self._fed = self._fed, None
+        self._candidate = None
+        if fed is not None and not self._h11.client_is_waiting_for_100_continue:
+            self._candidate = PlainHead.of(head, bytes(fed))
+
     def _to_h11(self) -> None:
         """Leave the fast path: h11 gets the bytes received so far."""
-        self._fast = False
+        self._idle = False
+        self._fed = bytearray(self._pending)
         if self._pending:
             self._h11.receive_data(self._pending)
             self._pending = b""
@@ -241,6 +272,7 @@ class ServerConnection:
         run), so it sees exactly this request, which it accepts as the fast
         path did.
         """
+        self._fed = None
         self._h11.receive_data(raw)
         event = self._h11.next_event()
         while not isinstance(event, h11.EndOfMessage):
@@ -249,7 +281,7 @@ class ServerConnection:
             elif not isinstance(event, h11.Data):  # pragma: no cover - a fast-path bug
                 raise RuntimeError(f"h11 disagrees with the fast path: {event!r}")
             event = self._h11.next_event()
-        self._fast = False  # until the answer has been encoded by h11
+        self._idle = False  # until the answer has been encoded by h11
 
     def _start(self, head: h11.Request) -> ConnectionEvent | None:
         self._head = head
@@ -329,59 +361,29 @@ class ServerConnection:
 
 
 @dataclass(frozen=True, slots=True)
-class _FastHead:
-    """A request head the fast path parsed, ready for the next request with the same bytes."""
+class _Remembered:
+    """The plain head the cache answers, with its request line decoded once."""
 
-    #: The head's bytes, through the blank line.
-    raw: bytes
+    head: PlainHead
     method: str
     target: str
     path: str
     query: str
-    headers: tuple[tuple[bytes, bytes], ...]
-    content_length: int
 
     @classmethod
-    def of(cls, fast: FastRequest, buf: bytes) -> _FastHead:
-        """The head of ``fast``, parsed from the start of ``buf``."""
-        target = fast.target.decode("latin-1")
+    def of(cls, head: PlainHead) -> _Remembered:
+        """``head``, with its method, target, path and query as the server's Request has them."""
+        target = head.target.decode("latin-1")
         path, query = _split_target(target)
-        return cls(
-            raw=buf[: fast.size - fast.content_length],
-            method=fast.method.decode("ascii"),
-            target=target,
-            path=path,
-            query=query,
-            headers=fast.headers,
-            content_length=fast.content_length,
-        )
-
-
-#: Answers the fast path encoded, by the identity of their Response (kept alive
-#: here, so the id stays theirs): handlers that answer with a constant Response
-#: (``OK``) are encoded once. Small bodies only; cleared when full.
-_ENCODED: dict[int, tuple[Response, bytes | None]] = {}
-_ENCODED_LIMIT: Final = 256
-_ENCODED_MAX_BODY: Final = 1024
+        return cls(head, head.method.decode("ascii"), target, path, query)
 
 
 def _fast_encode(response: Response) -> bytes | None:
-    """:func:`encode_response` for ``response`` (None: h11 must encode it)."""
-    cached = _ENCODED.get(id(response))
-    if cached is not None and cached[0] is response:
-        return cached[1]
-    data = encode_response(
-        response.status,
-        _REASONS.get(response.status, b""),
-        response.headers,
-        response.body,
-        _NSQ_HEADER_LINE if response.nsq_header else b"",
-    )
-    if len(response.body) <= _ENCODED_MAX_BODY:
-        if len(_ENCODED) >= _ENCODED_LIMIT:
-            _ENCODED.clear()
-        _ENCODED[id(response)] = (response, data)
-    return data
+    """What h11 writes for ``response`` to a plain request (None: h11 must encode it
+    on this connection)."""
+    tail = _NSQ_HEADER_LINE if response.nsq_header else b""
+    reason = _REASONS.get(response.status, b"")
+    return encode_response(response.status, reason, response.headers, response.body, tail)
 
 
 def _split_target(target: str) -> tuple[str, str]:

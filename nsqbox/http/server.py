@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final, NoReturn, Protocol
 
@@ -27,7 +27,7 @@ from nsqbox.http.protocol import (
     ServerConnection,
 )
 from nsqbox.http.router import App
-from nsqbox.http.sockets import READS_PER_TURN, RECEIVE_SIZE, SocketIO, socket_peer_address
+from nsqbox.http.sockets import RECEIVE_SIZE, SocketIO, socket_peer_address
 from nsqbox.listeners import (
     ACCEPT_CAPACITY_ERRNOS,
     ACCEPT_RETRY_DELAY,
@@ -107,43 +107,34 @@ async def serve_http_connection(
     conn = ServerConnection(
         app, remote_address=peer_address(stream), max_header_size=max_header_size
     )
-    await _guarded(_pump, conn, _StreamIO(stream))
+    await _guarded(conn, _StreamIO(stream))
 
 
 async def _serve_socket(sock: socket.socket, *, app: App, max_header_size: int) -> None:
     io = SocketIO(sock)
     conn = ServerConnection(app, remote_address=io.peer_address(), max_header_size=max_header_size)
-    await _guarded(_pump_socket, conn, io)
+    await _guarded(conn, io)
 
 
 class _IO(Protocol):
+    """What the pump needs of a transport: :class:`SocketIO`'s methods."""
+
+    @property
+    def turn_owed(self) -> bool: ...
+    def receive_ready(self) -> bytes | None: ...
     async def receive(self) -> bytes: ...
+    def send_ready(self, data: bytes) -> bytes: ...
     async def send_all(self, data: bytes) -> None: ...
     async def next_turn(self) -> None: ...
     async def send_eof(self) -> None: ...
     async def aclose(self) -> None: ...
 
 
-async def _pump(conn: ServerConnection, io: _IO) -> None:
-    """Move bytes between ``conn`` and ``io`` until the connection ends."""
-    while True:
-        event = conn.next_event()
-        if event is NEED_DATA:
-            conn.receive_data(await io.receive())
-        elif isinstance(event, Dispatch):
-            await io.send_all(conn.respond(await _answer(conn, event)))
-            await io.next_turn()
-        elif await _ends(event, io):
-            return
-
-
-async def _guarded(
-    pump: Callable[[ServerConnection, Any], Awaitable[None]], conn: ServerConnection, io: Any
-) -> None:
-    """Run ``pump``: a peer that went away or a failure ends this connection alone; then
-    close ``io``."""
+async def _guarded(conn: ServerConnection, io: _IO) -> None:
+    """Run the pump: a peer that went away or a failure ends this connection alone;
+    then close ``io``."""
     try:
-        await pump(conn, io)
+        await _pump(conn, io)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         log.debug("HTTP peer %s went away", conn.remote_address)
     except Exception:
@@ -152,50 +143,32 @@ async def _guarded(
         await io.aclose()
 
 
-async def _pump_socket(conn: ServerConnection, io: SocketIO) -> None:
-    """:func:`_pump` on a plain socket, with its common steps inline.
+async def _pump(conn: ServerConnection, io: _IO) -> None:
+    """Move bytes between ``conn`` and ``io`` until the connection ends.
 
-    A read that finds data and a write that fits in the socket buffer are one
-    system call each, without a coroutine around them; the rest (waiting, the
-    reader's turn every :data:`READS_PER_TURN` reads, a partial write) is
-    :class:`SocketIO`'s. As in _pump, the connection yields between two
-    answers, but a wait for the next request is that turn: a client that waits
-    for each answer costs one scheduler pass per request, not two.
+    The read and the write that need no wait (``receive_ready``, ``send_ready``)
+    are made without a coroutine; ``io`` decides when they do, and when the
+    connection owes the others a turn (once per answer, unless it has since
+    waited for the peer: a client that waits for each answer costs one
+    scheduler pass per request, not two). A quick handler's answer needs no
+    coroutine either.
     """
-    sock = io.sock
-    owes_turn = False  # answered, and not yielded since
     while True:
         event = conn.next_event()
         if event is NEED_DATA:
-            if io.reads < READS_PER_TURN - 1:
-                try:
-                    data = sock.recv(RECEIVE_SIZE)
-                except BlockingIOError:
-                    data = await io.receive_when_readable()
-                    owes_turn = False
-                except OSError:
-                    data = b""  # as SocketIO.receive: a reset ends the input
-                else:
-                    io.reads += 1
-            else:
+            data = io.receive_ready()
+            if data is None:
                 data = await io.receive()
             conn.receive_data(data)
         elif type(event) is Dispatch:
-            if owes_turn:
+            if io.turn_owed:
                 await io.next_turn()
             response = _answer_now(conn, event)
-            if response is None:  # no coroutine for what the quick handler answered
+            if response is None:
                 response = await _answer_later(conn, event)
-            data = conn.respond(response)
-            try:
-                sent = sock.send(data)
-            except BlockingIOError:
-                sent = 0
-            except OSError as exc:
-                raise trio.BrokenResourceError(f"send failed: {exc}") from exc
-            if sent < len(data):
-                await io.send_all(data[sent:])
-            owes_turn = True
+            rest = io.send_ready(conn.respond(response))
+            if rest:
+                await io.send_all(rest)
         elif await _ends(event, io):
             return
 
@@ -244,12 +217,19 @@ async def _ends(event: ConnectionEvent, io: _IO) -> bool:
 
 
 class _StreamIO:
-    """The pump's I/O on a trio stream (TLS, or a test's stream)."""
+    """The pump's I/O on a trio stream (TLS, or a test's stream): every read and
+    write through the stream, whose ``send_all`` yields already."""
 
     __slots__ = ("stream",)
 
+    #: A trio stream's send_all has already yielded.
+    turn_owed = False
+
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
+
+    def receive_ready(self) -> None:
+        return None
 
     async def receive(self) -> bytes:
         try:
@@ -258,11 +238,13 @@ class _StreamIO:
             # A reset is an end of input as far as HTTP is concerned.
             return b""
 
+    def send_ready(self, data: bytes) -> bytes:
+        return data
+
     async def send_all(self, data: bytes) -> None:
         await self.stream.send_all(data)
 
-    async def next_turn(self) -> None:
-        # A trio stream's send_all has already yielded.
+    async def next_turn(self) -> None:  # pragma: no cover - turn_owed is never set
         pass
 
     async def send_eof(self) -> None:

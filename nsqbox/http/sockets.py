@@ -1,19 +1,22 @@
-"""Plain TCP connections for the HTTP server: a lean socket pump.
+"""Plain TCP connections for the HTTP server: a lean socket pump's I/O.
 
 Under load (hundreds of keep-alive clients on ``/pub``) the server is CPU-bound,
 and trio's high-level socket API costs a scheduler pass per operation: one per
 successful ``receive_some`` and ``send_all`` (and one per accepted connection,
-which :func:`nsqbox.listeners.accept_batches` avoids). This module does the same
-work with non-blocking calls on the stdlib socket and waits only when the kernel
-says "would block":
+which :func:`nsqbox.listeners.accept_batches` avoids). :class:`SocketIO` does the
+same work with non-blocking calls on the stdlib socket and waits only when the
+kernel says "would block":
 
-* :class:`SocketIO` reads and writes without a checkpoint when the kernel has
-  data or room; the pump yields once per answered request instead
-  (:meth:`SocketIO.next_turn`, or the wait for the next request), which is what
-  keeps connections fair: one with pipelined requests always waiting gets one
-  answer per turn, like every other. The server's socket pump
-  (``nsqbox.http.server._pump_socket``) makes the read and write that need no
-  wait itself, one system call each, and leaves the rest to this class.
+* :meth:`SocketIO.receive_ready` and :meth:`SocketIO.send_ready` are the read
+  and the write that need no wait: one system call each, no coroutine. The
+  server's one pump (``nsqbox.http.server._pump``) tries them first and awaits
+  :meth:`SocketIO.receive` or :meth:`SocketIO.send_all` only for the rest.
+* The connection yields once per answered request instead of once per
+  operation (:meth:`SocketIO.next_turn` when :attr:`SocketIO.turn_owed`, or the
+  wait for the next request), which is what keeps connections fair: one with
+  pipelined requests always waiting gets one answer per turn, like every other.
+  A client streaming a large body yields every :data:`READS_PER_TURN` reads.
+  The counts behind this are this class's alone.
 """
 
 from __future__ import annotations
@@ -42,12 +45,17 @@ class SocketIO:
     :class:`trio.BrokenResourceError`, as they do from a trio stream.
     """
 
-    __slots__ = ("reads", "sock")
+    __slots__ = ("_reads", "_would_block", "sock", "turn_owed")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        #: Reads since this connection last yielded (the server's pump reads inline too).
-        self.reads = 0
+        # Reads since this connection last yielded.
+        self._reads = 0
+        # The last read would have blocked: the next receive() waits at once.
+        self._would_block = False
+        #: An answer was written since this connection last yielded: the pump
+        #: owes the other connections a turn before it answers again.
+        self.turn_owed = False
         # Same as trio.SocketStream: answers are small and must not wait for Nagle.
         # A peer that already reset the connection is found out by the first read.
         with contextlib.suppress(OSError):
@@ -57,25 +65,43 @@ class SocketIO:
         """``ip:port`` (``[v6]:port``) of the peer, as Go's ``RemoteAddr``; else ""."""
         return socket_peer_address(self.sock)
 
+    def receive_ready(self) -> bytes | None:
+        """The peer's next bytes if they are there now (``b""`` at EOF or on a reset);
+        None when :meth:`receive` must be awaited (nothing yet, or this turn's reads used)."""
+        if self._reads >= READS_PER_TURN - 1:
+            return None
+        try:
+            data = self.sock.recv(RECEIVE_SIZE)
+        except BlockingIOError:
+            self._would_block = True
+            return None
+        except OSError:
+            return b""  # as receive()
+        self._reads += 1
+        return data
+
     async def receive(self) -> bytes:
         """The next bytes from the peer; ``b""`` at EOF or on a reset."""
+        if self._would_block:
+            self._would_block = False
+            return await self._receive_when_readable()
         await trio.lowlevel.checkpoint_if_cancelled()
-        self.reads += 1
-        if self.reads >= READS_PER_TURN:
-            self.reads = 0
-            await trio.lowlevel.checkpoint()
+        self._reads += 1
+        if self._reads >= READS_PER_TURN:
+            await self.next_turn()
         try:
             return self.sock.recv(RECEIVE_SIZE)
         except BlockingIOError:
-            return await self.receive_when_readable()
+            return await self._receive_when_readable()
         except OSError:
             # A reset (or any failure, as trio's streams treat them) is an
             # end of input as far as HTTP is concerned.
             return b""
 
-    async def receive_when_readable(self) -> bytes:
-        """:meth:`receive` once a read found nothing: wait for the peer, then read."""
-        self.reads = 0
+    async def _receive_when_readable(self) -> bytes:
+        """:meth:`receive` once a read found nothing: wait for the peer (a turn), then read."""
+        self._reads = 0
+        self.turn_owed = False
         while True:
             await trio.lowlevel.wait_readable(self.sock)
             try:
@@ -84,6 +110,18 @@ class SocketIO:
                 continue
             except OSError:
                 return b""
+
+    def send_ready(self, data: bytes) -> bytes:
+        """Write what of an answer fits in the socket buffer now; the rest (``b""``: all
+        sent) is for :meth:`send_all`. The connection owes a turn (:attr:`turn_owed`)."""
+        self.turn_owed = True
+        try:
+            sent = self.sock.send(data)
+        except BlockingIOError:
+            return data
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+        return data[sent:] if sent < len(data) else b""
 
     async def send_all(self, data: bytes) -> None:
         """Write all of ``data``, waiting only when the socket buffer is full."""
@@ -101,8 +139,9 @@ class SocketIO:
             raise trio.BrokenResourceError(f"send failed: {exc}") from exc
 
     async def next_turn(self) -> None:
-        """Yield once per answered request, so every connection gets its turn."""
-        self.reads = 0
+        """Yield, so every connection gets its turn."""
+        self._reads = 0
+        self.turn_owed = False
         await trio.lowlevel.checkpoint()
 
     async def send_eof(self) -> None:

@@ -7,15 +7,16 @@ Handlers are thin: they validate parameters as nsqd does and call the domain
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 import msgspec
 
 from .. import NSQ_VERSION
 from ..gosyntax import StrconvError, parse_int
-from ..http import Endpoint, HTTPError, Request, Response, Router
+from ..http import Endpoint, HTTPError, Request, Response, Router, parse_query
 from ..http.clock_routes import add_clock_routes
 from ..http.local_guard import local_guard
 from ..logs import parse_level, set_level
@@ -44,13 +45,40 @@ _addresses_decoder: Final = msgspec.json.Decoder(list[str] | None)
 _UINT32: Final = struct.Struct(">i")
 #: /pub's and /mpub's answer: one Response, so the server encodes it once.
 _OK: Final = Response.text("OK")
-#: /pub queries found to name a valid topic and no ``defer``, and that name:
-#: pub_now answers the same query again (a client publishing to one topic)
-#: without parsing it. What a query means depends on nothing else, so every app
-#: shares them.
-_PLAIN_PUB_QUERIES: dict[str, str] = {}
-#: Past this many, the queries start over (a peer cannot grow them without bound).
-_PLAIN_PUB_QUERIES_LIMIT: Final = 1024
+
+
+class _PubQuery(NamedTuple):
+    """What a /pub query string says, as nsqd reads it (a pure function of the string)."""
+
+    #: The topic's name; "" when ``error`` is set.
+    topic: str
+    #: nsqd's 400 code for a query it refuses before finding the topic, else "".
+    error: str
+    #: ``defer`` in milliseconds: None when absent, False when not an int64.
+    defer_ms: int | Literal[False] | None
+
+
+@functools.lru_cache(maxsize=1024)
+def _pub_query(raw_query: str) -> _PubQuery:
+    """nsqd's getTopicFromQuery and defer argument for a /pub query, remembered.
+
+    A client publishing to one topic sends one query again and again; what it
+    means depends on nothing else, so every app shares the answers (bounded: the
+    least recently used are forgotten first).
+    """
+    try:
+        args = parse_query(raw_query)
+    except ValueError:
+        return _PubQuery("", "INVALID_REQUEST", None)
+    names = args.get("topic")
+    if not names:
+        return _PubQuery("", "MISSING_ARG_TOPIC", None)
+    if not is_valid_topic_name(names[0]):
+        return _PubQuery("", "INVALID_TOPIC", None)
+    if "defer" not in args:
+        return _PubQuery(names[0], "", None)
+    ms = _parse_int64(args["defer"][0])
+    return _PubQuery(names[0], "", False if ms is None else ms)
 
 
 def make_app(
@@ -168,47 +196,50 @@ class _NSQDHTTP:
 
     # -- publishing --------------------------------------------------------
     async def pub(self, request: Request) -> Response:
-        # The server has already refused bodies over --max-msg-size (MSG_TOO_BIG).
-        # Its common case is pub_now's, tried first; this is the rest.
-        if not request.body:
-            raise HTTPError(400, "MSG_EMPTY")
-        topic, defer = self._pub_query(request)
-        self._put(topic, [request.body], defer)
-        await self._announced(topic)
+        """POST /pub: :meth:`publish`, answered once a new topic is announced."""
+        await self._announced(self.publish(request))
         return _OK
 
     def pub_now(self, request: Request) -> Response | None:
-        """:meth:`pub`'s common case, without a coroutine: a body, a query seen
-        before (:data:`_PLAIN_PUB_QUERIES`), and its topic there with nothing to
-        wait for. None, having done nothing, for anything else."""
-        name = _PLAIN_PUB_QUERIES.get(request.raw_query)
-        if name is None or not request.body or name in self.nsqd.announcing:
+        """POST /pub without a coroutine: :meth:`publish`'s answer, unless the topic
+        is new or being announced to the lookupds, which :meth:`pub` waits for
+        (then None, having done nothing)."""
+        query = _pub_query(request.raw_query)
+        if not query.error and (
+            query.topic in self.nsqd.announcing or query.topic not in self.nsqd.topics
+        ):
             return None
-        topic = self.nsqd.get_existing_topic(name)
-        if topic is None:
-            return None
-        self._put(topic, [request.body], 0.0)
+        self._publish(request, query)
         return _OK
 
-    def _pub_query(self, request: Request) -> tuple[Topic, float]:
-        """/pub's topic and ``defer`` (in seconds), as nsqd checks them.
+    def publish(self, request: Request) -> Topic:
+        """nsqd's doPUB up to its answer: the checks in its order, then the put.
 
-        A query with a valid topic and no ``defer`` joins :data:`_PLAIN_PUB_QUERIES`.
+        The server has already refused bodies over ``--max-msg-size`` (``MSG_TOO_BIG``).
+        Returns the topic (created if new); raises the HTTPError nsqd answers.
         """
-        args, topic = self._topic_from_query(request)
-        if "defer" not in args:
-            if len(_PLAIN_PUB_QUERIES) >= _PLAIN_PUB_QUERIES_LIMIT:
-                _PLAIN_PUB_QUERIES.clear()
-            _PLAIN_PUB_QUERIES[request.raw_query] = topic.name
-            return topic, 0.0
-        ms = _parse_int64(args["defer"][0])
-        if ms is None:
+        return self._publish(request, _pub_query(request.raw_query))
+
+    def _publish(self, request: Request, query: _PubQuery) -> Topic:
+        """:meth:`publish`, with ``request``'s query read."""
+        if not request.body:
+            raise HTTPError(400, "MSG_EMPTY")
+        if query.error:
+            raise HTTPError(400, query.error)
+        topic = self.nsqd.get_topic(query.topic)
+        defer = 0.0 if query.defer_ms is None else self._defer(query.defer_ms)
+        self._put(topic, [request.body], defer)
+        return topic
+
+    def _defer(self, ms: int | Literal[False]) -> float:
+        """A /pub's ``defer`` in seconds, as nsqd checks it (``INVALID_DEFER``)."""
+        if ms is False:
             raise HTTPError(400, "INVALID_DEFER")
         # nsqd: time.Duration(ms) * time.Millisecond, an int64 product that wraps around
         ns = (ms * 1_000_000 + (1 << 63)) % (1 << 64) - (1 << 63)
         if ns < 0 or ns > round(self.nsqd.options.max_req_timeout * 1e9):
             raise HTTPError(400, "INVALID_DEFER")
-        return topic, ns / 1e9
+        return ns / 1e9
 
     async def mpub(self, request: Request) -> Response:
         # The server has already refused bodies over --max-body-size (BODY_TOO_BIG).

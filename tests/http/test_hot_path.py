@@ -154,15 +154,17 @@ async def test_pub_remembers_a_plain_query_and_still_answers_as_nsqd(
             await _converse(app, True, [plain, late, plain])
             == OK + _bad_request(b"INVALID_DEFER") + OK
         )
-        assert http_api._PLAIN_PUB_QUERIES.get("topic=r") == "r"
-        assert "topic=r&defer=999999999" not in http_api._PLAIN_PUB_QUERIES
+        assert http_api._pub_query("topic=r") == ("r", "", None)
+        assert http_api._pub_query("topic=r&defer=999999999") == ("r", "", 999999999)
         assert _count(server, "r") == 2
         assert server.nsqd.delete_existing_topic("r")
         assert await _converse(app, True, [plain, late]) == OK + _bad_request(b"INVALID_DEFER")
         assert _count(server, "r") == 1
         many = [_post(b"/pub?topic=r&n=%d" % n, b"c") for n in range(1100)]
         assert await _converse(app, True, many) == OK * len(many)
-    assert 0 < len(http_api._PLAIN_PUB_QUERIES) <= http_api._PLAIN_PUB_QUERIES_LIMIT
+    remembered = http_api._pub_query.cache_info()
+    assert remembered.maxsize is not None
+    assert 0 < remembered.currsize <= remembered.maxsize < len(many)
     assert _count(server, "r") == 1 + len(many)
 
 
@@ -184,7 +186,7 @@ async def test_a_remembered_pub_query_waits_for_its_topics_announcement(
             for _ in range(2):  # the second time by the quick path
                 await stream.send_all(_post(b"/pub?topic=w", b"x"))
                 assert await _receive(stream, len(OK)) == OK
-            assert http_api._PLAIN_PUB_QUERIES.get("topic=w") == "w"
+            assert http_api._pub_query("topic=w").topic == "w"
             server.nsqd.announcing["w"] = announced
             await stream.send_all(_post(b"/pub?topic=w", b"y"))
             await trio.testing.wait_all_tasks_blocked()
