@@ -181,9 +181,13 @@ class StatusLine(Static):
         super().__init__("connecting…")
         self.text = "connecting…"
 
-    def set(self, summary: str, errors: Sequence[str] = ()) -> None:
-        """Show ``summary`` and, in red under it, ``errors`` (as text, controls visible)."""
+    def set(self, summary: str, errors: Sequence[str] = (), notes: Sequence[str] = ()) -> None:
+        """Show ``summary``, then ``notes`` and, in red, ``errors`` under it (as text,
+        controls visible)."""
         text = safe(summary)
+        for line in notes:
+            text.append("\n")
+            text.append_text(safe(line))
         for line in errors:
             text.append("\n")
             text.append_text(safe(line, "bold red"))
