@@ -7,9 +7,13 @@ lookupd once everything listens, and stops the guest run — waiting until trio 
 finished — before it finishes unmounting. The TUI itself knows nothing of the box: it reads the
 box through HTTP like any other cluster.
 
-While the app runs, the servers' log lines (at ``--log-level``) go to a buffer shown by the Logs
-view (``L``) instead of stderr, where they would tear the screen; the last ones are printed if
-the box fails.
+While the app runs, the servers' log lines go to a buffer shown by the Logs view (``L``) instead
+of stderr, where they would tear the screen; the last ones are printed if the box fails. Until
+the box listens they are kept at ``info`` even when ``--log-level`` is higher (``nsqbox up``'s
+default is ``warn``, which a healthy start never reaches): the Logs view opens on the start-up
+lines and the banner ``nsqbox up`` prints, then follows ``--log-level``. Where the box listens
+stays on the status line (:attr:`~nsqbox.admin.tui.app.AdminApp.notice`), not in a
+notification over the table.
 """
 
 from __future__ import annotations
@@ -23,16 +27,38 @@ import outcome
 import trio
 from textual.binding import Binding
 
-from nsqbox.addresses import dialable
+from nsqbox.addresses import dialable, format_address, parse_address
 from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
 from nsqbox.admin.tui.guest import TrioGuest
 from nsqbox.admin.tui.logs import LogBuffer, LogScreen
-from nsqbox.box import LOG_PREFIXES, BoxAddresses, BoxOptions, serve_box
+from nsqbox.box import LOG_PREFIXES, BoxAddresses, BoxOptions, NodeTag, serve_box
 from nsqbox.cli import fatal
 from nsqbox.logs import LEVELS, ROOT_LOGGER, NSQFormatter, parse_level
 
-__all__ = ["BoxApp", "dialable", "run_box_tui"]
+__all__ = ["BoxApp", "box_notice", "dialable", "run_box_tui"]
+
+#: The level the Logs view gets the box's start-up lines at, whatever ``--log-level`` says.
+START_LEVEL = logging.INFO
+
+
+def _listen(tcp: tuple[str, int], http: tuple[str, int] | None) -> str:
+    """``TCP 127.0.0.1:4150, HTTP :4151`` (the HTTP host only when it differs)."""
+    if http is None:
+        return f"TCP {format_address(tcp)}, HTTP off"
+    same = parse_address(http)[0] == parse_address(tcp)[0]
+    return f"TCP {format_address(tcp)}, HTTP {f':{http[1]}' if same else format_address(http)}"
+
+
+def box_notice(addresses: BoxAddresses) -> str:
+    """One status line saying where the box listens, and that quitting stops it."""
+    parts = [
+        f"{'nsqd' if len(addresses.nsqds) == 1 else f'nsqd {i}'} {_listen(n.tcp, n.http)}"
+        for i, n in enumerate(addresses.nsqds)
+    ]
+    parts.append(f"lookupd {_listen(addresses.lookupd.tcp, addresses.lookupd.http)}")
+    parts.append(f"admin HTTP {format_address(addresses.admin.http)}")
+    return "box: " + " · ".join(parts) + " · q stops the box"
 
 
 class BoxApp(AdminApp):
@@ -56,14 +82,24 @@ class BoxApp(AdminApp):
         self.failure: BaseException | None = None
 
     def on_mount(self) -> None:
-        """Send the servers' log to the buffer, start the box; the views connect once it listens."""
+        """Send the servers' log to the buffer, start the box; the views connect once it listens.
+
+        Until it listens the log is kept at ``info`` at least (see the module's docstring).
+        """
         nsqd = self.options.nsqd
         self._log_handler.setFormatter(NSQFormatter(nsqd.log_prefix, LOG_PREFIXES))
+        if self.options.nsqd_count > 1:
+            self._log_handler.addFilter(NodeTag())
         logger = logging.getLogger(ROOT_LOGGER)
         self._log_level = logger.level
         logger.addHandler(self._log_handler)
-        logger.setLevel(LEVELS[parse_level(nsqd.log_level)])
+        logger.setLevel(min(self.level, START_LEVEL))
         self.guest.start(self._serve)
+
+    @property
+    def level(self) -> int:
+        """The stdlib level ``--log-level`` names."""
+        return LEVELS[parse_level(self.options.nsqd.log_level)]
 
     async def on_unmount(self) -> None:
         """Stop the box and wait until trio has completely finished; restore logging."""
@@ -93,9 +129,16 @@ class BoxApp(AdminApp):
                 request_timeout=nsqd.http_client_request_timeout,
             )
         )
-        lines = addresses.banner("").splitlines()
-        banner = "\n".join(line.lstrip(": ") for line in lines if "Ctrl-C" not in line)
-        self.notify(f"{banner}\nq quits (and stops the box)", title="nsqbox up", timeout=8)
+        self.notice = box_notice(addresses)
+        # What `nsqbox up` prints on a terminal, after the start-up lines; then --log-level.
+        banner = addresses.banner()
+        self.logs.write(banner.replace("running; Ctrl-C stops", "running; q stops"))
+        logger = logging.getLogger(ROOT_LOGGER)
+        if logger.level == min(self.level, START_LEVEL):  # not changed through /config since
+            logger.setLevel(self.level)
+        if self.level > START_LEVEL:
+            name = parse_level(self.options.nsqd.log_level)
+            self.logs.write(f"nsqbox up: the log shows {name} and above from here (--log-level)\n")
 
     def _box_done(self, result: outcome.Outcome[Any]) -> None:
         if isinstance(result, outcome.Error) and not isinstance(result.error, trio.Cancelled):

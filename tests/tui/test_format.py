@@ -53,6 +53,10 @@ def test_spark() -> None:
     assert fmt.spark([0, 1, 2, 3, 4, 5, 6, 7], width=8) == "▁▂▃▄▅▆▇█"
     assert fmt.spark([None, 0.0, 0.0], width=4) == "  ▁▁"
     assert fmt.spark([], width=3) == "   "
+    # one value is no trend yet: the baseline, not a full block
+    assert fmt.spark([7.5], width=3) == "  ▁"
+    assert fmt.spark([None, 7.5], width=3) == "  ▁"
+    assert fmt.spark([7.5, 15.0], width=3) == " ▅█"
     assert len(fmt.spark(list(range(40)))) == 12
 
 

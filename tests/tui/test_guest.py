@@ -14,11 +14,12 @@ from typing import Any
 import httpx
 import trio
 from textual.pilot import Pilot
+from textual.widgets import RichLog
 
 from nsqbox.admin.tui.guest import TrioGuest
-from nsqbox.admin.tui.logs import LogBuffer
+from nsqbox.admin.tui.logs import LogBuffer, LogScreen
 from nsqbox.admin.tui.nodes import NodesScreen
-from nsqbox.admin.tui.widgets import StatsTable
+from nsqbox.admin.tui.widgets import StatsTable, StatusLine
 from nsqbox.box import BoxOptions
 from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.up_tui import BoxApp, dialable
@@ -64,6 +65,66 @@ def test_the_box_runs_inside_the_tui_and_stops_with_it(tmp_path: Path) -> None:
 
     run_app(app, body)
     assert not seen["guest"].running
+    assert app.failure is None
+    trio_still_runs()
+
+
+class QuietBoxApp(BoxApp):
+    """A BoxApp that records its notifications (a notification draws over the table)."""
+
+    def __init__(self, options: BoxOptions) -> None:
+        super().__init__(options, interval=0.5)
+        self.notified: list[str] = []
+
+    def notify(self, message: str, **kwargs: Any) -> None:
+        self.notified.append(message)
+        super().notify(message, **kwargs)
+
+
+def test_at_the_default_level_the_log_opens_on_the_start_up_and_the_addresses_stay_put(
+    tmp_path: Path,
+) -> None:
+    """``nsqbox up``'s level is warn, which a healthy start never reaches: the Logs view still
+    shows the start-up lines (info) and the banner, then follows warn; where the box listens
+    is a status line, not a notification over the table."""
+    options = BoxOptions()
+    assert options.nsqd.log_level == "warn"  # nsqbox up's default
+    options.nsqd.data_path = str(tmp_path)
+    options.use_ephemeral_ports()
+    app = QuietBoxApp(options)
+
+    async def body(pilot: Pilot[Any], app: QuietBoxApp) -> None:
+        await wait_until(pilot, lambda: app.addresses is not None, "the box to listen")
+        assert app.addresses is not None
+        ready = app.addresses.ready()
+        nsqd_tcp, nsqd_http = ready["nsqd_tcp_address"], ready["nsqd_http_address"]
+        lines = list(app.logs.lines)
+        assert any(f"INFO: TCP: listening on {nsqd_tcp}" in line for line in lines), lines
+        assert f"nsqbox up: nsqd: TCP {nsqd_tcp}, HTTP {nsqd_http}; data in {tmp_path}" in lines
+        assert lines[-1] == "nsqbox up: the log shows warn and above from here (--log-level)"
+        status = app.screen.query_one(StatusLine)
+        port = nsqd_http.rpartition(":")[2]
+        notice = f"box: nsqd TCP {nsqd_tcp}, HTTP :{port} · lookupd TCP "
+        await wait_until(pilot, lambda: notice in status.text, "the notice", lambda: status.text)
+        assert status.text.splitlines()[1].endswith(
+            f"admin HTTP {ready['admin_http_address']} · q stops the box"
+        )
+        async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
+            response = await client.post(
+                f"http://{nsqd_http}/pub", params={"topic": "orders"}, content=b"hi"
+            )
+            assert response.status_code == 200
+        # nsqd logged the new topic (info) before it answered: past start-up, warn holds
+        assert not any("orders" in line for line in app.logs.lines)
+        await pilot.press("L")
+        assert isinstance(app.screen, LogScreen)
+        log = app.screen.query_one(RichLog)
+        await wait_until(pilot, lambda: len(log.lines) >= len(lines), "the log drawn")
+        drawn = [strip.text for strip in log.lines]
+        assert any(f"TCP: listening on {nsqd_tcp}" in line for line in drawn)
+        assert app.notified == []
+
+    run_app(app, body)
     assert app.failure is None
     trio_still_runs()
 

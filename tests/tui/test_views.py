@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+import httpx
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
@@ -85,6 +87,50 @@ def test_topics_view_sums_topics_over_nodes(nsq: NSQBox) -> None:
         assert "2 nodes · 2 topics · every 0.5s · updated " in status(app)
 
     run_app(make_app(nsq), body)
+
+
+def test_topics_view_counts_a_message_once_however_many_channels_hold_it(nsq: NSQBox) -> None:
+    """A topic's depth is its own queue (0 once it has channels, as nsqadmin shows it); the
+    channel columns are the busiest channel's: one DPUB to two channels is 1 deferred, not 2."""
+    node0 = nsq.nsqd_http_addresses[0]
+    with httpx.Client(timeout=TIMEOUT, trust_env=False) as client:
+        client.post(f"http://{node0}/topic/create", params={"topic": "orders"}).raise_for_status()
+        for channel in ("billing", "audit"):
+            params = {"topic": "orders", "channel": channel}
+            client.post(f"http://{node0}/channel/create", params=params).raise_for_status()
+    nsq.publish("orders", [b"one", b"two", b"three"], node=0)
+    nsq.publish("orders", b"later", defer_ms=600_000, node=0)
+    config = Config(max_in_flight=1, close_timeout=2.0, read_timeout=TIMEOUT)
+    consumer = BlockingConsumer(nsq.nsqd_tcp_addresses[0], "orders", "billing", config=config)
+    try:
+        next(consumer.messages(timeout=TIMEOUT))  # held in flight: billing has 2 queued
+        nsq.wait_for("orders", "billing", depth=2, in_flight=1, deferred=1)
+        nsq.wait_for("orders", "audit", depth=3, in_flight=0, deferred=1)
+        columns = ("depth", "channel_depth", "in_flight", "deferred", "messages", "channels")
+        expected = ("0", "3", "1", "1", "4", "audit, billing")
+
+        async def body(pilot: Pilot[Any], app: AdminApp) -> None:
+            await wait_until(
+                pilot,
+                lambda: row(app, "#topics", "orders", *columns) == expected,
+                "the counts",
+                lambda: row(app, "#topics", "orders", *columns),
+            )
+            legend = app.screen.query_one("#legend", Static).render()
+            assert "Topic depth: not yet copied to a channel" in str(legend)
+            table(app, "#topics").select("orders")
+            await pilot.press("enter")  # the Topic view lists each channel's own counts
+            assert isinstance(app.screen, TopicScreen)
+            counters = ("depth", "in_flight", "deferred")
+            await wait_until(
+                pilot, lambda: row(app, "#channels", "audit", *counters) == ("3", "0", "1"), "audit"
+            )
+            assert row(app, "#channels", "billing", *counters) == ("2", "1", "1")
+            assert row(app, "#nodes", str(node0), "depth", "messages") == ("0", "4")
+
+        run_app(make_app(nsq), body)
+    finally:
+        consumer.close()
 
 
 def test_topic_and_channel_views_show_the_channel_counters(

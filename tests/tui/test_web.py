@@ -337,7 +337,7 @@ def test_up_web_in_a_browser(browser: Any, tmp_path: Path) -> None:
         browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CAPTURE})
         base, token = split_url(ready["tui_web_url"])
         browser.get(ready["tui_web_url"])
-        wait_for_text(browser, "webshop", "Topic", "Depth")
+        wait_for_text(browser, "webshop", "Topic", "Channel")
         # the token became a cookie the page's scripts cannot read, and left the address bar
         assert browser.current_url == f"{base}/"
         [cookie] = browser.get_cookies()

@@ -1,4 +1,5 @@
-"""The table that updates in place: cells change, the cursor stays on its row."""
+"""The table that updates in place (cells change, the cursor stays on its row), and the rate
+plot."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import asyncio
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.geometry import Region
+from textual.widgets import Sparkline
 
-from nsqbox.admin.tui.widgets import Column, Row, StatsTable
+from nsqbox.admin.tui.widgets import Column, RatePlot, Row, StatsTable
 
 COLUMNS = (Column("name", "Name"), Column("depth", "Depth"))
 
@@ -49,5 +52,38 @@ def test_show_updates_cells_in_place_and_follows_the_selected_row() -> None:
             assert table.select("a")
             assert not table.select("zzz")
             await pilot.pause()
+
+    asyncio.run(main())
+
+
+class PlotApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield RatePlot(id="rate")
+
+
+def test_the_rate_plot_draws_a_baseline_until_it_has_two_rates() -> None:
+    """One rate scaled to itself would be a wall of full blocks: a peak that never was."""
+
+    async def main() -> None:
+        app = PlotApp()
+        async with app.run_test(size=(40, 6)) as pilot:
+            plot = app.query_one(RatePlot)
+            spark = app.query_one(Sparkline)
+
+            async def drawn(series: list[float | None]) -> list[str]:
+                plot.plot("topic orders", series)
+                await pilot.pause()
+                region = Region(0, 0, spark.size.width, spark.size.height)
+                return [strip.text for strip in spark.render_lines(region)]
+
+            baseline = [" " * 38, "▁" * 38]
+            assert await drawn([]) == baseline
+            assert await drawn([250.0]) == baseline  # the first rate
+            assert await drawn([None, 250.0]) == baseline
+            caption = app.query_one(".rate-caption").render()
+            assert str(caption).startswith("topic orders: 250/s now")
+            lines = await drawn([125.0, 250.0])  # two rates: a plot, scaled to them
+            assert lines[0].rstrip("█").isspace()  # the higher rate, full height, on the right
+            assert lines[0].endswith("█")
 
     asyncio.run(main())

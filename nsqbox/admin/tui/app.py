@@ -106,6 +106,9 @@ class AdminApp(App[int]):
         self.tz = tz
         #: The box's broker clock (``nsqbox up --tui``): the status line shows it when manual.
         self.broker_clock: BrokerClock | None = None
+        #: A line the status line keeps under its first (``nsqbox up --tui``: the box's
+        #: addresses), instead of a notification that would cover the table.
+        self.notice: str | None = None
         self.backend: Backend | None = None
         self.refresh_error: str | None = None
         #: Refreshes done (for tests and the status line).

@@ -46,6 +46,9 @@ class AdminHost(Protocol):
     tz: tzinfo | None
     #: Why the last refresh failed as a whole (None when it worked).
     refresh_error: str | None
+    #: A line the status line keeps under its first (``nsqbox up --tui``: where the box
+    #: listens), or None.
+    notice: str | None
 
     def perform(self, label: str, call: Callable[[Backend], Awaitable[Outcome]]) -> None:
         """Run an action against the cluster in the background and report how it went."""
@@ -164,7 +167,8 @@ class ClusterScreen(Screen[None]):
             parts.append(f"filter: {self.filter_text}")
         if host.read_only:
             parts.append("READ-ONLY")
-        self.query_one(StatusLine).set(" · ".join(parts), errors)
+        notes = [host.notice] if host.notice else []
+        self.query_one(StatusLine).set(" · ".join(parts), errors, notes)
 
     # -- filter -------------------------------------------------------------------------------
 

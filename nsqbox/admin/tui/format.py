@@ -117,11 +117,12 @@ def has_latency(*values: Latency) -> bool:
 def spark(values: Sequence[float | None], width: int = 12) -> str:
     """The last ``width`` values as block characters, scaled to their maximum.
 
-    Unknown values (None) are blanks; all-zero history is a flat line of the lowest block.
+    Unknown values (None) are blanks; all-zero history is a flat line of the lowest block,
+    and so is a single value (scaled to itself it would be a full block: a peak it is not).
     """
     tail = list(values)[-width:]
     known = [v for v in tail if v is not None]
-    top = max(known, default=0.0)
+    top = max(known, default=0.0) if len(known) >= 2 else 0.0
     out = []
     for v in tail:
         if v is None:

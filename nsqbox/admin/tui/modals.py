@@ -36,6 +36,11 @@ __all__ = [
 ]
 
 #: The look every modal shares: ``MODAL_CSS.format(name="TheScreen")``.
+#: The class of the input a form focuses first. Its screen's ``AUTO_FOCUS`` names it, so the
+#: focus is there from the start: focusing it on mount left a moment where the first input had
+#: it, and a key typed at once (a test's, a quick user's) landed there.
+FIRST_FOCUS = "first-focus"
+
 MODAL_CSS = """
 {name} {{
     align: center middle;
@@ -202,6 +207,7 @@ class CreateScreen(FormScreen[tuple[str, str] | None]):
     """Name a topic (and maybe a channel) to create; ``(topic, channel)`` or None."""
 
     DEFAULT_CSS = MODAL_CSS.format(name="CreateScreen")
+    AUTO_FOCUS = f".{FIRST_FOCUS}"
     OK = "Create"
 
     def __init__(self, topic: str = "", *, channel_required: bool = False) -> None:
@@ -212,13 +218,12 @@ class CreateScreen(FormScreen[tuple[str, str] | None]):
     def fields(self) -> ComposeResult:
         """Topic and channel inputs."""
         yield Label("Topic")
-        yield Input(self.topic, placeholder="topic", id="topic", validators=[VALID_NAME])
+        first = FIRST_FOCUS if not self.topic else ""  # the first empty input
+        yield Input(
+            self.topic, placeholder="topic", id="topic", validators=[VALID_NAME], classes=first
+        )
         yield Label("Channel" if self.channel_required else "Channel (optional)")
-        yield Input(placeholder="channel", id="channel")
-
-    def on_mount(self) -> None:
-        """Focus the first empty input."""
-        self.query_one("#channel" if self.topic else "#topic", Input).focus()
+        yield Input(placeholder="channel", id="channel", classes=FIRST_FOCUS if self.topic else "")
 
     def answer(self) -> tuple[str, str] | str:
         """``(topic, channel)``, or what is wrong."""
@@ -245,6 +250,7 @@ class PublishScreen(FormScreen[PublishRequest | None]):
     """Write one message for nsqd's ``/pub``: node, topic and body."""
 
     DEFAULT_CSS = MODAL_CSS.format(name="PublishScreen")
+    AUTO_FOCUS = f".{FIRST_FOCUS}"
     OK = "Publish"
 
     def __init__(self, nodes: Sequence[str], node: str = "", topic: str = "") -> None:
@@ -258,13 +264,14 @@ class PublishScreen(FormScreen[PublishRequest | None]):
         yield Label("Through nsqd")
         yield node_select(self.nodes, self.node)
         yield Label("Topic")
-        yield Input(self.topic, placeholder="topic", id="topic", validators=[VALID_NAME])
+        first = FIRST_FOCUS if not self.topic else ""  # the body when the topic is known
+        yield Input(
+            self.topic, placeholder="topic", id="topic", validators=[VALID_NAME], classes=first
+        )
         yield Label("Body")
-        yield Input(placeholder="message body", id="body")
-
-    def on_mount(self) -> None:
-        """Focus the body when the topic is known."""
-        self.query_one("#body" if self.topic else "#topic", Input).focus()
+        yield Input(
+            placeholder="message body", id="body", classes=FIRST_FOCUS if self.topic else ""
+        )
 
     def answer(self) -> PublishRequest | str:
         """The request, or what is wrong."""

@@ -31,7 +31,7 @@ __all__ = ["TopicScreen"]
 NODE_COLUMNS = (
     Column("node", "Node"),
     Column("hostname", "Hostname"),
-    Column("depth", "Depth"),
+    Column("depth", "Topic depth"),
     Column("memory", "Memory"),
     Column("disk", "Disk"),
     Column("messages", "Messages"),
@@ -122,7 +122,7 @@ class TopicScreen(DetailScreen):
         text = Text()
         text.append(f"topic {self.topic}", "bold")
         text.append(
-            f" · depth {fmt.count(topic.depth)} (memory {fmt.count(topic.memory_depth)}, "
+            f" · topic depth {fmt.count(topic.depth)} (memory {fmt.count(topic.memory_depth)}, "
             f"disk {fmt.count(topic.backend_depth)}) · {fmt.plural(topic.message_count, 'message')}"
             f" · {fmt.plural(len(topic.channels), 'channel')} · "
             f"{fmt.plural(len(topic.nodes), 'node')}"

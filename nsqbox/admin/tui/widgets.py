@@ -52,8 +52,8 @@ class StatsTable(DataTable[Any]):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+    def __init__(self, *, id: str | None = None, header_height: int = 1) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True, header_height=header_height)
         self._column_keys: tuple[str, ...] = ()
         self._rows: dict[str, tuple[RenderableType, ...]] = {}
 
@@ -153,7 +153,10 @@ class RatePlot(Vertical):
         else:
             caption = f"{title}: collecting rates…"
         self.query_one(".rate-caption", Static).update(safe(caption))
-        self.query_one(Sparkline).data = [v or 0.0 for v in self._series]
+        # A plot needs two rates (three refreshes): Textual draws one value as a full-height
+        # block, which reads as a peak. Until then, the empty plot's baseline.
+        plotted = [v or 0.0 for v in self._series] if len(known) >= 2 else []
+        self.query_one(Sparkline).data = plotted
 
     @property
     def series(self) -> list[float | None]:
@@ -178,9 +181,13 @@ class StatusLine(Static):
         super().__init__("connecting…")
         self.text = "connecting…"
 
-    def set(self, summary: str, errors: Sequence[str] = ()) -> None:
-        """Show ``summary`` and, in red under it, ``errors`` (as text, controls visible)."""
+    def set(self, summary: str, errors: Sequence[str] = (), notes: Sequence[str] = ()) -> None:
+        """Show ``summary``, then ``notes`` and, in red, ``errors`` under it (as text,
+        controls visible)."""
         text = safe(summary)
+        for line in notes:
+            text.append("\n")
+            text.append_text(safe(line))
         for line in errors:
             text.append("\n")
             text.append_text(safe(line, "bold red"))
