@@ -1,7 +1,8 @@
 """A blocking publisher and consumer over plain sockets, for scripts and Spark executors.
 
 No trio and no threads: every call blocks until nsqd has answered (or a
-timeout passes). TLS, snappy, deflate and AUTH work as in the trio client::
+timeout passes); only :func:`lookup_nsqds` runs a short trio loop for its HTTP
+queries. TLS, snappy, deflate and AUTH work as in the trio client::
 
     with Publisher("127.0.0.1:4150") as pub:
         pub.pub("events", b"hello")
@@ -29,11 +30,10 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ..wire import commands
 from ..wire.errors import NSQError
@@ -42,12 +42,15 @@ from ..wire.message import MESSAGE_HEADER
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .backoff import BackoffTimer
 from .config import Config, format_address
-from .discovery import ACCEPT, lookup_url, parse_lookup_response
+from .discovery import LookupdQueryError, lookup_url, open_lookupd_client, query_lookupd
 from .errors import ConnectionClosed
 from .handling import HandlerRunner
 from .message import Message
 from .rdy import RdyController
 from .sync_conn import SyncConnection
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["BlockingConsumer", "Publisher", "lookup_nsqds"]
 
@@ -372,29 +375,47 @@ def lookup_nsqds(
     nsqd has the topic yet. A lookupd that fails is logged and skipped; when none
     answers, :class:`ConnectionError`. Open one :class:`BlockingConsumer` per address,
     and call this again to find nsqds that appear later (nothing polls for you).
+
+    The lookupds are asked together, as the trio consumer asks them
+    (:func:`~nsqbox.client.discovery.query_lookupd`): no proxy from the environment,
+    each answer at most 16 MiB and complete within ``timeout``. That takes one short
+    trio run, so call this from a plain thread, not from inside an event loop.
     """
-    urls = (
+    addresses = (
         [lookupd_http_addresses]
         if isinstance(lookupd_http_addresses, str)
         else list(lookupd_http_addresses)
     )
-    if not urls:
+    if not addresses:
         raise ValueError("lookup_nsqds needs at least one nsqlookupd address")
-    found: set[str] = set()
-    failures: list[str] = []
-    for address in urls:
-        url = lookup_url(address, topic)
-        request = urllib.request.Request(url, headers={"Accept": ACCEPT})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                found.update(parse_lookup_response(response.read()))
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:  # 404 is TOPIC_NOT_FOUND: no nsqd has the topic yet
-                failures.append(f"{url}: HTTP {exc.code}")
-                log.warning("lookupd %s answered %d", url, exc.code)
-        except (OSError, ValueError) as exc:
-            failures.append(f"{url}: {exc}")
-            log.warning("lookupd %s query error: %s", url, exc)
+    urls = [lookup_url(address, topic) for address in addresses]
+    import trio  # only a discovery round runs an event loop
+
+    found, failures = trio.run(_query_lookupds, urls, timeout)
     if len(failures) == len(urls):
         raise ConnectionError("no nsqlookupd answered: " + "; ".join(failures))
     return sorted(found)
+
+
+async def _query_lookupds(urls: list[str], seconds: float) -> tuple[set[str], list[str]]:
+    """The addresses the lookupds at ``urls`` list, and one line for each that failed.
+
+    ``seconds`` bounds each lookupd's whole answer (the client's timeout, which
+    :func:`~nsqbox.client.discovery.query_lookupd` takes as its deadline).
+    """
+    import trio
+
+    found: set[str] = set()
+    failures: list[str] = []
+
+    async def one(client: httpx.AsyncClient, url: str) -> None:
+        try:
+            found.update(await query_lookupd(client, url))
+        except LookupdQueryError as exc:
+            failures.append(f"{url}: {exc}")
+            log.warning("lookupd %s %s", url, exc)
+
+    async with open_lookupd_client(seconds) as client, trio.open_nursery() as nursery:
+        for url in urls:
+            nursery.start_soon(one, client, url)
+    return found, failures
