@@ -45,6 +45,7 @@ from .config import Config, format_address
 from .discovery import LookupdQueryError, lookup_url, open_lookupd_client, query_lookupd
 from .errors import ConnectionClosed
 from .handling import HandlerRunner
+from .handshake import Negotiated
 from .message import Message
 from .rdy import RdyController
 from .sync_conn import SyncConnection
@@ -160,6 +161,8 @@ class BlockingConsumer(_Closable):
         self.channel = channel
         self._on_give_up = on_give_up
         self._batching = False
+        #: The last RDY given through :meth:`set_rdy` (None: the controller decides RDY).
+        self._set_rdy: int | None = None
         #: Messages handed out and not answered yet (close requeues them), by id.
         self._unanswered: dict[bytes, Message] = {}
         self._conn = SyncConnection(address, self.config)
@@ -240,8 +243,38 @@ class BlockingConsumer(_Closable):
 
     @property
     def total_rdy(self) -> int:
-        """The RDY count nsqd holds for this consumer."""
-        return self._rdy.total_rdy
+        """The RDY count nsqd holds for this consumer (the last :meth:`set_rdy`, if RDY is set
+        from outside)."""
+        return self._rdy.total_rdy if self._set_rdy is None else self._set_rdy
+
+    @property
+    def negotiated(self) -> Negotiated:
+        """What nsqd agreed to in its IDENTIFY reply: ``max_rdy_count``, ``msg_timeout``,
+        ``max_msg_timeout`` (seconds; None when nsqd did not say), the features in use."""
+        return self._conn.negotiated
+
+    def set_rdy(self, count: int) -> None:
+        """Send ``RDY count``: for a caller that decides RDY itself, over several consumers.
+
+        Such a caller (the Spark reader's in-flight budget) builds its consumers with
+        ``config.max_in_flight=0``, so their own RDY controller never sends one and this is
+        the only RDY nsqd gets; a consumer with ``max_in_flight`` above 0 manages RDY itself
+        (:class:`RuntimeError`). ``count`` must be within ``0..negotiated.max_rdy_count``
+        (nsqd closes the connection for more): :class:`ValueError`. Sent at once, or with the
+        answers at the end of a :meth:`batched_answers` block; :class:`ConnectionClosed` or
+        :class:`OSError` when the connection is gone.
+        """
+        if self.config.max_in_flight:
+            raise RuntimeError(
+                f"this consumer sets RDY itself (max_in_flight={self.config.max_in_flight})"
+            )
+        limit = self._conn.negotiated.max_rdy_count
+        if not 0 <= count <= limit:
+            raise ValueError(f"RDY {count} is outside 0..{limit} (nsqd's --max-rdy-count)")
+        self._conn.write(commands.rdy(count))
+        self._set_rdy = count
+        if not self._batching:
+            self._conn.flush()
 
     # -- receiving ------------------------------------------------------------------------
     def receive(self, timeout: float | None = None) -> list[Message]:
@@ -379,7 +412,8 @@ def lookup_nsqds(
     The lookupds are asked together, as the trio consumer asks them
     (:func:`~nsqbox.client.discovery.query_lookupd`): no proxy from the environment,
     each answer at most 16 MiB and complete within ``timeout``. That takes one short
-    trio run, so call this from a plain thread, not from inside an event loop.
+    trio run, so it cannot be called from inside trio (:class:`RuntimeError`; the trio
+    :class:`~nsqbox.client.Consumer` polls lookupds itself).
     """
     addresses = (
         [lookupd_http_addresses]
