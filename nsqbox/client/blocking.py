@@ -449,7 +449,7 @@ async def _query_lookupds(urls: list[str], seconds: float) -> tuple[set[str], li
             failures.append(f"{url}: {exc}")
             log.warning("lookupd %s %s", url, exc)
 
-    async with open_lookupd_client(seconds) as client, trio.open_nursery() as nursery:
+    async with open_lookupd_client(seconds, urls) as client, trio.open_nursery() as nursery:
         for url in urls:
             nursery.start_soon(one, client, url)
     return found, failures

@@ -321,7 +321,7 @@ class Consumer:
 
     async def _lookupd_loop(self, urls: list[str]) -> None:
         config = self.config
-        async with open_lookupd_client(config.lookupd_poll_timeout) as client:
+        async with open_lookupd_client(config.lookupd_poll_timeout, urls) as client:
             with trio.CancelScope() as scope:
                 self._nursery.start_soon(self._cancel_on_stop, scope)
                 await self._poll(client, urls)  # the first query goes out at start

@@ -65,7 +65,7 @@ async def test_the_trio_consumers_lookupd_client_takes_no_proxy(nursery: trio.Nu
     lookupd = await start_lookupd(nursery)
     url = lookup_url(format_address(lookupd.http), "t")
     with trio.fail_after(TIMEOUT):
-        async with open_lookupd_client(TIMEOUT) as client:
+        async with open_lookupd_client(TIMEOUT, [url]) as client:
             # 404 (no nsqd has the topic) is an empty answer; through the proxy, a query error
             assert await query_lookupd(client, url) == []
 
