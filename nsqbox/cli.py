@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from nsqbox import NSQ_VERSION, __version__, program_version
 from nsqbox.addresses import format_address
-from nsqbox.goflags import FlagError, FlagSet, HelpRequested
+from nsqbox.goflags import FlagSet, parse_or_exit
 from nsqbox.logs import configure_logging, unconfigure_logging
 from nsqbox.nsqd.config import ConfigError, NSQDCommand, nsqd_flag_set, parse_nsqd_args
 from nsqbox.nsqd.options import NSQDOptions
@@ -140,15 +140,11 @@ def parse_nsqd_command(argv: list[str], flags: FlagSet, defaults: NSQDOptions) -
     more flags added (``nsqbox up`` adds its own).
     """
     try:
-        command = parse_nsqd_args(argv, defaults=defaults, flags=flags)
-    except HelpRequested as exc:
-        sys.stderr.write(exc.usage)  # Go's flag package prints usage to stderr, then exits 0
-        return 0
-    except FlagError as exc:
-        sys.stderr.write(f"{exc}\n{exc.usage}")
-        return 2
+        command = parse_or_exit(lambda: parse_nsqd_args(argv, defaults=defaults, flags=flags))
     except ConfigError as exc:
         return fatal(str(exc))
+    if isinstance(command, int):
+        return command
     if command.args and not command.show_version:
         # nsqd silently ignores these, and with them every flag after them ("-snappy false"
         # stops parsing at "false"); refusing is kinder than running with half the flags.

@@ -11,6 +11,7 @@ The scalar parsers (:func:`parse_int`, :func:`parse_bool`, :func:`parse_float`,
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ __all__ = [
     "IntValue",
     "StringArrayValue",
     "StringValue",
+    "parse_or_exit",
 ]
 
 T = TypeVar("T")
@@ -369,3 +371,24 @@ class FlagSet:
             if name not in self._set:
                 self._set.append(name)
         return rest
+
+
+def parse_or_exit(parse: Callable[[], T], *, synopsis: str = "") -> T | int:
+    """Run ``parse`` (a command line's parsing); what it returns, or the exit status for Go's flags.
+
+    Go's ``flag.ExitOnError``, which every NSQ program uses: ``-h``/``-help``
+    (:class:`HelpRequested`) writes the usage to stderr and exits 0; a flag that does not
+    parse (:class:`FlagError`) writes Go's message, then the usage, and exits 2. Here the
+    status is returned instead, an int, for the command's ``main`` to return; ``parse``
+    itself must not return an int. ``synopsis`` (a command's subcommands) goes before the
+    usage. Any other exception ``parse`` raises (a configuration error) propagates.
+    """
+    before = f"{synopsis.rstrip()}\n" if synopsis else ""
+    try:
+        return parse()
+    except HelpRequested as exc:
+        sys.stderr.write(before + exc.usage)
+        return 0
+    except FlagError as exc:
+        sys.stderr.write(f"{exc}\n{before}{exc.usage}")
+        return 2

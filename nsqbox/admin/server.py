@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .. import program_version
-from ..goflags import FlagError, HelpRequested
+from ..goflags import parse_or_exit
 from ..http.server import serve_http
 from ..listeners import bound_address, open_listeners
 from ..logs import configure_logging
@@ -105,15 +105,11 @@ def _fatal(message: str, prefix: str = _PREFIX) -> int:
 def main(argv: Sequence[str]) -> int:
     """``nsqbox admin [flags]``: the admin service alone, with nsqadmin's flags."""
     try:
-        command = parse_admin_args(argv)
-    except HelpRequested as exc:
-        sys.stderr.write(exc.usage)
-        return 0
-    except FlagError as exc:
-        sys.stderr.write(f"{exc}\n{exc.usage}")
-        return 2
+        command = parse_or_exit(lambda: parse_admin_args(argv))
     except ConfigError as exc:
         return _fatal(str(exc))
+    if isinstance(command, int):
+        return command
     if command.show_version:
         print(version_string())
         return 0

@@ -1,7 +1,8 @@
 """A blocking publisher and consumer over plain sockets, for scripts and Spark executors.
 
 No trio and no threads: every call blocks until nsqd has answered (or a
-timeout passes). TLS, snappy, deflate and AUTH work as in the trio client::
+timeout passes); only :func:`lookup_nsqds` runs a short trio loop for its HTTP
+queries. TLS, snappy, deflate and AUTH work as in the trio client::
 
     with Publisher("127.0.0.1:4150") as pub:
         pub.pub("events", b"hello")
@@ -29,11 +30,10 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ..wire import commands
 from ..wire.errors import NSQError
@@ -42,12 +42,16 @@ from ..wire.message import MESSAGE_HEADER
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .backoff import BackoffTimer
 from .config import Config, format_address
-from .discovery import ACCEPT, lookup_url, parse_lookup_response
+from .discovery import LookupdQueryError, lookup_url, open_lookupd_client, query_lookupd
 from .errors import ConnectionClosed
 from .handling import HandlerRunner
+from .handshake import Negotiated
 from .message import Message
 from .rdy import RdyController
 from .sync_conn import SyncConnection
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["BlockingConsumer", "Publisher", "lookup_nsqds"]
 
@@ -157,6 +161,8 @@ class BlockingConsumer(_Closable):
         self.channel = channel
         self._on_give_up = on_give_up
         self._batching = False
+        #: The last RDY given through :meth:`set_rdy` (None: the controller decides RDY).
+        self._set_rdy: int | None = None
         #: Messages handed out and not answered yet (close requeues them), by id.
         self._unanswered: dict[bytes, Message] = {}
         self._conn = SyncConnection(address, self.config)
@@ -237,8 +243,38 @@ class BlockingConsumer(_Closable):
 
     @property
     def total_rdy(self) -> int:
-        """The RDY count nsqd holds for this consumer."""
-        return self._rdy.total_rdy
+        """The RDY count nsqd holds for this consumer (the last :meth:`set_rdy`, if RDY is set
+        from outside)."""
+        return self._rdy.total_rdy if self._set_rdy is None else self._set_rdy
+
+    @property
+    def negotiated(self) -> Negotiated:
+        """What nsqd agreed to in its IDENTIFY reply: ``max_rdy_count``, ``msg_timeout``,
+        ``max_msg_timeout`` (seconds; None when nsqd did not say), the features in use."""
+        return self._conn.negotiated
+
+    def set_rdy(self, count: int) -> None:
+        """Send ``RDY count``: for a caller that decides RDY itself, over several consumers.
+
+        Such a caller (the Spark reader's in-flight budget) builds its consumers with
+        ``config.max_in_flight=0``, so their own RDY controller never sends one and this is
+        the only RDY nsqd gets; a consumer with ``max_in_flight`` above 0 manages RDY itself
+        (:class:`RuntimeError`). ``count`` must be within ``0..negotiated.max_rdy_count``
+        (nsqd closes the connection for more): :class:`ValueError`. Sent at once, or with the
+        answers at the end of a :meth:`batched_answers` block; :class:`ConnectionClosed` or
+        :class:`OSError` when the connection is gone.
+        """
+        if self.config.max_in_flight:
+            raise RuntimeError(
+                f"this consumer sets RDY itself (max_in_flight={self.config.max_in_flight})"
+            )
+        limit = self._conn.negotiated.max_rdy_count
+        if not 0 <= count <= limit:
+            raise ValueError(f"RDY {count} is outside 0..{limit} (nsqd's --max-rdy-count)")
+        self._conn.write(commands.rdy(count))
+        self._set_rdy = count
+        if not self._batching:
+            self._conn.flush()
 
     # -- receiving ------------------------------------------------------------------------
     def receive(self, timeout: float | None = None) -> list[Message]:
@@ -372,29 +408,48 @@ def lookup_nsqds(
     nsqd has the topic yet. A lookupd that fails is logged and skipped; when none
     answers, :class:`ConnectionError`. Open one :class:`BlockingConsumer` per address,
     and call this again to find nsqds that appear later (nothing polls for you).
+
+    The lookupds are asked together, as the trio consumer asks them
+    (:func:`~nsqbox.client.discovery.query_lookupd`): no proxy from the environment,
+    each answer at most 16 MiB and complete within ``timeout``. That takes one short
+    trio run, so it cannot be called from inside trio (:class:`RuntimeError`; the trio
+    :class:`~nsqbox.client.Consumer` polls lookupds itself).
     """
-    urls = (
+    addresses = (
         [lookupd_http_addresses]
         if isinstance(lookupd_http_addresses, str)
         else list(lookupd_http_addresses)
     )
-    if not urls:
+    if not addresses:
         raise ValueError("lookup_nsqds needs at least one nsqlookupd address")
-    found: set[str] = set()
-    failures: list[str] = []
-    for address in urls:
-        url = lookup_url(address, topic)
-        request = urllib.request.Request(url, headers={"Accept": ACCEPT})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                found.update(parse_lookup_response(response.read()))
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:  # 404 is TOPIC_NOT_FOUND: no nsqd has the topic yet
-                failures.append(f"{url}: HTTP {exc.code}")
-                log.warning("lookupd %s answered %d", url, exc.code)
-        except (OSError, ValueError) as exc:
-            failures.append(f"{url}: {exc}")
-            log.warning("lookupd %s query error: %s", url, exc)
+    urls = [lookup_url(address, topic) for address in addresses]
+    import trio  # only a discovery round runs an event loop
+
+    found, failures = trio.run(_query_lookupds, urls, timeout)
     if len(failures) == len(urls):
         raise ConnectionError("no nsqlookupd answered: " + "; ".join(failures))
     return sorted(found)
+
+
+async def _query_lookupds(urls: list[str], seconds: float) -> tuple[set[str], list[str]]:
+    """The addresses the lookupds at ``urls`` list, and one line for each that failed.
+
+    ``seconds`` bounds each lookupd's whole answer (the client's timeout, which
+    :func:`~nsqbox.client.discovery.query_lookupd` takes as its deadline).
+    """
+    import trio
+
+    found: set[str] = set()
+    failures: list[str] = []
+
+    async def one(client: httpx.AsyncClient, url: str) -> None:
+        try:
+            found.update(await query_lookupd(client, url))
+        except LookupdQueryError as exc:
+            failures.append(f"{url}: {exc}")
+            log.warning("lookupd %s %s", url, exc)
+
+    async with open_lookupd_client(seconds, urls) as client, trio.open_nursery() as nursery:
+        for url in urls:
+            nursery.start_soon(one, client, url)
+    return found, failures

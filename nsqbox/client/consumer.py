@@ -41,7 +41,7 @@ from ._util import open_service_nursery
 from .backoff import BackoffTimer, ReconnectDelay
 from .config import Config, format_address
 from .conn import CONNECT_ERRORS, Connection, open_connection
-from .discovery import initial_poll_delay, lookup_url, query_lookupds
+from .discovery import initial_poll_delay, lookup_url, open_lookupd_client, query_lookupds
 from .handling import GiveUpCallback, Handler, HandlerRunner
 from .message import Message
 from .rdy import ConnRdy, RdyController
@@ -321,7 +321,7 @@ class Consumer:
 
     async def _lookupd_loop(self, urls: list[str]) -> None:
         config = self.config
-        async with httpx.AsyncClient(timeout=config.lookupd_poll_timeout) as client:
+        async with open_lookupd_client(config.lookupd_poll_timeout, urls) as client:
             with trio.CancelScope() as scope:
                 self._nursery.start_soon(self._cancel_on_stop, scope)
                 await self._poll(client, urls)  # the first query goes out at start

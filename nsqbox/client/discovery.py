@@ -26,9 +26,12 @@ if TYPE_CHECKING:  # the blocking client uses the sans-IO parts without trio or 
 
 __all__ = [
     "ACCEPT",
+    "LookupdQueryError",
     "initial_poll_delay",
     "lookup_url",
+    "open_lookupd_client",
     "parse_lookup_response",
+    "query_lookupd",
     "query_lookupds",
 ]
 
@@ -89,23 +92,57 @@ def parse_lookup_response(body: bytes) -> list[str]:
     return out
 
 
-async def _query(client: httpx.AsyncClient, url: str) -> list[str]:
+class LookupdQueryError(Exception):
+    """One lookupd's ``/lookup`` failed; ``str()`` says how ("query error: ...", "answered 500")."""
+
+
+def open_lookupd_client(timeout: float, urls: Iterable[str]) -> httpx.AsyncClient:
+    """The HTTP client for lookupd queries of ``urls``; close it (``async with``) when done.
+
+    Like every nsqbox client of a peer it takes no proxy from the environment
+    (``trust_env=False``: ``HTTP_PROXY`` is for the user's web traffic, not for a
+    cluster's own addresses); ``timeout`` bounds each operation, and
+    :func:`query_lookupd` the whole answer too. Certificates are verified for
+    ``https://`` lookupds; with none among ``urls`` no CA store is loaded (loading it
+    costs a quarter of a second, far more than a lookup), as the admin's client does.
+    """
     import httpx
 
+    https = any(url.startswith("https://") for url in urls)
+    return httpx.AsyncClient(timeout=timeout, trust_env=False, verify=https)
+
+
+async def query_lookupd(client: httpx.AsyncClient, url: str) -> list[str]:
+    """Ask the lookupd at ``url`` (:func:`lookup_url`); the nsqd addresses it lists.
+
+    ``[]`` when it answers 404 (TOPIC_NOT_FOUND: no producer has the topic yet).
+    The answer is read as every peer's is (:func:`nsqbox.peer_http.fetch`): at most
+    16 MiB, all of it within the client's timeout. :class:`LookupdQueryError` for a
+    failed request, any other status or a reply that is not a lookup's JSON.
+    """
+    import httpx
+
+    from ..peer_http import fetch
+
     try:
-        response = await client.get(url, headers={"Accept": ACCEPT})
+        response = await fetch(client, "GET", url, headers={"Accept": ACCEPT})
     except httpx.HTTPError as exc:
-        log.warning("lookupd %s query error: %s", url, exc)
-        return []
+        raise LookupdQueryError(f"query error: {exc}") from exc
     if response.status_code == 404:
-        return []  # TOPIC_NOT_FOUND: no producer has the topic yet
-    if response.status_code != 200:
-        log.warning("lookupd %s answered %d", url, response.status_code)
         return []
+    if response.status_code != 200:
+        raise LookupdQueryError(f"answered {response.status_code}")
     try:
         return parse_lookup_response(response.content)
     except PeerJSONError as exc:
-        log.warning("lookupd %s sent a bad reply: %s", url, exc)
+        raise LookupdQueryError(f"sent a bad reply: {exc}") from exc
+
+
+async def _query(client: httpx.AsyncClient, url: str) -> list[str]:
+    try:
+        return await query_lookupd(client, url)
+    except LookupdQueryError as exc:
+        log.warning("lookupd %s %s", url, exc)
         return []
 
 

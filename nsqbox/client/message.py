@@ -66,6 +66,14 @@ class Message:
         return f"Message(id={self.id!r}, attempts={self.attempts}, body={self.body[:32]!r})"
 
     @property
+    def responder(self) -> Responder:
+        """What the message answers through: the consumer (connection) it came on.
+
+        nsqd accepts FIN, REQ and TOUCH for a message only on that connection.
+        """
+        return self._responder
+
+    @property
     def has_responded(self) -> bool:
         """True once finished or requeued."""
         return self._responded

@@ -17,7 +17,7 @@ import trio
 from .. import program_version
 from ..addresses import format_address
 from ..clock import BrokerClock
-from ..goflags import FlagError, HelpRequested
+from ..goflags import parse_or_exit
 from ..http.server import serve_http
 from ..listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
 from ..logs import configure_logging
@@ -99,15 +99,11 @@ def _fatal(message: str, prefix: str = _PREFIX) -> int:
 def main(argv: Sequence[str]) -> int:
     """``nsqbox lookupd [flags]``: nsqlookupd's command line; returns the exit status."""
     try:
-        command = parse_lookupd_args(argv)
-    except HelpRequested as exc:
-        sys.stderr.write(exc.usage)  # Go's flag package prints usage to stderr, then exits 0
-        return 0
-    except FlagError as exc:
-        sys.stderr.write(f"{exc}\n{exc.usage}")
-        return 2
+        command = parse_or_exit(lambda: parse_lookupd_args(argv))
     except ConfigError as exc:
         return _fatal(str(exc))
+    if isinstance(command, int):
+        return command
     if command.show_version:
         print(version_string())
         return 0

@@ -17,7 +17,6 @@ its messages until :meth:`Topic.start` instead, which has the same effect.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -66,15 +65,14 @@ __all__ = [
 #: nsqd's lookup ticker: heartbeat (and reconnect attempt) period.
 PING_INTERVAL = 15.0
 
-# The running service of each NSQD, so PUT /config/nsqlookupd_tcp_addresses can reach it.
-_services: weakref.WeakKeyDictionary[NSQD, LookupService] = weakref.WeakKeyDictionary()
-
 
 class LookupService:
     """nsqd's lookupd registration: one connection task per lookupd address.
 
     Run it with :meth:`run` (or :func:`lookup_loop`); change the addresses at
-    runtime with :meth:`set_addresses`.
+    runtime with :meth:`set_addresses`. :func:`~.server.serve_nsqd` makes one and hands
+    it to what needs it (the HTTP API's ``/config`` hook, its :class:`~.server.NSQDAddresses`);
+    while it runs it is also the node's ``lookup``, for code given only the node.
     """
 
     def __init__(self, nsqd: NSQD, *, ping_interval: float = PING_INTERVAL) -> None:
@@ -95,6 +93,7 @@ class LookupService:
         nsqd = self.nsqd
         opts = nsqd.options
         previous_hook = nsqd.on_new_topic
+        nsqd.lookup = self
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -111,6 +110,8 @@ class LookupService:
                 self._http = None
             self._peers.clear()  # the notify callback stays installed; it finds no peers
             nsqd.on_new_topic = previous_hook
+            if nsqd.lookup is self:
+                nsqd.lookup = None
 
     def set_addresses(self, addresses: list[str]) -> None:
         """Use exactly ``addresses`` (nsqd's opts change): drop the others, dial new ones."""
@@ -395,20 +396,14 @@ async def lookup_loop(
     """Register ``nsqd`` with its ``--lookupd-tcp-address`` lookupds until cancelled.
 
     Reports the :class:`LookupService` through ``task_status``; while it runs,
-    :func:`set_lookupd_addresses` reaches it.
+    :func:`lookup_service` and :func:`set_lookupd_addresses` reach it through the node.
     """
-    service = LookupService(nsqd)
-    _services[nsqd] = service
-    try:
-        await service.run(task_status=task_status)
-    finally:
-        if _services.get(nsqd) is service:
-            del _services[nsqd]
+    await LookupService(nsqd).run(task_status=task_status)
 
 
 def set_lookupd_addresses(nsqd: NSQD, addresses: list[str]) -> None:
     """PUT /config/nsqlookupd_tcp_addresses: store the new list and apply it if the loop runs."""
-    service = _services.get(nsqd)
+    service = lookup_service(nsqd)
     if service is None:
         nsqd.options.lookupd_tcp_addresses = list(addresses)
     else:
@@ -416,11 +411,12 @@ def set_lookupd_addresses(nsqd: NSQD, addresses: list[str]) -> None:
 
 
 def lookup_service(nsqd: NSQD) -> LookupService | None:
-    """The running :func:`lookup_loop`'s service for ``nsqd``, if one runs."""
-    return _services.get(nsqd)
+    """The lookup service running for ``nsqd`` (its ``lookup``), None when none runs."""
+    service = nsqd.lookup
+    return service if isinstance(service, LookupService) else None
 
 
 def lookupd_http_addresses(nsqd: NSQD) -> list[str]:
     """The HTTP addresses the running lookup loop learned from its lookupds (empty if none)."""
-    service = _services.get(nsqd)
+    service = lookup_service(nsqd)
     return service.http_addresses() if service is not None else []

@@ -102,6 +102,9 @@ class NSQD:
         #: Called with each topic created at runtime; lookupd support replaces it
         #: to pre-create channels known to lookupd before the topic starts.
         self.on_new_topic: Callable[[Topic], None] = Topic.start
+        #: The lookupd registration while it runs (the :class:`~.lookup.LookupService` sets
+        #: itself here), for code given only the node; None when none runs.
+        self.lookup: object | None = None
         #: What a publish to a topic that is still being announced awaits before it
         #: answers, by topic name: the lookup loop registers a new topic with every
         #: connected lookupd first, as nsqd's GetTopic blocks on lookupd.

@@ -30,7 +30,11 @@ Serve = Callable[..., Awaitable[None]]
 
 
 async def wait_registered(nsqds: Sequence[NSQD]) -> None:
-    """Wait until each nsqd's lookupd connections have acknowledged everything sent so far."""
+    """Wait until each nsqd's lookupd connections have acknowledged everything sent so far.
+
+    For code given only the nodes; with the :class:`~.server.NSQDAddresses` a start
+    reported, ``addresses.lookup.wait_synced()`` is the same wait.
+    """
     for nsqd in nsqds:
         service = lookup_service(nsqd)
         if service is not None:
@@ -88,9 +92,9 @@ class NodeRunner:
             if not self._bound:
                 self._bound = True
                 self.options = _bound_options(self.options, started)
-            if register:
+            if register and started.lookup is not None:
                 with trio.fail_after(REGISTER_TIMEOUT):
-                    await wait_registered([started.nsqd])
+                    await started.lookup.wait_synced()
             return started
 
     async def stop(self) -> None:

@@ -34,7 +34,7 @@ from .auth import AuthClient, open_auth_client
 from .clock_node import NodeTimers
 from .dirlock import DirLock
 from .http_api import make_app
-from .lookup import lookup_loop, set_lookupd_addresses
+from .lookup import LookupService
 from .nsqd import NSQD
 from .options import NSQDOptions
 from .protocol_v2 import ClientV2
@@ -53,6 +53,8 @@ class NSQDAddresses:
     nsqd: NSQD
     #: The HTTPS listener (None without TLS or with ``--https-address=""``).
     https: tuple[str, int] | None = None
+    #: Its registration with the lookupds (running while the node runs).
+    lookup: LookupService | None = None
 
 
 async def handle_tcp(
@@ -185,8 +187,10 @@ async def serve_nsqd(
 
             nursery.start_soon(partial(serve_tcp, group=group), tcp_listeners, handler)
 
+            lookup = LookupService(nsqd)  # started below, after the listeners, as nsqd does
+
             def options_changed() -> None:  # nsqd's triggerOptsNotification
-                set_lookupd_addresses(nsqd, nsqd.options.lookupd_tcp_addresses)
+                lookup.set_addresses(nsqd.options.lookupd_tcp_addresses)
 
             if http_listeners:
                 app = make_app(nsqd, on_options_changed=options_changed)
@@ -200,7 +204,7 @@ async def serve_nsqd(
                 app = make_app(nsqd, tls_enabled=True, on_options_changed=options_changed)
                 await nursery.start(serve_http, app, secure)
             nursery.start_soon(queue_scan_loop, nsqd)
-            await nursery.start(lookup_loop, nsqd)
+            await nursery.start(lookup.run)
             if options.statsd_address:
                 nursery.start_soon(statsd_loop, nsqd)
             # nsqd's lines, in nsqd's order: harnesses wait for them
@@ -210,7 +214,9 @@ async def serve_nsqd(
             if https is not None:
                 logger.info("HTTPS: listening on %s", format_address(https))
             nsqd.clock.attach(timers)
-            task_status.started(NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd, https=https))
+            task_status.started(
+                NSQDAddresses(tcp=tcp, http=http, nsqd=nsqd, https=https, lookup=lookup)
+            )
     finally:
         group.close()  # closed already, unless start-up failed half-way
         nsqd.clock.detach(timers)

@@ -27,17 +27,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-import httpx
-
-from ..client.blocking import BlockingConsumer
+from ..client.blocking import BlockingConsumer, lookup_nsqds
 from ..client.config import Config, format_address
-from ..client.discovery import ACCEPT, lookup_url, parse_lookup_response
 from ..client.errors import ClientError
 from ..client.handshake import DEFAULT_MAX_RDY_COUNT
 from ..client.message import Message
-from ..wire import commands
 from ..wire.errors import NSQError
-from ..wire.peer_json import PeerJSONError
 from .options import ConnectionOptions, ReadOptions
 from .rdy_budget import RdyBudget
 
@@ -63,25 +58,20 @@ ROTATE_AFTER = 1.0
 
 
 def discover_nsqd(connection: ConnectionOptions, topic: str) -> list[str]:
-    """The nsqd TCP addresses for ``topic``: the ``nsqd`` option plus what lookupds know."""
+    """The nsqd TCP addresses for ``topic``: the ``nsqd`` option plus what lookupds know.
+
+    The lookupds are asked as the blocking client asks them (:func:`lookup_nsqds`: no
+    proxy from the environment, each answer bounded and complete within ``dialTimeout``);
+    one that fails is logged and skipped, and when none answers only the ``nsqd`` option
+    is known (the readers ask again later).
+    """
     found = list(connection.nsqd)
     if connection.lookupd:
-        with httpx.Client(timeout=connection.dial_timeout) as client:
-            for address in connection.lookupd:
-                url = lookup_url(address, topic)
-                try:
-                    response = client.get(url, headers={"Accept": ACCEPT})
-                except httpx.HTTPError as exc:
-                    log.warning("lookupd %s: %s", url, exc)
-                    continue
-                if response.status_code != 200:  # 404: no nsqd has the topic yet
-                    continue
-                try:
-                    addresses = parse_lookup_response(response.content)
-                except PeerJSONError as exc:
-                    log.warning("lookupd %s sent a bad reply: %s", url, exc)
-                    continue
-                found.extend(a for a in addresses if a not in found)
+        try:
+            addresses = lookup_nsqds(connection.lookupd, topic, timeout=connection.dial_timeout)
+        except ConnectionError:
+            addresses = []  # each lookupd's failure is logged already
+        found.extend(a for a in addresses if a not in found)
     return found
 
 
@@ -89,29 +79,25 @@ def discover_nsqd(connection: ConnectionOptions, topic: str) -> list[str]:
 def _answers_batched(consumers: list[tuple[str, BlockingConsumer]]) -> Iterator[None]:
     """Send the FIN/REQ/TOUCH of many messages in one write per connection, not one each.
 
-    The blocking client buffers answers this way inside ``run()`` but has no
-    public switch for answers given outside it; without the (private) flag
-    every answer is a write of its own, correct but slower.
+    Each consumer's :meth:`~BlockingConsumer.batched_answers`, all open at once; a
+    connection whose final write fails is logged here and dropped at its next read.
     """
-    switched = [c for _, c in consumers if isinstance(getattr(c, "_batching", None), bool)]
-    for consumer in switched:
-        consumer._batching = True
+    batches = [(consumer, consumer.batched_answers()) for _, consumer in consumers]
+    for _, batch in batches:
+        batch.__enter__()
     try:
         yield
     finally:
-        for consumer in switched:
-            consumer._batching = False
-            conn = getattr(consumer, "_conn", None)
-            if conn is not None and not conn.closed:
-                try:
-                    conn.flush()
-                except (OSError, ClientError) as exc:
-                    log.warning("sending answers to %s: %s", consumer.address, exc)
+        for consumer, batch in batches:
+            try:
+                batch.__exit__(None, None, None)
+            except (OSError, ClientError) as exc:
+                log.warning("sending answers to %s: %s", consumer.address, exc)
 
 
 def _consumer_of(message: Message) -> BlockingConsumer | None:
-    # The connection a message came on answers it (Message keeps it as its responder).
-    responder = getattr(message, "_responder", None)
+    # The connection a message came on answers it (nsqd takes its FIN, REQ, TOUCH there only).
+    responder = message.responder
     return responder if isinstance(responder, BlockingConsumer) else None
 
 
@@ -171,7 +157,7 @@ class Fetcher:
         granted = [
             timeout
             for _, consumer in self._consumers()
-            if (timeout := consumer._conn.negotiated.msg_timeout) is not None
+            if (timeout := consumer.negotiated.msg_timeout) is not None
         ]
         return min(granted, default=default)
 
@@ -214,7 +200,7 @@ class Fetcher:
                     continue
                 self._pools[key] = pool
                 for consumer in pool:
-                    self.budget.add(consumer, consumer._conn.negotiated.max_rdy_count)
+                    self.budget.add(consumer, consumer.negotiated.max_rdy_count)
             self._rebalance()
             interval = (
                 self._reconnect_interval if self._pools else min(5.0, self._reconnect_interval)
@@ -243,10 +229,9 @@ class Fetcher:
             failed: list[tuple[str, BaseException]] = []
             for consumer, count in self.budget.plan().items():
                 try:
-                    # BlockingConsumer has no public RDY setter: its own RdyController sits
-                    # at max_in_flight 0 and never sends one, so this is the only RDY.
-                    consumer._conn.write(commands.rdy(count))
-                    consumer.flush()
+                    # The consumers' own RDY controllers sit at max_in_flight 0 and never
+                    # send one (see __init__): this is the only RDY.
+                    consumer.set_rdy(count)
                 except (OSError, ClientError) as exc:
                     failed.append((consumer.address, exc))
             if not failed:
@@ -403,7 +388,7 @@ class Fetcher:
                 consumer = _consumer_of(message)
                 if consumer is None:
                     return False
-                cap = consumer._conn.negotiated.max_msg_timeout
+                cap = consumer.negotiated.max_msg_timeout
                 arrived = self._arrived.get(id(message), now)
                 return cap is not None and now - arrived > cap - margin
 

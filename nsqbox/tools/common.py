@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import program_version
-from ..goflags import FlagError, FlagSet, HelpRequested
+from ..goflags import FlagSet, parse_or_exit
 
 __all__ = [
     "DEFAULT_NSQD_HTTP",
@@ -90,15 +90,9 @@ def run_tool(
     before ``-h``'s. With ``version`` (the tool's name), ``--version`` prints the tool's
     version instead of running ``body``.
     """
-    before = f"{synopsis.rstrip()}\n" if synopsis else ""
-    try:
-        args = parse_args(flags, argv)
-    except HelpRequested as exc:
-        sys.stderr.write(before + exc.usage)
-        return 0
-    except FlagError as exc:
-        sys.stderr.write(f"{exc}\n{before}{exc.usage}")
-        return 2
+    args = parse_or_exit(lambda: parse_args(flags, argv), synopsis=synopsis)
+    if isinstance(args, int):
+        return args
     if version and flags["version"].value.value:
         print(tool_version(version))
         return 0

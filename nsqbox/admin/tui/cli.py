@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ... import program_version
-from ...goflags import FlagError, FlagSet, HelpRequested
+from ...goflags import FlagSet, parse_or_exit
 from ...gosyntax import format_duration_ns
 from .web_access import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT
 
@@ -229,16 +229,12 @@ def build_app(options: TUIOptions) -> AdminApp:
 def main(argv: list[str]) -> int:
     """``nsqbox tui [flags]``; the exit status."""
     try:
-        options = parse_tui_args(argv)
-    except HelpRequested as exc:
-        sys.stderr.write(exc.usage)
-        return 0
-    except FlagError as exc:
-        sys.stderr.write(f"{exc}\n{exc.usage}")
-        return 2
+        options = parse_or_exit(lambda: parse_tui_args(argv))
     except UsageError as exc:
         sys.stderr.write(f"nsqbox tui: {exc}\n{tui_flag_set().usage()}")
         return 2
+    if isinstance(options, int):
+        return options
     if options is None:
         print(program_version("nsqbox tui"))
         return 0
