@@ -139,7 +139,14 @@ async def wait_for(predicate: Callable[[], object], within: float = TIMEOUT) -> 
 
 
 def parse_commands(data: bytes) -> list[bytes]:
-    """A client's byte stream as command lines; bodies shown as ``<n bytes>``."""
+    """A client's byte stream as command lines; bodies shown as ``<n bytes>``.
+
+    A stream still short of the magic (a connection accepted, nothing or part of the magic
+    received yet) has no commands.
+    """
+    if len(data) < len(MAGIC_V2):
+        assert MAGIC_V2.startswith(data), data
+        return []
     assert data.startswith(MAGIC_V2), data[:8]
     parser = CommandParser()
     parser.receive_data(data[4:])
