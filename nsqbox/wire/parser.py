@@ -199,6 +199,11 @@ class CommandParser(ReceiveBuffer):
         pos = self._pos
         idx = buf.find(b"\n", pos)
         if idx < 0:
+            if pos and pos == len(buf):
+                # all consumed: a connection waiting for its next command holds no bytes
+                buf.clear()
+                self._pos = 0
+                return NEED_DATA
             if len(buf) - pos >= self._max_line:
                 raise ProtocolViolation("command line too long")
             return NEED_DATA
