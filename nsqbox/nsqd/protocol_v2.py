@@ -1,7 +1,9 @@
 """Protocol V2's commands: one ClientV2 per TCP connection (nsqd/protocol_v2.go).
 
 :class:`ClientV2` executes a client's commands with nsqd's rules and error
-texts; which command each state accepts is one table (:data:`STATE_COMMANDS`).
+texts; which command each state accepts is one table (:data:`STATE_COMMANDS`,
+built by :mod:`~nsqbox.nsqd.command_table`), and parameters are read as nsqd reads
+them (:mod:`~nsqbox.nsqd.command_params`).
 Its state, settings and counters, and what channels call to deliver, are
 :class:`~nsqbox.nsqd.client_state.ClientState`'s. How bytes move (the reader
 and writer tasks, heartbeats, commands that must await) is the
@@ -29,6 +31,8 @@ from . import negotiate
 from .auth import ConnectionAuth
 from .channel import ChannelError
 from .client_state import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientState
+from .command_params import base10, fin_failed, int64, message_id, raw_text
+from .command_table import IGNORE, REFUSE, RUN, CommandTable, build_tables
 from .connection import Connection, Suspend
 from .options import TLS_NOT_REQUIRED
 from .tls import peer_common_name
@@ -43,40 +47,12 @@ logger = logging.getLogger("nsqbox.nsqd")
 
 __all__ = ["STATE_COMMANDS", "ClientV2"]
 
-_MAX_UINT64 = (1 << 64) - 1
-
 #: A command line's handler.
 Handler = Callable[["ClientV2", list[bytes]], "bytes | None"]
 #: The handler of the body a command asked for.
 Continuation = Callable[[Any], "bytes | None"]
 #: Publishes ``bodies`` (one PUB each when the last argument says so) and answers OK.
 Publisher = Callable[[str, str, list[bytes], float, bool], None]
-
-
-def _base10(raw: bytes) -> int | None:
-    """nsqd's ByteToBase10: digits only (empty is 0), wrapping like a uint64.
-
-    Folded in chunks: CPython's int() refuses strings of more than 4,300 digits.
-    """
-    if raw and not (raw.isascii() and raw.isdigit()):
-        return None
-    value = 0
-    for i in range(0, len(raw), 1000):
-        chunk = raw[i : i + 1000]
-        value = (value * 10 ** len(chunk) + int(chunk)) & _MAX_UINT64
-    return value
-
-
-def _int64(value: int) -> int:
-    """Reinterpret a uint64 as Go's int64 (two's complement)."""
-    value &= _MAX_UINT64
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _message_id(raw: bytes) -> bytes:
-    if len(raw) != MSG_ID_LENGTH:
-        raise invalid("invalid message ID")
-    return raw
 
 
 class ClientV2(ClientState):
@@ -114,7 +90,7 @@ class ClientV2(ClientState):
         self._pending: Continuation | None = None
         #: A FIN was executed this turn: pull from the channel once the turn ends.
         self._refill = False
-        self._table: CommandTable = STATE_COMMANDS[STATE_INIT]
+        self._table: CommandTable[Handler] = STATE_COMMANDS[STATE_INIT]
         if opts.tls_required != TLS_NOT_REQUIRED:
             self._table = TLS_REQUIRED_COMMANDS
 
@@ -132,7 +108,7 @@ class ClientV2(ClientState):
         """Execute one command line, as this state's table says."""
         handler = self._table.handlers.get(cmd.name)
         if handler is None:
-            raise invalid(self._table.unknown.format(_raw_text(cmd.name)))
+            raise invalid(self._table.unknown.format(raw_text(cmd.name)))
         return handler(self, cmd.params)
 
     def on_body(self, body: Body | MPUBBody) -> bytes | None:
@@ -157,7 +133,7 @@ class ClientV2(ClientState):
             self.finish_count += done
             self.in_flight_count -= done
             self._refill = True  # one pull per received chunk, not one per FIN
-        return [_fin_failed(msg_id, why) for msg_id, why in failed]
+        return [fin_failed(msg_id, why) for msg_id, why in failed]
 
     def on_pub(self, params: list[bytes], bodies: list[bytes]) -> None:
         """PUBs with the same line, bodies whole: the steps of :meth:`_pub` and its
@@ -288,10 +264,10 @@ class ClientV2(ClientState):
     def _rdy(self, params: list[bytes]) -> bytes | None:
         count = 1
         if len(params) > 1:
-            parsed = _base10(params[1])
+            parsed = base10(params[1])
             if parsed is None:
-                raise invalid(f"RDY could not parse count {_raw_text(params[1])}")
-            count = _int64(parsed)
+                raise invalid(f"RDY could not parse count {raw_text(params[1])}")
+            count = int64(parsed)
         max_rdy = self.nsqd.options.max_rdy_count
         if count < 0 or count > max_rdy:
             raise invalid(f"RDY count {count} out of range 0-{max_rdy}")
@@ -314,7 +290,7 @@ class ClientV2(ClientState):
         if len(msg_id) != MSG_ID_LENGTH:
             raise invalid("invalid message ID")
         for failed_id, why in channel.finish_messages(self.id, [msg_id]):
-            raise _fin_failed(failed_id, why)
+            raise fin_failed(failed_id, why)
         self.finish_count += 1
         self.in_flight_count -= 1
         self._refill = True  # one pull per received chunk, not one per FIN
@@ -324,11 +300,11 @@ class ClientV2(ClientState):
         channel = self._subscribed_channel()
         if len(params) < 3:
             raise invalid("REQ insufficient number of params")
-        msg_id = _message_id(params[1])
-        parsed = _base10(params[2])
+        msg_id = message_id(params[1])
+        parsed = base10(params[2])
         if parsed is None:
-            raise invalid(f"REQ could not parse timeout {_raw_text(params[2])}")
-        timeout_ns = _int64(parsed * 1_000_000)
+            raise invalid(f"REQ could not parse timeout {raw_text(params[2])}")
+        timeout_ns = int64(parsed * 1_000_000)
         max_ns = round(self.nsqd.options.max_req_timeout * 1e9)
         timeout_ns = min(max(timeout_ns, 0), max_ns)
         now = self.conn.now
@@ -336,7 +312,7 @@ class ClientV2(ClientState):
             channel.requeue_message(self.id, msg_id, timeout_ns / 1e9, now)
         except ChannelError as err:
             raise NSQError(
-                "E_REQ_FAILED", f"REQ {_raw_text(msg_id)} failed {err}", fatal=False
+                "E_REQ_FAILED", f"REQ {raw_text(msg_id)} failed {err}", fatal=False
             ) from None
         self.requeue_count += 1
         self.in_flight_count -= 1
@@ -347,12 +323,12 @@ class ClientV2(ClientState):
         channel = self._subscribed_channel()
         if len(params) < 2:
             raise invalid("TOUCH insufficient number of params")
-        msg_id = _message_id(params[1])
+        msg_id = message_id(params[1])
         try:
             channel.touch_message(self.id, msg_id, self.msg_timeout, self.conn.now)
         except ChannelError as err:
             raise NSQError(
-                "E_TOUCH_FAILED", f"TOUCH {_raw_text(msg_id)} failed {err}", fatal=False
+                "E_TOUCH_FAILED", f"TOUCH {raw_text(msg_id)} failed {err}", fatal=False
             ) from None
         return None
 
@@ -387,10 +363,10 @@ class ClientV2(ClientState):
         if len(params) < 3:
             raise invalid("DPUB insufficient number of parameters")
         topic_name = self._topic_name("DPUB", params)
-        parsed = _base10(params[2])
+        parsed = base10(params[2])
         if parsed is None:
-            raise invalid(f"DPUB could not parse timeout {_raw_text(params[2])}")
-        timeout_ns = _int64(parsed * 1_000_000)
+            raise invalid(f"DPUB could not parse timeout {raw_text(params[2])}")
+        timeout_ns = int64(parsed * 1_000_000)
         max_req = self.nsqd.options.max_req_timeout
         if timeout_ns < 0 or timeout_ns > round(max_req * 1e9):
             raise invalid(f"DPUB timeout {parsed} out of range 0-{round(max_req * 1000)}")
@@ -459,27 +435,6 @@ class ClientV2(ClientState):
         self.conn.respond_ok(oks)
 
 
-def _fin_failed(msg_id: bytes, why: str) -> NSQError:
-    return NSQError("E_FIN_FAILED", f"FIN {_raw_text(msg_id)} failed {why}", fatal=False)
-
-
-def _raw_text(name: bytes) -> str:
-    """A peer's bytes as text that encodes back to the same bytes (nsqd echoes them raw)."""
-    return name.decode("utf-8", "surrogateescape")
-
-
-class CommandTable:
-    """What one state does with a command line: its handler, or the refusal for it."""
-
-    __slots__ = ("handlers", "unknown")
-
-    def __init__(self, handlers: dict[bytes, Handler], unknown: str) -> None:
-        #: Every command the state answers, refusals included.
-        self.handlers = handlers
-        #: The error text for any other command (``{}``: its name, raw).
-        self.unknown = unknown
-
-
 def _refuse(name: str, why: str = "") -> Handler:
     def refuse(client: ClientV2, params: list[bytes]) -> bytes | None:
         raise invalid(f"cannot {name} in current state{why}")
@@ -491,44 +446,31 @@ def _ignore(client: ClientV2, params: list[bytes]) -> bytes | None:
     return None
 
 
-_RUN, _REFUSE, _IGNORE = "run", "refuse", "ignore"
 _STATES: Final = (STATE_INIT, STATE_SUBSCRIBED, STATE_CLOSING)
 #: nsqd's per-state checks, all in one place: what each command does in each state.
 #: The handlers check only their parameters.
 _RULES: Final[dict[bytes, tuple[Handler, tuple[str, str, str]]]] = {
     #                       INIT     SUBSCRIBED CLOSING
-    b"IDENTIFY": (ClientV2._identify, (_RUN, _REFUSE, _REFUSE)),
-    b"AUTH": (ClientV2._auth, (_RUN, _REFUSE, _REFUSE)),
-    b"SUB": (ClientV2._sub, (_RUN, _REFUSE, _REFUSE)),
-    b"RDY": (ClientV2._rdy, (_REFUSE, _RUN, _IGNORE)),  # nsqd ignores RDY after CLS
-    b"FIN": (ClientV2._fin, (_REFUSE, _RUN, _RUN)),
-    b"REQ": (ClientV2._req, (_REFUSE, _RUN, _RUN)),
-    b"TOUCH": (ClientV2._touch, (_REFUSE, _RUN, _RUN)),
-    b"CLS": (ClientV2._cls, (_REFUSE, _RUN, _REFUSE)),
-    b"PUB": (ClientV2._pub, (_RUN, _RUN, _RUN)),
-    b"MPUB": (ClientV2._mpub, (_RUN, _RUN, _RUN)),
-    b"DPUB": (ClientV2._dpub, (_RUN, _RUN, _RUN)),
-    b"NOP": (ClientV2._nop, (_RUN, _RUN, _RUN)),
+    b"IDENTIFY": (ClientV2._identify, (RUN, REFUSE, REFUSE)),
+    b"AUTH": (ClientV2._auth, (RUN, REFUSE, REFUSE)),
+    b"SUB": (ClientV2._sub, (RUN, REFUSE, REFUSE)),
+    b"RDY": (ClientV2._rdy, (REFUSE, RUN, IGNORE)),  # nsqd ignores RDY after CLS
+    b"FIN": (ClientV2._fin, (REFUSE, RUN, RUN)),
+    b"REQ": (ClientV2._req, (REFUSE, RUN, RUN)),
+    b"TOUCH": (ClientV2._touch, (REFUSE, RUN, RUN)),
+    b"CLS": (ClientV2._cls, (REFUSE, RUN, REFUSE)),
+    b"PUB": (ClientV2._pub, (RUN, RUN, RUN)),
+    b"MPUB": (ClientV2._mpub, (RUN, RUN, RUN)),
+    b"DPUB": (ClientV2._dpub, (RUN, RUN, RUN)),
+    b"NOP": (ClientV2._nop, (RUN, RUN, RUN)),
 }
 
 
-def _table(state: int) -> CommandTable:
-    column = _STATES.index(state)
-    handlers: dict[bytes, Handler] = {}
-    for name, (handler, rules) in _RULES.items():
-        rule = rules[column]
-        if rule == _RUN:
-            handlers[name] = handler
-        elif rule == _IGNORE:
-            handlers[name] = _ignore
-        else:
-            handlers[name] = _refuse(name.decode())
-    return CommandTable(handlers, "invalid command {}")
-
-
 #: Each state's commands, built from the rules once.
-STATE_COMMANDS: Final = {state: _table(state) for state in _STATES}
+STATE_COMMANDS: Final = build_tables(
+    _RULES, _STATES, refuse=_refuse, ignore=_ignore, unknown="invalid command {}"
+)
 #: Before TLS when the server requires it: IDENTIFY, and a refusal for anything else.
-TLS_REQUIRED_COMMANDS: Final = CommandTable(
+TLS_REQUIRED_COMMANDS: Final = CommandTable[Handler](
     {b"IDENTIFY": ClientV2._identify}, "cannot {} in current state (TLS required)"
 )
