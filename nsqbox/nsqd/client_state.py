@@ -161,6 +161,16 @@ class ClientState:
         self.in_flight_count += len(msgs)
         self.message_count += len(msgs)
 
+    def finished(self, count: int) -> None:
+        """``count`` of this client's messages were FINished."""
+        self.finish_count += count
+        self.in_flight_count -= count
+
+    def requeued(self) -> None:
+        """One of this client's messages was REQueued."""
+        self.requeue_count += 1
+        self.in_flight_count -= 1
+
     def timed_out_message(self) -> None:
         """One of this client's messages timed out."""
         self.in_flight_count -= 1

@@ -43,7 +43,7 @@ from ..net.rawsocket import RECEIVE_SIZE, SPIN_BACKOFF_MAX, ByteIO, RawSocket, b
 from ..wire.errors import NSQError, ProtocolViolation
 from ..wire.frames import HEARTBEAT, OK, FrameType, encode_frame
 from ..wire.message import MESSAGE_FRAME_HEADER
-from ..wire.parser import NEED_DATA, Command, CommandParser, FinRun, Pub
+from ..wire.parser import Body, Command, CommandParser, MPUBBody, NeedData
 from .session import Session, Suspend, Work
 from .ticker import Ticker
 
@@ -94,7 +94,9 @@ class Connection:
     ``session`` executes the commands; ``clock`` is the server's monotonic clock,
     read once per turn into :attr:`now`. ``client_timeout`` gives the default
     heartbeat interval (half of it); ``max_output_buffer_size`` may raise the
-    output high-water mark.
+    output high-water mark. ``parser`` is the session's: the session builds and
+    configures it (runs, which body to read next), the connection feeds it what it
+    reads and executes what it parses (default: a parser without runs).
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class Connection:
         clock: Callable[[], float],
         client_timeout: float,
         max_output_buffer_size: int,
+        parser: CommandParser | None = None,
     ) -> None:
         self._stream = stream
         self._socket = stream  # the TCP stream under any TLS/compression (reset())
@@ -113,7 +116,8 @@ class Connection:
         self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
         self.snappy = False
         self.deflate = False
-        self.parser = CommandParser(fin_runs=True)
+        #: The session's parser (it builds it, and asks it for bodies): fed here.
+        self._parser = parser if parser is not None else CommandParser()
         #: The clock at the start of the current turn (commands that awaited refresh it).
         self.now = 0.0
         self._clock = clock
@@ -121,15 +125,13 @@ class Connection:
         # the session's hooks, bound once: the command loop calls them per command
         self._on_command = session.on_command
         self._on_body = session.on_body
-        self._on_fins = session.on_fins
-        self._on_pub = session.on_pub
         self._after_turn = session.after_turn
         self._drained_hook = session.drained
         self._reader_ended = session.reader_ended
         self._disconnected = session.disconnected
         self._out = bytearray()
         #: Where the reader hands what it read (bound once: it is called per read).
-        self._sink = self.parser.receive_data
+        self._sink = self._parser.receive_data
         self._wake = trio.Event()
         self._suspended: Work | None = None
         self._hold: _WriterHold | None = None
@@ -297,7 +299,7 @@ class Connection:
             if size < 0:
                 return
             if not size:
-                err = self.parser.eof_error()  # a body cut short: nsqd says which read failed
+                err = self._parser.eof_error()  # a body cut short: nsqd says which read failed
                 if err is not None:
                     logger.error("[%s] - %s", self, err)
                     self._out += encode_frame(FrameType.ERROR, err.frame_body())
@@ -308,7 +310,7 @@ class Connection:
 
     def _feed(self, data: bytes | bytearray | memoryview) -> bool:
         """Parse and execute; False when the connection must close."""
-        self.parser.receive_data(data)
+        self._parser.receive_data(data)
         return self._execute()
 
     def _execute(self) -> bool:
@@ -357,12 +359,10 @@ class Connection:
             self._drained_hook()
 
     def _process(self) -> None:
-        parser = self.parser
+        parser = self._parser
         out = self._out
         on_command = self._on_command
         on_body = self._on_body
-        on_fins = self._on_fins
-        on_pub = self._on_pub
         budget = COMMANDS_PER_TURN
         self._more = False
         while not self._closing:
@@ -371,25 +371,16 @@ class Connection:
                 self._more = True  # the reader yields, then goes on with what is buffered
                 return
             event = parser.next_event()
-            if event is NEED_DATA:
-                return
-            kind = type(event)
             try:
-                if kind is Command:
-                    response = on_command(event)  # type: ignore[arg-type]
-                elif kind is Pub:
-                    params, bodies = event  # type: ignore[misc]
-                    budget -= len(bodies) - 1  # each counts as the command it stands for
-                    on_pub(params, bodies)  # type: ignore[arg-type]
-                    continue
-                elif kind is FinRun:
-                    ids = event.ids  # type: ignore[union-attr]
-                    budget -= len(ids) - 1
-                    for err in on_fins(ids):
-                        out += encode_frame(FrameType.ERROR, err.frame_body())
-                    continue
-                else:  # a body (NEED_DATA returned above; mypy cannot narrow on `is`)
-                    response = on_body(event)  # type: ignore[arg-type]
+                if isinstance(event, Command):
+                    response = on_command(event)
+                elif isinstance(event, (Body, MPUBBody)):
+                    response = on_body(event)
+                elif isinstance(event, NeedData):
+                    return
+                else:  # a run: it counts as the commands it stands for
+                    budget -= event.times - 1
+                    response = on_command(event)
             except NSQError as err:
                 if err.fatal:
                     raise

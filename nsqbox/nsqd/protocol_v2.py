@@ -24,9 +24,8 @@ import trio
 
 from ..wire.errors import NSQError, go_quote, invalid
 from ..wire.frames import CLOSE_WAIT, OK, FrameType
-from ..wire.message import MSG_ID_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
-from ..wire.parser import Body, Command, MPUBBody
+from ..wire.parser import Body, CommandEvent, CommandParser, FinRun, MPUBBody, Pub
 from . import negotiate
 from .auth import ConnectionAuth
 from .channel import ChannelError
@@ -47,12 +46,12 @@ logger = logging.getLogger("nsqbox.nsqd")
 
 __all__ = ["STATE_COMMANDS", "ClientV2"]
 
-#: A command line's handler.
-Handler = Callable[["ClientV2", list[bytes]], "bytes | None"]
+#: A command's handler: one command line, or a run of lines of that command.
+Handler = Callable[["ClientV2", CommandEvent], "bytes | None"]
 #: The handler of the body a command asked for.
 Continuation = Callable[[Any], "bytes | None"]
-#: Publishes ``bodies`` (one PUB each when the last argument says so) and answers OK.
-Publisher = Callable[[str, str, list[bytes], float, bool], None]
+#: Publishes ``bodies`` (PUB, DPUB: one message and one ``OK`` each).
+Publisher = Callable[[str, str, list[bytes], float], None]
 
 
 class ClientV2(ClientState):
@@ -69,15 +68,16 @@ class ClientV2(ClientState):
     ) -> None:
         super().__init__(nsqd, remote)
         opts = nsqd.options
+        #: Ours: FIN runs and whole PUBs (runs) on, and told which body to read next.
+        self.parser = CommandParser(fin_runs=True, pub_limit=opts.max_msg_size)
         self.conn = Connection(
             stream,
             self,
             clock=nsqd.now,
             client_timeout=opts.client_timeout,
             max_output_buffer_size=opts.max_output_buffer_size,
+            parser=self.parser,
         )
-        self.parser = self.conn.parser
-        self.parser.pub_limit = opts.max_msg_size
         #: Offered to clients that ask for ``tls_v1`` (None: TLS not configured).
         self.tls_context = tls_context
         # nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands
@@ -85,7 +85,7 @@ class ClientV2(ClientState):
             self._authz = ConnectionAuth(auth, remote_ip=remote[0], peer=self)
         # PUB and DPUB publish through this; with auth it checks permissions first
         self._publish: Publisher = (
-            self._publish_unchecked if self._authz is None else self._publish_checked
+            self._publish_each if self._authz is None else self._publish_checked
         )
         self._pending: Continuation | None = None
         #: A FIN was executed this turn: pull from the channel once the turn ends.
@@ -104,12 +104,13 @@ class ClientV2(ClientState):
         self.nsqd.clients[self.id] = self
         await self.conn.serve(initial)
 
-    def on_command(self, cmd: Command) -> bytes | None:
-        """Execute one command line, as this state's table says."""
+    def on_command(self, cmd: CommandEvent) -> bytes | None:
+        """Execute a command line, or a run of lines of one command, as this state's
+        table says: one handler per command either way."""
         handler = self._table.handlers.get(cmd.name)
         if handler is None:
             raise invalid(self._table.unknown.format(raw_text(cmd.name)))
-        return handler(self, cmd.params)
+        return handler(self, cmd)
 
     def on_body(self, body: Body | MPUBBody) -> bytes | None:
         """Hand a body to the command that asked for it."""
@@ -117,30 +118,6 @@ class ClientV2(ClientState):
         self._pending = None
         assert pending is not None, "a body without a command"
         return pending(body)
-
-    def on_fins(self, ids: list[bytes]) -> list[NSQError]:
-        """A run of ``FIN <id>`` lines: one pass over the channel's in-flight messages."""
-        if self._table.handlers.get(b"FIN") is not ClientV2._fin:
-            # refused in this state: as that many lines (the first refusal is fatal)
-            for msg_id in ids:
-                self.on_command(Command(b"FIN", [b"FIN", msg_id]))
-            return []
-        channel = self.channel
-        assert channel is not None  # the table lets FIN through only once subscribed
-        failed = channel.finish_messages(self.id, ids)
-        done = len(ids) - len(failed)
-        if done:
-            self.finish_count += done
-            self.in_flight_count -= done
-            self._refill = True  # one pull per received chunk, not one per FIN
-        return [fin_failed(msg_id, why) for msg_id, why in failed]
-
-    def on_pub(self, params: list[bytes], bodies: list[bytes]) -> None:
-        """PUBs with the same line, bodies whole: the steps of :meth:`_pub` and its
-        continuation, for each."""
-        if self._table.handlers.get(b"PUB") is not ClientV2._pub:
-            self.on_command(Command(b"PUB", params))  # a refusal: it raises
-        self._publish("PUB", self._topic_name("PUB", params), bodies, 0.0, True)
 
     def after_turn(self) -> None:
         """One pull per received chunk of FINs, not one per FIN."""
@@ -165,7 +142,7 @@ class ClientV2(ClientState):
             self.channel.remove_client(self)
 
     # -- commands --------------------------------------------------------------
-    def _identify(self, params: list[bytes]) -> bytes | None:
+    def _identify(self, cmd: CommandEvent) -> bytes | None:
         self.parser.expect_body("IDENTIFY", self.nsqd.options.max_body_size, message=False)
         self._pending = self._identify_body
         return None
@@ -193,7 +170,8 @@ class ClientV2(ClientState):
                 self._table = STATE_COMMANDS[self.state]  # TLS required: now satisfied
             conn.release_writer()
 
-    def _auth(self, params: list[bytes]) -> bytes | None:
+    def _auth(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) != 1:
             raise invalid("AUTH invalid number of parameters")
         self.parser.expect_body("AUTH", self.nsqd.options.max_body_size, message=False)
@@ -234,7 +212,8 @@ class ClientV2(ClientState):
         self.conn.refresh_now()
         return then()
 
-    def _sub(self, params: list[bytes]) -> bytes | None:
+    def _sub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if self.conn.heartbeat_interval <= 0:
             raise invalid("cannot SUB with heartbeats disabled")
         if len(params) < 3:
@@ -261,7 +240,8 @@ class ClientV2(ClientState):
         self._enter(STATE_SUBSCRIBED)
         return OK
 
-    def _rdy(self, params: list[bytes]) -> bytes | None:
+    def _rdy(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         count = 1
         if len(params) > 1:
             parsed = base10(params[1])
@@ -281,22 +261,26 @@ class ClientV2(ClientState):
         assert self.channel is not None
         return self.channel
 
-    def _fin(self, params: list[bytes]) -> bytes | None:
-        channel = self.channel
-        assert channel is not None  # the table lets FIN through only once subscribed
-        if len(params) < 2:
-            raise invalid("FIN insufficient number of params")
-        msg_id = params[1]
-        if len(msg_id) != MSG_ID_LENGTH:
-            raise invalid("invalid message ID")
-        for failed_id, why in channel.finish_messages(self.id, [msg_id]):
-            raise fin_failed(failed_id, why)
-        self.finish_count += 1
-        self.in_flight_count -= 1
-        self._refill = True  # one pull per received chunk, not one per FIN
+    def _fin(self, cmd: CommandEvent) -> bytes | None:
+        if isinstance(cmd, FinRun):
+            ids = cmd.ids  # lines the parser found to be plain FINs: checked
+        else:
+            params = cmd.params
+            if len(params) < 2:
+                raise invalid("FIN insufficient number of params")
+            ids = [message_id(params[1])]
+        channel = self._subscribed_channel()
+        failed = channel.finish_messages(self.id, ids)  # one pass, however many
+        done = len(ids) - len(failed)
+        if done:
+            self.finished(done)
+            self._refill = True  # one pull per received chunk, not one per FIN
+        for msg_id, why in failed:  # in order: the FINs that took have no answer
+            self.conn.write(FrameType.ERROR, fin_failed(msg_id, why).frame_body())
         return None
 
-    def _req(self, params: list[bytes]) -> bytes | None:
+    def _req(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         channel = self._subscribed_channel()
         if len(params) < 3:
             raise invalid("REQ insufficient number of params")
@@ -314,12 +298,12 @@ class ClientV2(ClientState):
             raise NSQError(
                 "E_REQ_FAILED", f"REQ {raw_text(msg_id)} failed {err}", fatal=False
             ) from None
-        self.requeue_count += 1
-        self.in_flight_count -= 1
+        self.requeued()
         channel.client_ready(self, now)
         return None
 
-    def _touch(self, params: list[bytes]) -> bytes | None:
+    def _touch(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         channel = self._subscribed_channel()
         if len(params) < 2:
             raise invalid("TOUCH insufficient number of params")
@@ -332,12 +316,12 @@ class ClientV2(ClientState):
             ) from None
         return None
 
-    def _cls(self, params: list[bytes]) -> bytes | None:
+    def _cls(self, cmd: CommandEvent) -> bytes | None:
         self.ready_count = 0
         self._enter(STATE_CLOSING)
         return CLOSE_WAIT
 
-    def _nop(self, params: list[bytes]) -> bytes | None:
+    def _nop(self, cmd: CommandEvent) -> bytes | None:
         return None
 
     # -- publishing --------------------------------------------------------------
@@ -351,15 +335,20 @@ class ClientV2(ClientState):
             )
         return name
 
-    def _pub(self, params: list[bytes]) -> bytes | None:
+    def _pub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) < 2:
             raise invalid("PUB insufficient number of parameters")
         topic_name = self._topic_name("PUB", params)
+        if isinstance(cmd, Pub):  # the bodies came whole behind their lines
+            self._publish("PUB", topic_name, cmd.bodies, 0.0)
+            return None
         self.parser.expect_body("PUB", self.nsqd.options.max_msg_size, message=True)
-        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0, False)
+        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0)
         return None
 
-    def _dpub(self, params: list[bytes]) -> bytes | None:
+    def _dpub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) < 3:
             raise invalid("DPUB insufficient number of parameters")
         topic_name = self._topic_name("DPUB", params)
@@ -372,10 +361,11 @@ class ClientV2(ClientState):
             raise invalid(f"DPUB timeout {parsed} out of range 0-{round(max_req * 1000)}")
         self.parser.expect_body("DPUB", self.nsqd.options.max_msg_size, message=True)
         delay = timeout_ns / 1e9
-        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay, False)
+        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay)
         return None
 
-    def _mpub(self, params: list[bytes]) -> bytes | None:
+    def _mpub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) < 2:
             raise invalid("MPUB insufficient number of parameters")
         topic_name = self._topic_name("MPUB", params, mpub=True)
@@ -388,47 +378,52 @@ class ClientV2(ClientState):
         self.nsqd.get_topic(topic_name)
         opts = self.nsqd.options
         self.parser.expect_mpub(opts.max_body_size, opts.max_msg_size)
-        self._pending = lambda body: self._publish_unchecked(
-            "MPUB", topic_name, body.bodies, 0.0, False
-        )
+        self._pending = lambda body: self._publish_batch(topic_name, body.bodies)
         return None
 
     def _publish_checked(
-        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, each: bool
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
     ) -> None:
         """PUB and DPUB with auth: nsqd checks after reading the body (PUBs in a run ask
         the same question at the same time: one check answers for all)."""
-        publish = partial(self._publish_unchecked, cmd, topic_name, bodies, delay, each)
+        publish = partial(self._publish_each, cmd, topic_name, bodies, delay)
         self._check_auth(cmd, topic_name, "", publish)
 
-    def _publish_unchecked(
-        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, each: bool
-    ) -> None:
-        """Publish ``bodies`` as one batch (one answer), or with ``each`` as one PUB per
-        body (an answer each: those before a failure are answered, then its error)."""
+    def _publish_each(self, cmd: str, topic_name: str, bodies: list[bytes], delay: float) -> None:
+        """PUB and DPUB: each body one message and one ``OK`` (a run of PUBs: those before
+        a failure are answered, then its error)."""
         topic = self.nsqd.get_topic(topic_name)
         now = self.conn.now
         done = 0
         try:
-            if each:
-                for body in bodies:
-                    topic.put_messages([body], delay, now)
-                    done += 1
-            else:
-                topic.put_messages(bodies, delay, now)
-                done = 1
+            for body in bodies:
+                topic.put_messages([body], delay, now)
+                done += 1
         except TopicError as err:
             self.conn.respond_ok(done)
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
         finally:
             if done:
-                count = done if each else len(bodies)
-                self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + count
+                self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + done
+        self._answer(topic_name, done)
+
+    def _publish_batch(self, topic_name: str, bodies: list[bytes]) -> None:
+        """MPUB: the bodies as one batch, one ``OK``."""
+        topic = self.nsqd.get_topic(topic_name)
+        try:
+            topic.put_messages(bodies, 0.0, self.conn.now)
+        except TopicError as err:
+            raise NSQError("E_MPUB_FAILED", f"MPUB failed {err}") from None
+        self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
+        self._answer(topic_name, 1)
+
+    def _answer(self, topic_name: str, oks: int) -> None:
+        """Answer ``OK`` ``oks`` times; for a new topic once the lookupds know it, as
+        nsqd's GetTopic does."""
         announcing = self.nsqd.announcing
         if announcing and topic_name in announcing:
-            # a new topic: answer once the lookupds know it, as nsqd's GetTopic does
-            raise Suspend(partial(self._answer_after, announcing[topic_name], done))
-        self.conn.respond_ok(done)
+            raise Suspend(partial(self._answer_after, announcing[topic_name], oks))
+        self.conn.respond_ok(oks)
 
     async def _answer_after(self, announced: Callable[[], Awaitable[None]], oks: int) -> None:
         await announced()
@@ -436,13 +431,13 @@ class ClientV2(ClientState):
 
 
 def _refuse(name: str, why: str = "") -> Handler:
-    def refuse(client: ClientV2, params: list[bytes]) -> bytes | None:
+    def refuse(client: ClientV2, cmd: CommandEvent) -> bytes | None:
         raise invalid(f"cannot {name} in current state{why}")
 
     return refuse
 
 
-def _ignore(client: ClientV2, params: list[bytes]) -> bytes | None:
+def _ignore(client: ClientV2, cmd: CommandEvent) -> bytes | None:
     return None
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from ..wire.errors import NSQError
-from ..wire.parser import Body, Command, MPUBBody
+from ..wire.parser import Body, CommandEvent, MPUBBody
 
 __all__ = ["Session", "Suspend", "Work"]
 
@@ -40,21 +39,13 @@ class Session(Protocol):
     one closes the connection).
     """
 
-    def on_command(self, cmd: Command) -> bytes | None:
-        """Execute one command line."""
+    def on_command(self, cmd: CommandEvent) -> bytes | None:
+        """Execute one command line, or a run of lines of one command (a ``FinRun``, a
+        ``Pub``: answered as those lines one by one would be)."""
         ...
 
     def on_body(self, body: Body | MPUBBody) -> bytes | None:
         """Take the body the last command asked the parser for."""
-        ...
-
-    def on_fins(self, ids: list[bytes]) -> list[NSQError]:
-        """Execute a run of ``FIN <id>`` lines; the non-fatal errors, in order, to send."""
-        ...
-
-    def on_pub(self, params: list[bytes], bodies: list[bytes]) -> None:
-        """Execute PUBs with the same line, bodies read whole (the parser's ``pub_limit``),
-        each as one PUB (answered with ``Connection.respond_ok``)."""
         ...
 
     def after_turn(self) -> None:

@@ -54,6 +54,21 @@ class FinRun(NamedTuple):
 
     ids: list[bytes]
 
+    @property
+    def name(self) -> bytes:
+        """The command the run repeats, as a :class:`Command`'s."""
+        return b"FIN"
+
+    @property
+    def params(self) -> list[bytes]:
+        """The line without its id (each id is in :attr:`ids`)."""
+        return [b"FIN"]
+
+    @property
+    def times(self) -> int:
+        """How many commands the run stands for."""
+        return len(self.ids)
+
 
 class Pub(NamedTuple):
     """Consecutive PUBs with the same ``PUB <topic>`` line, each body whole (``pub_limit``):
@@ -61,6 +76,16 @@ class Pub(NamedTuple):
 
     params: list[bytes]
     bodies: list[bytes]
+
+    @property
+    def name(self) -> bytes:
+        """The command the run repeats, as a :class:`Command`'s."""
+        return b"PUB"
+
+    @property
+    def times(self) -> int:
+        """How many commands the run stands for."""
+        return len(self.bodies)
 
 
 class MPUBBody(NamedTuple):
@@ -80,6 +105,9 @@ class NeedData:
 NEED_DATA: Final = NeedData()
 
 Event = Command | FinRun | Pub | Body | MPUBBody | NeedData
+#: A command line, or a run of lines of one command: what one command handler takes,
+#: whether it stands for one command or 512 (a run is the faster way to the same result).
+CommandEvent = Command | FinRun | Pub
 
 #: ``FIN <16-byte id>\n``: the length of one line of a FinRun.
 _FIN_LINE: Final = 21
