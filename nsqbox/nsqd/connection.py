@@ -42,7 +42,7 @@ import trio
 from ..net.rawsocket import RECEIVE_SIZE, SPIN_BACKOFF_MAX, ByteIO, RawSocket, byte_io
 from ..wire.errors import NSQError, ProtocolViolation
 from ..wire.frames import HEARTBEAT, OK, FrameType, encode_frame
-from ..wire.message import MESSAGE_FRAME_HEADER
+from ..wire.message import MESSAGE_FRAME_HEADER, MESSAGE_FRAME_SIZE_EXTRA
 from ..wire.parser import Body, Command, CommandParser, MPUBBody, NeedData
 from .session import Session, Suspend, Work
 from .ticker import Ticker
@@ -205,7 +205,9 @@ class Connection:
         if not out:
             self._wake.set()
         data = msg.data
-        out += MESSAGE_FRAME_HEADER.pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+        out += MESSAGE_FRAME_HEADER.pack(
+            len(data) + MESSAGE_FRAME_SIZE_EXTRA, 2, msg.timestamp, msg.attempts
+        )
         out += data
 
     def write_messages(self, msgs: list[Message]) -> None:
@@ -214,9 +216,10 @@ class Connection:
         if not out and msgs:
             self._wake.set()
         pack = MESSAGE_FRAME_HEADER.pack
+        extra = MESSAGE_FRAME_SIZE_EXTRA
         for msg in msgs:
             data = msg.data
-            out += pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+            out += pack(len(data) + extra, 2, msg.timestamp, msg.attempts)
             out += data
 
     def respond_ok(self, count: int = 1) -> None:
