@@ -97,22 +97,22 @@ class ClientState:
     @property
     def tls_info(self) -> trio.SSLStream[trio.abc.Stream] | None:
         """The TLS layer once upgraded (cipher(), version(), getpeercert()...)."""
-        return self.conn.tls_info
+        return self.conn.transport.tls
 
     @property
     def tls(self) -> bool:
         """The connection was upgraded to TLS."""
-        return self.conn.tls_info is not None
+        return self.conn.transport.tls is not None
 
     @property
     def snappy(self) -> bool:
         """The connection was upgraded to snappy."""
-        return self.conn.snappy
+        return self.conn.transport.snappy
 
     @property
     def deflate(self) -> bool:
         """The connection was upgraded to deflate."""
-        return self.conn.deflate
+        return self.conn.transport.deflate
 
     def settings(self) -> ClientSettings:
         """The current settings (what IDENTIFY starts from)."""

@@ -46,6 +46,7 @@ from ..wire.message import MESSAGE_FRAME_HEADER, MESSAGE_FRAME_SIZE_EXTRA
 from ..wire.parser import Body, Command, CommandParser, MPUBBody, NeedData
 from .session import Session, Suspend, Work
 from .ticker import Ticker
+from .transport import Transport
 
 if TYPE_CHECKING:
     from .message import Message
@@ -109,13 +110,9 @@ class Connection:
         max_output_buffer_size: int,
         parser: CommandParser | None = None,
     ) -> None:
-        self._stream = stream
+        self._transport = Transport(stream)
         self._socket = stream  # the TCP stream under any TLS/compression (reset())
         self._io: ByteIO = byte_io(stream)
-        #: The TLS layer (a trio.SSLStream: cipher(), version(), getpeercert()...) once upgraded.
-        self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
-        self.snappy = False
-        self.deflate = False
         #: The session's parser (it builds it, and asks it for bodies): fed here.
         self._parser = parser if parser is not None else CommandParser()
         #: The clock at the start of the current turn (commands that awaited refresh it).
@@ -164,12 +161,17 @@ class Connection:
     @property
     def stream(self) -> trio.abc.Stream:
         """The connection as commands see it: the socket, or TLS/compression layers over it."""
-        return self._stream
+        return self._transport.stream
 
-    @stream.setter
-    def stream(self, stream: trio.abc.Stream) -> None:
-        self._stream = stream
-        self._io = byte_io(stream)
+    @property
+    def transport(self) -> Transport:
+        """The stream and the layers it is made of."""
+        return self._transport
+
+    def use(self, transport: Transport) -> None:
+        """Read and write through ``transport`` from now on (with the writer held)."""
+        self._transport = transport
+        self._io = byte_io(transport.stream)
 
     # the plain socket's spin backoff (see nsqbox.net.rawsocket.SPIN_FOR)
     @property
@@ -273,7 +275,7 @@ class Connection:
         finally:
             self._disconnected()
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self._stream)
+                await trio.aclose_forcefully(self._transport.stream)
 
     async def _receive(self) -> int:
         """Read the next bytes into the parser: how many (0: EOF; -1: broken or closed).

@@ -163,8 +163,11 @@ class ClientV2(ClientState):
         initial = self.parser.take_buffered()
         conn = self.conn
         await conn.hold_writer()
+        negotiate.log_upgrades(self, upgrades)
         try:
-            await negotiate.upgrade_transport(conn, upgrades, initial)
+            transport = await negotiate.upgrade_transport(conn.transport, upgrades, initial)
+            conn.use(transport)
+            await negotiate.confirm_upgrades(transport)
         finally:
             if self.tls:
                 self._table = STATE_COMMANDS[self.state]  # TLS required: now satisfied
