@@ -27,9 +27,12 @@ import struct
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from http_pub_load import raise_fd_limit
-from side_by_side import Running, ServerSpec, create_channel, running
+
+if TYPE_CHECKING:
+    from side_by_side import Running, ServerSpec, Settings
 
 KINDS = ("identify", "sub")
 TOPIC = "idle_bench"
@@ -82,6 +85,8 @@ def _settled_rss(server: Running, *, seconds: float = 5.0) -> float:
 
 def per_connection_kb(spec: ServerSpec, kind: str, connections: int) -> float:
     """The server's RSS growth per idle connection of ``kind``, in KB."""
+    from side_by_side import create_channel, running  # lazily: it imports this module
+
     sent, frames = _commands(kind)
     with running(spec, "--mem-queue-size=10000") as server:
         create_channel(server, TOPIC)
@@ -110,6 +115,11 @@ def per_connection_kb(spec: ServerSpec, kind: str, connections: int) -> float:
     return (after - before) * 1024 * 1.024 / connections  # MiB -> KB (1,000 bytes)
 
 
+def idle_rows(spec: ServerSpec, settings: Settings) -> dict[str, float]:
+    """``bench/side_by_side.py``'s rows: KB per idle connection of each kind, 1,000 each."""
+    return {f"idle_{kind}": per_connection_kb(spec, kind, 1000) for kind in KINDS}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nsqd-bin", help="real nsqd: measured too, and the reference")
@@ -119,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connections", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
+    from side_by_side import ServerSpec
+
     raise_fd_limit(2 * args.connections + 64)
     specs: list[ServerSpec] = []
     if args.nsqd_bin:

@@ -23,8 +23,7 @@ Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel)
 - HTTP ``/pub`` (100 B) and ``/mpub`` (100 x 100 B) from keep-alive connections, closed loop
   (``bench/http_pub_load.py``);
 - end-to-end latency p50/p99 at a fixed rate of PUBs (``bench/latency_probe.py``);
-- memory per idle TCP connection: RSS growth over 1,000 connections that IDENTIFY, then
-  1,000 that IDENTIFY and SUB (``bench/idle_connections.py``).
+- RSS growth per idle TCP connection, 1,000 of them (``bench/idle_connections.py``).
 
 The table ends with two ceilings for Python on one core (with the last nsqbox tree's
 message type). The trio floor (``bench/floor_server.py``, skip it with ``--no-floor``)
@@ -55,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from http_pub_load import free_port, raise_fd_limit, run_load, stop
+from idle_connections import idle_rows
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -356,12 +356,6 @@ def latency(spec: ServerSpec, settings: Settings) -> Results:
     return {"lat_p50": float(p50.group(1)), "lat_p99": float(p99.group(1))}
 
 
-def idle(spec: ServerSpec, settings: Settings) -> Results:
-    from idle_connections import per_connection_kb  # it builds on this module
-
-    return {f"idle_{kind}": per_connection_kb(spec, kind, 1000) for kind in ("identify", "sub")}
-
-
 WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
     "tcp": (tcp_ingest_consume, ("mpub200", "consume")),
     "memory": (memory_mpub1000, ("rss_idle", "mpub1000", "rss_1m")),
@@ -369,7 +363,7 @@ WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
     "disk": (disk_ingest, ("disk",)),
     "http": (http_load, ("http_pub", "http_mpub", "http_pub_h11")),
     "latency": (latency, ("lat_p50", "lat_p99")),
-    "idle": (idle, ("idle_identify", "idle_sub")),
+    "idle": (idle_rows, ("idle_identify", "idle_sub")),
 }
 
 
