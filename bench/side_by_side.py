@@ -22,7 +22,8 @@ Workloads (``--mem-queue-size 1000000`` unless said, one topic with one channel)
 - MPUB ingest with ``--mem-queue-size 0`` (every message through the disk queue);
 - HTTP ``/pub`` (100 B) and ``/mpub`` (100 x 100 B) from keep-alive connections, closed loop
   (``bench/http_pub_load.py``);
-- end-to-end latency p50/p99 at a fixed rate of PUBs (``bench/latency_probe.py``).
+- end-to-end latency p50/p99 at a fixed rate of PUBs (``bench/latency_probe.py``);
+- RSS growth per idle TCP connection, 1,000 of them (``bench/idle_connections.py``).
 
 The table ends with two ceilings for Python on one core (with the last nsqbox tree's
 message type). The trio floor (``bench/floor_server.py``, skip it with ``--no-floor``)
@@ -53,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from http_pub_load import free_port, raise_fd_limit, run_load, stop
+from idle_connections import idle_rows
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -214,6 +216,8 @@ ROWS = {
     "lat_p99": Row("e2e latency p99 at fixed rate", "ms", lower_is_better=True),
     "rss_idle": Row("RSS idle", "MB", lower_is_better=True),
     "rss_1m": Row("RSS, 1,000,000 x 100 B queued", "MB", lower_is_better=True),
+    "idle_identify": Row("idle connection, IDENTIFY", "KB", lower_is_better=True),
+    "idle_sub": Row("idle connection, IDENTIFY + SUB", "KB", lower_is_better=True),
 }
 
 
@@ -359,6 +363,7 @@ WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
     "disk": (disk_ingest, ("disk",)),
     "http": (http_load, ("http_pub", "http_mpub", "http_pub_h11")),
     "latency": (latency, ("lat_p50", "lat_p99")),
+    "idle": (idle_rows, ("idle_identify", "idle_sub")),
 }
 
 
@@ -378,7 +383,7 @@ def ceiling(tree: str) -> Results:
 
 
 def _figure(value: float, unit: str) -> str:
-    if unit in ("ms", "MB"):
+    if unit in ("ms", "MB", "KB"):
         return f"{value:,.1f}"
     return f"{value:,.0f}"
 
@@ -504,7 +509,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_floor:
         specs.append(ServerSpec(FLOOR, tree=trees[-1], script="floor_server.py"))
     names = args.only.split(",") if args.only else list(WORKLOADS)
-    raise_fd_limit(2 * settings.http_connections)
+    raise_fd_limit(max(2 * settings.http_connections, 2 * 1000 + 64))
     print(
         f"{len(specs)} servers x {len(names)} workloads x {args.rounds} rounds"
         f"{' (quick)' if quick else ''}; {os.cpu_count()} CPUs, load average "

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from ..wire.message import MESSAGE_FRAME_HEADER
 from ..wire.names import is_ephemeral
 from .message import Message
 from .timeout_queue import TimeoutQueue
@@ -209,6 +210,7 @@ class Channel:
         memory = self.memory
         backend = self.backend
         ring = self._ring
+        frame_header = MESSAGE_FRAME_HEADER.size  # what a delivery adds to id + body
         while ring and (memory or backend.depth):
             client = ring[0]
             if not client.can_take():
@@ -223,7 +225,7 @@ class Channel:
             if memory:
                 while memory and len(batch) < room and out_room > 0:
                     msg = memory.popleft()
-                    out_room -= len(msg.data) + 30
+                    out_room -= len(msg.data) + frame_header
                     batch.append(msg)
             else:
                 # can_take() means room > 0 and out_room > 0: the loop reads at least once.
@@ -237,7 +239,7 @@ class Channel:
                         break
                     stored = self._stored_message(data, now)
                     if stored is not None:
-                        out_room -= len(stored.data) + 30
+                        out_room -= len(stored.data) + frame_header
                         batch.append(stored)
                 if not batch:
                     if drained:

@@ -97,22 +97,22 @@ class ClientState:
     @property
     def tls_info(self) -> trio.SSLStream[trio.abc.Stream] | None:
         """The TLS layer once upgraded (cipher(), version(), getpeercert()...)."""
-        return self.conn.tls_info
+        return self.conn.transport.tls
 
     @property
     def tls(self) -> bool:
         """The connection was upgraded to TLS."""
-        return self.conn.tls_info is not None
+        return self.conn.transport.tls is not None
 
     @property
     def snappy(self) -> bool:
         """The connection was upgraded to snappy."""
-        return self.conn.snappy
+        return self.conn.transport.snappy
 
     @property
     def deflate(self) -> bool:
         """The connection was upgraded to deflate."""
-        return self.conn.deflate
+        return self.conn.transport.deflate
 
     def settings(self) -> ClientSettings:
         """The current settings (what IDENTIFY starts from)."""
@@ -160,6 +160,16 @@ class ClientState:
         self.conn.write_messages(msgs)
         self.in_flight_count += len(msgs)
         self.message_count += len(msgs)
+
+    def finished(self, count: int) -> None:
+        """``count`` of this client's messages were FINished."""
+        self.finish_count += count
+        self.in_flight_count -= count
+
+    def requeued(self) -> None:
+        """One of this client's messages was REQueued."""
+        self.requeue_count += 1
+        self.in_flight_count -= 1
 
     def timed_out_message(self) -> None:
         """One of this client's messages timed out."""

@@ -16,26 +16,12 @@ and PUB pay nothing for this. A stream swap holds the writer first
 (:meth:`Connection.hold_writer`): it flushes what was queued on the old stream
 and writes nothing until the new one is in place.
 
-Timeouts cost nothing per read or write: a third task, the ticker, sleeps until
-the next heartbeat, read deadline (twice the heartbeat interval of a reader
-waiting for bytes, as nsqd's SetReadDeadline) or write deadline (one interval
-of a send in progress), whichever comes first, and acts on the one that passed.
-A cancel scope per receive and per send cost more than the receive itself.
-
-On a plain TCP stream (no TLS or compression yet) both tasks first try the
-socket's file descriptor directly (``os.readv``/``os.write``: it is non-blocking)
-and fall back to trio's stream methods only when it would block: trio's layers
-cost more per call than the system call under them. Reads go into one scratch
-buffer per connection: a fresh 256 KiB bytes object per read is an mmap, an
-mremap and an munmap each time (above malloc's mmap threshold).
-
-A reader that finds nothing to read polls the sockets of every waiting reader for a
-moment (:data:`SPIN_FOR`) before it sleeps in epoll, when no task is runnable: a
-publisher that sends its next batch as soon as it has the OKs of the last one is then
-read without a wake-up from epoll, which costs more than the wait (Go's scheduler
-spins the same way before it parks a thread). The poll ends as soon as any waiting
-reader's socket can be read, and a reader whose polls find nothing polls less and less
-often (an idle peer, or one in this process, which cannot send while we poll).
+Bytes move through a :class:`~nsqbox.net.rawsocket.ByteIO`: on a plain TCP
+stream (no TLS or compression yet) a :class:`~nsqbox.net.rawsocket.RawSocket` on
+the socket's descriptor (reads into the event loop's one scratch buffer, the spin
+before epoll, writes without a wait when the kernel has room), else the stream's
+own methods. A read is parsed before the reader awaits anything, so an idle
+connection holds no read buffer.
 
 What the commands mean is a :class:`Session`'s business (nsqd's is
 :class:`~nsqbox.nsqd.protocol_v2.ClientV2`): the connection calls it and it
@@ -46,39 +32,41 @@ calls the connection's public methods back (``write``, ``write_messages``,
 from __future__ import annotations
 
 import logging
-import math
-import os
-import select
 import socket
 import struct
-import threading
 from collections.abc import Awaitable, Callable
-from time import perf_counter
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 import trio
 
+from ..net.rawsocket import RECEIVE_SIZE, SPIN_BACKOFF_MAX, ByteIO, RawSocket, byte_io
 from ..wire.errors import NSQError, ProtocolViolation
 from ..wire.frames import HEARTBEAT, OK, FrameType, encode_frame
-from ..wire.message import MESSAGE_FRAME_HEADER
-from ..wire.parser import NEED_DATA, Body, Command, CommandParser, FinRun, MPUBBody, Pub
+from ..wire.message import MESSAGE_FRAME_HEADER, MESSAGE_FRAME_SIZE_EXTRA
+from ..wire.parser import Body, Command, CommandParser, MPUBBody, NeedData
+from .session import Session, Suspend, Work
+from .ticker import Ticker
+from .transport import Transport
 
 if TYPE_CHECKING:
     from .message import Message
 
-__all__ = ["Connection", "Session", "Suspend"]
+__all__ = [
+    "COMMANDS_PER_TURN",
+    "OUTPUT_HIGH_WATER",
+    "RECEIVE_SIZE",
+    "SPIN_BACKOFF_MAX",
+    "Connection",
+    "Session",
+    "Suspend",
+]
 
 logger = logging.getLogger("nsqbox.nsqd")
 
-RECEIVE_SIZE: Final = 256 * 1024
 #: SO_LINGER on, 0 seconds: close() sends an RST (Connection.reset).
 _LINGER_ZERO: Final = struct.pack("ii", 1, 0)
 #: Most commands' answer, framed once.
 _OK_FRAME: Final = encode_frame(FrameType.RESPONSE, OK)
-
-#: What a suspended command awaits: its response (None for none), or an NSQError.
-Work = Callable[[], Awaitable["bytes | None"]]
-
 
 #: Deliveries to a client pause while this many bytes wait in its output buffer. Large
 #: enough that a fast consumer's deliveries go out in big writes (a smaller mark costs
@@ -91,102 +79,6 @@ OUTPUT_HIGH_WATER = 1 << 20
 #: commands it stands for). A turn's worth of MPUB or FIN costs one scheduler pass,
 #: nothing per message.
 COMMANDS_PER_TURN = 4096
-
-#: How long a reader with nothing to read polls its socket before it sleeps in epoll,
-#: when no other task is runnable: as Go's scheduler spins before it parks a thread. A
-#: publisher that answers each batch of OKs with the next batch (a ping-pong) sends it
-#: within this; waking from epoll costs more than the wait (PUB one at a time: 1.4x).
-SPIN_FOR: Final = 50e-6
-#: No spin while more readers than this wait (polling them all would cost more).
-SPIN_READERS_MAX: Final = 64
-#: After this many spins in a row that found nothing, a reader spins once per
-#: 2**SPIN_BACKOFF_MAX waits (an idle peer, or one in this process, waits for us).
-SPIN_BACKOFF_MAX: Final = 10
-
-
-class _Waiting:
-    """The sockets of one thread's readers waiting for bytes (one event loop's): a spin
-    polls them all, and ends as soon as any of them can read."""
-
-    __slots__ = ("fds", "poller")
-
-    def __init__(self) -> None:
-        self.poller = select.poll()
-        self.fds: set[int] = set()
-
-    def add(self, fd: int) -> None:
-        self.poller.register(fd, select.POLLIN)
-        self.fds.add(fd)
-
-    def remove(self, fd: int) -> None:
-        if fd in self.fds:
-            self.fds.remove(fd)
-            self.poller.unregister(fd)
-
-
-_THREAD = threading.local()
-
-
-def _waiting_readers() -> _Waiting:
-    try:
-        return _THREAD.waiting  # type: ignore[no-any-return]
-    except AttributeError:
-        _THREAD.waiting = waiting = _Waiting()
-        return waiting
-
-
-class Suspend(Exception):
-    """Raised by a command handler that has to await ``work`` before answering.
-
-    The reader stops executing buffered commands, awaits ``work``, sends its
-    response (or error frame), then goes on with the next buffered command.
-    """
-
-    def __init__(self, work: Work) -> None:
-        super().__init__()
-        self.work = work
-
-
-class Session(Protocol):
-    """What a connection calls: the commands' side of it (see the module doc).
-
-    Every call is synchronous. ``on_command`` and ``on_body`` return the response
-    to frame (None for none) or raise :class:`Suspend`, or an NSQError (a fatal
-    one closes the connection).
-    """
-
-    def on_command(self, cmd: Command) -> bytes | None:
-        """Execute one command line."""
-        ...
-
-    def on_body(self, body: Body | MPUBBody) -> bytes | None:
-        """Take the body the last command asked the parser for."""
-        ...
-
-    def on_fins(self, ids: list[bytes]) -> list[NSQError]:
-        """Execute a run of ``FIN <id>`` lines; the non-fatal errors, in order, to send."""
-        ...
-
-    def on_pub(self, params: list[bytes], bodies: list[bytes]) -> None:
-        """Execute PUBs with the same line, bodies read whole (the parser's ``pub_limit``),
-        each as one PUB (answered with :meth:`Connection.respond_ok`)."""
-        ...
-
-    def after_turn(self) -> None:
-        """A run of buffered commands was executed (once per received chunk, not per command)."""
-        ...
-
-    def drained(self) -> None:
-        """The writer sent enough that the output buffer is below its limit again."""
-        ...
-
-    def reader_ended(self) -> None:
-        """The reader stopped (EOF, fatal error, close), before the writer's last flush."""
-        ...
-
-    def disconnected(self) -> None:
-        """Both tasks ended; the stream is about to be closed."""
-        ...
 
 
 class _WriterHold:
@@ -203,7 +95,9 @@ class Connection:
     ``session`` executes the commands; ``clock`` is the server's monotonic clock,
     read once per turn into :attr:`now`. ``client_timeout`` gives the default
     heartbeat interval (half of it); ``max_output_buffer_size`` may raise the
-    output high-water mark.
+    output high-water mark. ``parser`` is the session's: the session builds and
+    configures it (runs, which body to read next), the connection feeds it what it
+    reads and executes what it parses (default: a parser without runs).
     """
 
     def __init__(
@@ -214,16 +108,13 @@ class Connection:
         clock: Callable[[], float],
         client_timeout: float,
         max_output_buffer_size: int,
+        parser: CommandParser | None = None,
     ) -> None:
-        #: The connection as commands see it: the socket, or TLS/compression layers over it.
-        self.stream = stream
+        self._transport = Transport(stream)
         self._socket = stream  # the TCP stream under any TLS/compression (reset())
-        #: The TLS layer (a trio.SSLStream: cipher(), version(), getpeercert()...) once upgraded.
-        self.tls_info: trio.SSLStream[trio.abc.Stream] | None = None
-        self.snappy = False
-        self.deflate = False
-        self.parser = CommandParser(fin_runs=True)
-        self.heartbeat_interval = client_timeout / 2
+        self._io: ByteIO = byte_io(stream)
+        #: The session's parser (it builds it, and asks it for bodies): fed here.
+        self._parser = parser if parser is not None else CommandParser()
         #: The clock at the start of the current turn (commands that awaited refresh it).
         self.now = 0.0
         self._clock = clock
@@ -231,20 +122,13 @@ class Connection:
         # the session's hooks, bound once: the command loop calls them per command
         self._on_command = session.on_command
         self._on_body = session.on_body
-        self._on_fins = session.on_fins
-        self._on_pub = session.on_pub
         self._after_turn = session.after_turn
         self._drained_hook = session.drained
         self._reader_ended = session.reader_ended
         self._disconnected = session.disconnected
         self._out = bytearray()
-        #: Where plain TCP reads land (the parser copies out of it before the next read).
-        self._scratch = bytearray(RECEIVE_SIZE)
-        self._scratch_view = memoryview(self._scratch)
-        #: Waits left before the reader spins again, and the spins in a row that found
-        #: nothing (the backoff's exponent; see SPIN_FOR).
-        self._spin_skip = 0
-        self._spin_misses = 0
+        #: Where the reader hands what it read (bound once: it is called per read).
+        self._sink = self._parser.receive_data
         self._wake = trio.Event()
         self._suspended: Work | None = None
         self._hold: _WriterHold | None = None
@@ -254,16 +138,13 @@ class Connection:
         self._cancel = trio.CancelScope()
         #: Cancelled by the ticker on a read timeout: the reader alone stops.
         self._reader_scope = trio.CancelScope()
-        #: The ticker's sleep: cancelled when a deadline may have moved earlier.
-        self._tick_scope = trio.CancelScope()
-        self._next_heartbeat = 0.0
-        #: The ticker found a heartbeat due: the writer sends it.
-        self._heartbeat_due = False
-        #: When the reader began waiting for bytes (None: it is not waiting).
-        self._receiving_since: float | None = None
-        #: When the writer's current send began (None: it is not sending).
-        self._sending_since: float | None = None
-        self._writer_done = False
+        self._ticker = Ticker(
+            client_timeout / 2,
+            reading_since=lambda: self._io.waiting_since,
+            heartbeat=self._wake_writer,
+            read_timeout=self._reader_scope.cancel,
+            write_timeout=self._write_timed_out,
+        )
         #: Output bytes at which deliveries pause and the reader waits for the writer:
         #: nsqd blocks on a slow client's socket; we stop feeding it instead.
         self.out_limit = max(OUTPUT_HIGH_WATER, max_output_buffer_size)
@@ -276,6 +157,30 @@ class Connection:
 
     def __repr__(self) -> str:
         return repr(self._session)
+
+    @property
+    def stream(self) -> trio.abc.Stream:
+        """The connection as commands see it: the socket, or TLS/compression layers over it."""
+        return self._transport.stream
+
+    @property
+    def transport(self) -> Transport:
+        """The stream and the layers it is made of."""
+        return self._transport
+
+    def use(self, transport: Transport) -> None:
+        """Read and write through ``transport`` from now on (with the writer held)."""
+        self._transport = transport
+        self._io = byte_io(transport.stream)
+
+    # the plain socket's spin backoff (see nsqbox.net.rawsocket.SPIN_FOR)
+    @property
+    def _spin_misses(self) -> int:
+        return self._io.spin_misses if isinstance(self._io, RawSocket) else 0
+
+    @property
+    def _spin_skip(self) -> int:
+        return self._io.spin_skip if isinstance(self._io, RawSocket) else 0
 
     def close(self) -> None:
         """Disconnect: both tasks end and the stream is closed."""
@@ -302,7 +207,9 @@ class Connection:
         if not out:
             self._wake.set()
         data = msg.data
-        out += MESSAGE_FRAME_HEADER.pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+        out += MESSAGE_FRAME_HEADER.pack(
+            len(data) + MESSAGE_FRAME_SIZE_EXTRA, 2, msg.timestamp, msg.attempts
+        )
         out += data
 
     def write_messages(self, msgs: list[Message]) -> None:
@@ -311,9 +218,10 @@ class Connection:
         if not out and msgs:
             self._wake.set()
         pack = MESSAGE_FRAME_HEADER.pack
+        extra = MESSAGE_FRAME_SIZE_EXTRA
         for msg in msgs:
             data = msg.data
-            out += pack(len(data) + 14, 2, msg.timestamp, msg.attempts)
+            out += pack(len(data) + extra, 2, msg.timestamp, msg.attempts)
             out += data
 
     def respond_ok(self, count: int = 1) -> None:
@@ -329,23 +237,30 @@ class Connection:
         """Read the clock again (a command that awaited goes on at a later time)."""
         self.now = self._clock()
 
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds between heartbeats (0: none); IDENTIFY may change it."""
+        return self._ticker.interval
+
+    @heartbeat_interval.setter
+    def heartbeat_interval(self, interval: float) -> None:
+        self._ticker.interval = interval
+
     def restart_heartbeat(self) -> None:
         """Count the next heartbeat from now (nsqd restarts its ticker on IDENTIFY)."""
-        self._next_heartbeat = trio.current_time() + self.heartbeat_interval  # real time
-        self._heartbeat_due = False
-        self._tick_scope.cancel()  # the interval may have changed: the ticker looks again
+        self._ticker.restart()
 
     async def serve(self, initial: bytes) -> None:
         """Run both tasks until the connection ends, then close the stream.
 
         ``initial`` is what the server read behind the protocol magic.
         """
-        self._next_heartbeat = trio.current_time() + self.heartbeat_interval
+        self._ticker.restart()
         try:
             with self._cancel:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._writer_then_stop_ticker)
-                    nursery.start_soon(self._ticker)
+                    nursery.start_soon(self._ticker.run)
                     try:
                         with self._reader_scope:
                             await self._reader(initial)
@@ -360,111 +275,12 @@ class Connection:
         finally:
             self._disconnected()
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self.stream)
+                await trio.aclose_forcefully(self._transport.stream)
 
-    def _plain_fd(self) -> int:
-        """The socket's descriptor while the stream is plain TCP; -1 after an upgrade."""
-        sock = self._socket
-        if self.stream is sock and isinstance(sock, trio.SocketStream):
-            return sock.socket.fileno()
-        return -1
-
-    async def _receive(self) -> bytes | bytearray | memoryview | None:
-        """The next bytes from the peer (empty: EOF; None: the connection broke or was
-        closed), valid until the next call. The ticker times a wait out."""
-        fd = self._plain_fd()
-        if fd < 0:
-            self._receiving_since = trio.current_time()  # real time, as the ticker's deadlines
-            try:
-                return await self.stream.receive_some(RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return None
-            finally:
-                self._receiving_since = None
-        scratch = (self._scratch,)
-        try:
-            size = os.readv(fd, scratch)
-        except BlockingIOError:
-            waiting = _waiting_readers()
-            waiting.add(fd)
-            if self._spin_skip:
-                self._spin_skip -= 1
-            elif (
-                len(waiting.fds) <= SPIN_READERS_MAX
-                and trio.lowlevel.current_statistics().tasks_runnable == 0
-            ):
-                size = self._spin(fd, scratch, waiting.poller)
-                if size >= 0:
-                    waiting.remove(fd)
-                    await trio.lowlevel.checkpoint()  # the others' turn, as below
-                    return self._scratch_view[:size]
-            # nothing yet: wait for the socket (as receive_some would), then read
-            self._receiving_since = trio.current_time()
-            try:
-                while True:
-                    await trio.lowlevel.wait_readable(fd)
-                    try:
-                        size = os.readv(fd, scratch)
-                        break
-                    except BlockingIOError:
-                        continue  # woken with nothing to read after all
-            except (trio.ClosedResourceError, OSError):  # closed meanwhile, or broken
-                return None
-            finally:
-                self._receiving_since = None
-                waiting.remove(fd)
-        except OSError:
-            return None  # what receive_some raises Broken/ClosedResourceError for
-        else:
-            await trio.lowlevel.checkpoint()  # the others' turn, as receive_some gives
-        return self._scratch_view[:size]
-
-    def _spin(self, fd: int, scratch: tuple[bytearray], waiting: select.poll) -> int:
-        """Poll every waiting reader's socket for up to SPIN_FOR: the size read from
-        ``fd``, or -1: nothing came, or another's came first (the event loop serves
-        it without delay), or an error (the wait that follows finds it). ``poll``
-        takes no socket lock, so the spin does not hold up bytes on their way in."""
-        end = perf_counter() + SPIN_FOR
-        while perf_counter() < end:
-            ready = waiting.poll(0)
-            if not ready:
-                continue
-            if all(ready_fd != fd for ready_fd, _ in ready):
-                return -1  # not a miss: another peer is quicker
-            try:
-                size = os.readv(fd, scratch)
-            except OSError:
-                break
-            self._spin_misses = 0
-            return size
-        self._spin_misses = misses = min(self._spin_misses + 1, SPIN_BACKOFF_MAX)
-        self._spin_skip = (1 << misses) - 1
-        return -1
-
-    async def _send(self, data: bytearray) -> None:
-        """Send it all; BrokenResourceError/ClosedResourceError when the peer is gone."""
-        fd = self._plain_fd()
-        if fd < 0:
-            await self.stream.send_all(data)
-            return
-        try:
-            sent = os.write(fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise trio.BrokenResourceError(str(exc)) from exc
-        if sent == len(data):
-            await trio.lowlevel.checkpoint()  # the others' turn, as send_all gives
-            return
-        with memoryview(data) as view:
-            while sent < len(view):
-                await trio.lowlevel.wait_writable(fd)  # as send_all would
-                try:
-                    sent += os.write(fd, view[sent:])
-                except BlockingIOError:
-                    continue  # woken with no room after all
-                except OSError as exc:
-                    raise trio.BrokenResourceError(str(exc)) from exc
+    async def _receive(self) -> int:
+        """Read the next bytes into the parser: how many (0: EOF; -1: broken or closed).
+        The ticker times a wait out."""
+        return await self._io.receive_into(self._sink)
 
     # -- reading and executing -----------------------------------------------------
     async def _reader(self, initial: bytes) -> None:
@@ -484,22 +300,22 @@ class Connection:
                 if not self._execute():
                     return
                 continue
-            data = await self._receive()
-            if data is None:
+            size = await self._receive()
+            if size < 0:
                 return
-            if not data:
-                err = self.parser.eof_error()  # a body cut short: nsqd says which read failed
+            if not size:
+                err = self._parser.eof_error()  # a body cut short: nsqd says which read failed
                 if err is not None:
                     logger.error("[%s] - %s", self, err)
                     self._out += encode_frame(FrameType.ERROR, err.frame_body())
                     self._wake.set()
                 return
-            if not self._feed(data):
+            if not self._execute():
                 return
 
     def _feed(self, data: bytes | bytearray | memoryview) -> bool:
         """Parse and execute; False when the connection must close."""
-        self.parser.receive_data(data)
+        self._parser.receive_data(data)
         return self._execute()
 
     def _execute(self) -> bool:
@@ -537,12 +353,8 @@ class Connection:
         out = self._out
         if not out or self._sending or self._hold is not None or self._closing or self.gate:
             return
-        fd = self._plain_fd()
-        if fd < 0:
-            return
-        try:
-            sent = os.write(fd, out)
-        except OSError:  # no room (the writer waits for it), or broken (the writer finds out)
+        sent = self._io.send_now(out)
+        if not sent:  # no room (the writer waits for it), or broken (the writer finds out)
             return
         full = len(out) >= self.out_limit
         del out[:sent]
@@ -552,12 +364,10 @@ class Connection:
             self._drained_hook()
 
     def _process(self) -> None:
-        parser = self.parser
+        parser = self._parser
         out = self._out
         on_command = self._on_command
         on_body = self._on_body
-        on_fins = self._on_fins
-        on_pub = self._on_pub
         budget = COMMANDS_PER_TURN
         self._more = False
         while not self._closing:
@@ -566,25 +376,16 @@ class Connection:
                 self._more = True  # the reader yields, then goes on with what is buffered
                 return
             event = parser.next_event()
-            if event is NEED_DATA:
-                return
-            kind = type(event)
             try:
-                if kind is Command:
-                    response = on_command(event)  # type: ignore[arg-type]
-                elif kind is Pub:
-                    params, bodies = event  # type: ignore[misc]
-                    budget -= len(bodies) - 1  # each counts as the command it stands for
-                    on_pub(params, bodies)  # type: ignore[arg-type]
-                    continue
-                elif kind is FinRun:
-                    ids = event.ids  # type: ignore[union-attr]
-                    budget -= len(ids) - 1
-                    for err in on_fins(ids):
-                        out += encode_frame(FrameType.ERROR, err.frame_body())
-                    continue
-                else:  # a body (NEED_DATA returned above; mypy cannot narrow on `is`)
-                    response = on_body(event)  # type: ignore[arg-type]
+                if isinstance(event, Command):
+                    response = on_command(event)
+                elif isinstance(event, (Body, MPUBBody)):
+                    response = on_body(event)
+                elif isinstance(event, NeedData):
+                    return
+                else:  # a run: it counts as the commands it stands for
+                    budget -= event.times - 1
+                    response = on_command(event)
             except NSQError as err:
                 if err.fatal:
                     raise
@@ -621,6 +422,7 @@ class Connection:
     # -- writing --------------------------------------------------------------------
     async def _writer(self) -> None:
         clock = self._clock
+        ticker = self._ticker
         while True:
             if not self._out:
                 if self._closing:
@@ -633,8 +435,8 @@ class Connection:
                     continue
                 await self._wake.wait()  # woken by output, the ticker (heartbeat) or close
                 self._wake = trio.Event()
-                if self._heartbeat_due and self._hold is None:
-                    self._heartbeat_due = False
+                if ticker.heartbeat_due and self._hold is None:
+                    ticker.heartbeat_due = False
                     self._out += encode_frame(FrameType.RESPONSE, HEARTBEAT)
                 if not self._out:
                     continue
@@ -643,14 +445,14 @@ class Connection:
             self._sending = len(data)
             if self.gate is not None:
                 await self._pass_gate(self.gate)
-            self._sending_since = trio.current_time()  # the ticker times the send out
+            ticker.sending_since = trio.current_time()  # the ticker times the send out
             try:
-                await self._send(data)
+                await self._io.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.close()
                 return
             finally:
-                self._sending_since = None
+                ticker.sending_since = None
             self._sending = 0
             if len(self._out) + self._sending < self.out_limit:
                 self._drained.set()
@@ -669,42 +471,14 @@ class Connection:
         try:
             await self._writer()
         finally:
-            self._writer_done = True  # nothing left to time: the ticker ends too
-            self._tick_scope.cancel()
+            self._ticker.stop()  # nothing left to time: the ticker ends too
 
-    async def _ticker(self) -> None:
-        """Heartbeats and the read and write timeouts (see the module doc), on real time
-        (trio's clock), never the broker's: a manual clock's jump must not time clients out."""
-        clock = trio.current_time
-        while not self._writer_done:
-            hb = self.heartbeat_interval
-            wake_at = math.inf
-            if hb > 0:
-                wake_at = self._next_heartbeat
-                if self._receiving_since is not None:
-                    wake_at = min(wake_at, self._receiving_since + 2 * hb)
-                if self._sending_since is not None:
-                    wake_at = min(wake_at, self._sending_since + hb)
-            self._tick_scope = trio.CancelScope(deadline=wake_at)
-            with self._tick_scope:
-                await trio.sleep_forever()
-            if hb <= 0 or hb != self.heartbeat_interval or self._writer_done:
-                continue  # IDENTIFY changed the interval: every deadline is counted anew
-            now = clock()
-            sending_since = self._sending_since
-            if sending_since is not None and now >= sending_since + hb:
-                logger.error("[%s] write timeout, closing", self)
-                self.close()
-                return
-            if now >= self._next_heartbeat:
-                self._heartbeat_due = True
-                self._next_heartbeat += hb
-                self._wake.set()
-            receiving_since = self._receiving_since
-            if receiving_since is not None and now >= receiving_since + 2 * hb:
-                # serve() logs it; the writer flushes (a heartbeat due now too) and ends
-                self._reader_scope.cancel()
-                return
+    def _wake_writer(self) -> None:
+        self._wake.set()
+
+    def _write_timed_out(self) -> None:
+        logger.error("[%s] write timeout, closing", self)
+        self.close()
 
     async def hold_writer(self) -> None:
         """Wait until the writer has sent everything queued, and keep it paused."""

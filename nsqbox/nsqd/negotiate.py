@@ -32,9 +32,9 @@ from ..wire.identify import (
 )
 from ..wire.peer_json import PeerJSONError
 from .client_state import ClientSettings
+from .transport import Transport
 
 if TYPE_CHECKING:
-    from .connection import Connection
     from .options import NSQDOptions
 
 logger = logging.getLogger("nsqbox.nsqd")
@@ -181,43 +181,60 @@ def _settings(current: ClientSettings, data: IdentifyRequest, opts: NSQDOptions)
     )
 
 
-async def upgrade_transport(conn: Connection, upgrades: Upgrades, initial: bytes) -> None:
-    """Stack the agreed layers on ``conn.stream``, each confirmed by an ``OK`` through it.
+def log_upgrades(peer: object, upgrades: Upgrades) -> None:
+    """nsqd's log lines for the layers about to be stacked on ``peer``'s connection."""
+    if upgrades.tls:
+        logger.info("PROTOCOL(V2): [%s] upgrading connection to TLS", peer)
+    if upgrades.snappy:
+        logger.info("PROTOCOL(V2): [%s] upgrading connection to snappy", peer)
+    if upgrades.deflate:
+        level = upgrades.deflate_level
+        logger.info("PROTOCOL(V2): [%s] upgrading connection to deflate (level %d)", peer, level)
 
-    The caller holds the connection's writer, so nothing else writes while the
-    stream changes under it. ``initial`` is what the command parser had read
-    beyond the IDENTIFY body: it belongs to the first new layer. Failures raise
-    nsqd's fatal ``E_IDENTIFY_FAILED``; ``conn.stream`` is then the last
-    layer that worked, which is where nsqd sends that error.
+
+async def upgrade_transport(transport: Transport, upgrades: Upgrades, initial: bytes) -> Transport:
+    """Stack the agreed layers on ``transport``: the new transport.
+
+    The TLS handshake happens here; the compression layers only wrap the stream.
+    ``initial`` is what the command parser had read beyond the IDENTIFY body: it
+    belongs to the first new layer. The caller holds the connection's writer, uses
+    what this returns, then confirms each layer (:func:`confirm_upgrades`). A
+    failure raises nsqd's fatal ``E_IDENTIFY_FAILED`` (the connection then still
+    has the layers it had, which is where nsqd sends that error).
     """
     try:
         if upgrades.tls:
             assert upgrades.tls_context is not None
-            logger.info("PROTOCOL(V2): [%s] upgrading connection to TLS", conn)
             with trio.move_on_after(upgrades.tls_handshake_timeout) as scope:
                 tls = await upgrade_tls(
-                    conn.stream, upgrades.tls_context, server_side=True, initial=initial
+                    transport.stream, upgrades.tls_context, server_side=True, initial=initial
                 )
             if scope.cancelled_caught:
                 raise NSQError("E_IDENTIFY_FAILED", "IDENTIFY failed TLS handshake timeout")
             initial = b""
-            conn.stream = tls
-            conn.tls_info = tls
-            await tls.send_all(_OK_FRAME)
-        if upgrades.snappy:
-            logger.info("PROTOCOL(V2): [%s] upgrading connection to snappy", conn)
-            conn.stream = SnappyStream(conn.stream, initial=initial)
-            initial = b""
-            conn.snappy = True
-            await conn.stream.send_all(_OK_FRAME)
-        if upgrades.deflate:
-            level = upgrades.deflate_level
-            logger.info(
-                "PROTOCOL(V2): [%s] upgrading connection to deflate (level %d)", conn, level
-            )
-            conn.stream = DeflateStream(conn.stream, level, initial=initial)
-            conn.deflate = True
-            await conn.stream.send_all(_OK_FRAME)
+            transport = replace(transport, stream=tls, tls=tls)
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        reason = exc.__cause__ or exc
-        raise NSQError("E_IDENTIFY_FAILED", f"IDENTIFY failed {reason}") from exc
+        raise _upgrade_failed(exc) from exc
+    if upgrades.snappy:
+        stream: trio.abc.Stream = SnappyStream(transport.stream, initial=initial)
+        transport = replace(transport, stream=stream, snappy=True)
+    elif upgrades.deflate:
+        stream = DeflateStream(transport.stream, upgrades.deflate_level, initial=initial)
+        transport = replace(transport, stream=stream, deflate=True)
+    return transport
+
+
+async def confirm_upgrades(transport: Transport) -> None:
+    """An ``OK`` through each new layer of ``transport``, innermost first, as nsqd
+    sends them (the client waits for each before it stacks the next)."""
+    try:
+        if transport.tls is not None:
+            await transport.tls.send_all(_OK_FRAME)
+        if transport.snappy or transport.deflate:
+            await transport.stream.send_all(_OK_FRAME)
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise _upgrade_failed(exc) from exc
+
+
+def _upgrade_failed(exc: Exception) -> NSQError:
+    return NSQError("E_IDENTIFY_FAILED", f"IDENTIFY failed {exc.__cause__ or exc}")

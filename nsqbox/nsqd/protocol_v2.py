@@ -1,7 +1,9 @@
 """Protocol V2's commands: one ClientV2 per TCP connection (nsqd/protocol_v2.go).
 
 :class:`ClientV2` executes a client's commands with nsqd's rules and error
-texts; which command each state accepts is one table (:data:`STATE_COMMANDS`).
+texts; which command each state accepts is one table (:data:`STATE_COMMANDS`,
+built by :mod:`~nsqbox.nsqd.command_table`), and parameters are read as nsqd reads
+them (:mod:`~nsqbox.nsqd.command_params`).
 Its state, settings and counters, and what channels call to deliver, are
 :class:`~nsqbox.nsqd.client_state.ClientState`'s. How bytes move (the reader
 and writer tasks, heartbeats, commands that must await) is the
@@ -22,13 +24,14 @@ import trio
 
 from ..wire.errors import NSQError, go_quote, invalid
 from ..wire.frames import CLOSE_WAIT, OK, FrameType
-from ..wire.message import MSG_ID_LENGTH
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
-from ..wire.parser import Body, Command, MPUBBody
+from ..wire.parser import Body, CommandEvent, CommandParser, FinRun, MPUBBody, Pub
 from . import negotiate
 from .auth import ConnectionAuth
 from .channel import ChannelError
 from .client_state import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientState
+from .command_params import base10, fin_failed, int64, message_id, raw_text
+from .command_table import IGNORE, REFUSE, RUN, CommandTable, build_tables
 from .connection import Connection, Suspend
 from .options import TLS_NOT_REQUIRED
 from .tls import peer_common_name
@@ -43,40 +46,12 @@ logger = logging.getLogger("nsqbox.nsqd")
 
 __all__ = ["STATE_COMMANDS", "ClientV2"]
 
-_MAX_UINT64 = (1 << 64) - 1
-
-#: A command line's handler.
-Handler = Callable[["ClientV2", list[bytes]], "bytes | None"]
+#: A command's handler: one command line, or a run of lines of that command.
+Handler = Callable[["ClientV2", CommandEvent], "bytes | None"]
 #: The handler of the body a command asked for.
 Continuation = Callable[[Any], "bytes | None"]
-#: Publishes ``bodies`` (one PUB each when the last argument says so) and answers OK.
-Publisher = Callable[[str, str, list[bytes], float, bool], None]
-
-
-def _base10(raw: bytes) -> int | None:
-    """nsqd's ByteToBase10: digits only (empty is 0), wrapping like a uint64.
-
-    Folded in chunks: CPython's int() refuses strings of more than 4,300 digits.
-    """
-    if raw and not (raw.isascii() and raw.isdigit()):
-        return None
-    value = 0
-    for i in range(0, len(raw), 1000):
-        chunk = raw[i : i + 1000]
-        value = (value * 10 ** len(chunk) + int(chunk)) & _MAX_UINT64
-    return value
-
-
-def _int64(value: int) -> int:
-    """Reinterpret a uint64 as Go's int64 (two's complement)."""
-    value &= _MAX_UINT64
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _message_id(raw: bytes) -> bytes:
-    if len(raw) != MSG_ID_LENGTH:
-        raise invalid("invalid message ID")
-    return raw
+#: Publishes ``bodies`` (PUB, DPUB: one message and one ``OK`` each).
+Publisher = Callable[[str, str, list[bytes], float], None]
 
 
 class ClientV2(ClientState):
@@ -93,15 +68,16 @@ class ClientV2(ClientState):
     ) -> None:
         super().__init__(nsqd, remote)
         opts = nsqd.options
+        #: Ours: FIN runs and whole PUBs (runs) on, and told which body to read next.
+        self.parser = CommandParser(fin_runs=True, pub_limit=opts.max_msg_size)
         self.conn = Connection(
             stream,
             self,
             clock=nsqd.now,
             client_timeout=opts.client_timeout,
             max_output_buffer_size=opts.max_output_buffer_size,
+            parser=self.parser,
         )
-        self.parser = self.conn.parser
-        self.parser.pub_limit = opts.max_msg_size
         #: Offered to clients that ask for ``tls_v1`` (None: TLS not configured).
         self.tls_context = tls_context
         # nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands
@@ -109,12 +85,12 @@ class ClientV2(ClientState):
             self._authz = ConnectionAuth(auth, remote_ip=remote[0], peer=self)
         # PUB and DPUB publish through this; with auth it checks permissions first
         self._publish: Publisher = (
-            self._publish_unchecked if self._authz is None else self._publish_checked
+            self._publish_each if self._authz is None else self._publish_checked
         )
         self._pending: Continuation | None = None
         #: A FIN was executed this turn: pull from the channel once the turn ends.
         self._refill = False
-        self._table: CommandTable = STATE_COMMANDS[STATE_INIT]
+        self._table: CommandTable[Handler] = STATE_COMMANDS[STATE_INIT]
         if opts.tls_required != TLS_NOT_REQUIRED:
             self._table = TLS_REQUIRED_COMMANDS
 
@@ -128,12 +104,13 @@ class ClientV2(ClientState):
         self.nsqd.clients[self.id] = self
         await self.conn.serve(initial)
 
-    def on_command(self, cmd: Command) -> bytes | None:
-        """Execute one command line, as this state's table says."""
+    def on_command(self, cmd: CommandEvent) -> bytes | None:
+        """Execute a command line, or a run of lines of one command, as this state's
+        table says: one handler per command either way."""
         handler = self._table.handlers.get(cmd.name)
         if handler is None:
-            raise invalid(self._table.unknown.format(_raw_text(cmd.name)))
-        return handler(self, cmd.params)
+            raise invalid(self._table.unknown.format(raw_text(cmd.name)))
+        return handler(self, cmd)
 
     def on_body(self, body: Body | MPUBBody) -> bytes | None:
         """Hand a body to the command that asked for it."""
@@ -141,30 +118,6 @@ class ClientV2(ClientState):
         self._pending = None
         assert pending is not None, "a body without a command"
         return pending(body)
-
-    def on_fins(self, ids: list[bytes]) -> list[NSQError]:
-        """A run of ``FIN <id>`` lines: one pass over the channel's in-flight messages."""
-        if self._table.handlers.get(b"FIN") is not ClientV2._fin:
-            # refused in this state: as that many lines (the first refusal is fatal)
-            for msg_id in ids:
-                self.on_command(Command(b"FIN", [b"FIN", msg_id]))
-            return []
-        channel = self.channel
-        assert channel is not None  # the table lets FIN through only once subscribed
-        failed = channel.finish_messages(self.id, ids)
-        done = len(ids) - len(failed)
-        if done:
-            self.finish_count += done
-            self.in_flight_count -= done
-            self._refill = True  # one pull per received chunk, not one per FIN
-        return [_fin_failed(msg_id, why) for msg_id, why in failed]
-
-    def on_pub(self, params: list[bytes], bodies: list[bytes]) -> None:
-        """PUBs with the same line, bodies whole: the steps of :meth:`_pub` and its
-        continuation, for each."""
-        if self._table.handlers.get(b"PUB") is not ClientV2._pub:
-            self.on_command(Command(b"PUB", params))  # a refusal: it raises
-        self._publish("PUB", self._topic_name("PUB", params), bodies, 0.0, True)
 
     def after_turn(self) -> None:
         """One pull per received chunk of FINs, not one per FIN."""
@@ -189,7 +142,7 @@ class ClientV2(ClientState):
             self.channel.remove_client(self)
 
     # -- commands --------------------------------------------------------------
-    def _identify(self, params: list[bytes]) -> bytes | None:
+    def _identify(self, cmd: CommandEvent) -> bytes | None:
         self.parser.expect_body("IDENTIFY", self.nsqd.options.max_body_size, message=False)
         self._pending = self._identify_body
         return None
@@ -210,14 +163,18 @@ class ClientV2(ClientState):
         initial = self.parser.take_buffered()
         conn = self.conn
         await conn.hold_writer()
+        negotiate.log_upgrades(self, upgrades)
         try:
-            await negotiate.upgrade_transport(conn, upgrades, initial)
+            transport = await negotiate.upgrade_transport(conn.transport, upgrades, initial)
+            conn.use(transport)
+            await negotiate.confirm_upgrades(transport)
         finally:
             if self.tls:
                 self._table = STATE_COMMANDS[self.state]  # TLS required: now satisfied
             conn.release_writer()
 
-    def _auth(self, params: list[bytes]) -> bytes | None:
+    def _auth(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) != 1:
             raise invalid("AUTH invalid number of parameters")
         self.parser.expect_body("AUTH", self.nsqd.options.max_body_size, message=False)
@@ -258,7 +215,8 @@ class ClientV2(ClientState):
         self.conn.refresh_now()
         return then()
 
-    def _sub(self, params: list[bytes]) -> bytes | None:
+    def _sub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if self.conn.heartbeat_interval <= 0:
             raise invalid("cannot SUB with heartbeats disabled")
         if len(params) < 3:
@@ -285,13 +243,14 @@ class ClientV2(ClientState):
         self._enter(STATE_SUBSCRIBED)
         return OK
 
-    def _rdy(self, params: list[bytes]) -> bytes | None:
+    def _rdy(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         count = 1
         if len(params) > 1:
-            parsed = _base10(params[1])
+            parsed = base10(params[1])
             if parsed is None:
-                raise invalid(f"RDY could not parse count {_raw_text(params[1])}")
-            count = _int64(parsed)
+                raise invalid(f"RDY could not parse count {raw_text(params[1])}")
+            count = int64(parsed)
         max_rdy = self.nsqd.options.max_rdy_count
         if count < 0 or count > max_rdy:
             raise invalid(f"RDY count {count} out of range 0-{max_rdy}")
@@ -305,30 +264,34 @@ class ClientV2(ClientState):
         assert self.channel is not None
         return self.channel
 
-    def _fin(self, params: list[bytes]) -> bytes | None:
-        channel = self.channel
-        assert channel is not None  # the table lets FIN through only once subscribed
-        if len(params) < 2:
-            raise invalid("FIN insufficient number of params")
-        msg_id = params[1]
-        if len(msg_id) != MSG_ID_LENGTH:
-            raise invalid("invalid message ID")
-        for failed_id, why in channel.finish_messages(self.id, [msg_id]):
-            raise _fin_failed(failed_id, why)
-        self.finish_count += 1
-        self.in_flight_count -= 1
-        self._refill = True  # one pull per received chunk, not one per FIN
+    def _fin(self, cmd: CommandEvent) -> bytes | None:
+        if isinstance(cmd, FinRun):
+            ids = cmd.ids  # lines the parser found to be plain FINs: checked
+        else:
+            params = cmd.params
+            if len(params) < 2:
+                raise invalid("FIN insufficient number of params")
+            ids = [message_id(params[1])]
+        channel = self._subscribed_channel()
+        failed = channel.finish_messages(self.id, ids)  # one pass, however many
+        done = len(ids) - len(failed)
+        if done:
+            self.finished(done)
+            self._refill = True  # one pull per received chunk, not one per FIN
+        for msg_id, why in failed:  # in order: the FINs that took have no answer
+            self.conn.write(FrameType.ERROR, fin_failed(msg_id, why).frame_body())
         return None
 
-    def _req(self, params: list[bytes]) -> bytes | None:
+    def _req(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         channel = self._subscribed_channel()
         if len(params) < 3:
             raise invalid("REQ insufficient number of params")
-        msg_id = _message_id(params[1])
-        parsed = _base10(params[2])
+        msg_id = message_id(params[1])
+        parsed = base10(params[2])
         if parsed is None:
-            raise invalid(f"REQ could not parse timeout {_raw_text(params[2])}")
-        timeout_ns = _int64(parsed * 1_000_000)
+            raise invalid(f"REQ could not parse timeout {raw_text(params[2])}")
+        timeout_ns = int64(parsed * 1_000_000)
         max_ns = round(self.nsqd.options.max_req_timeout * 1e9)
         timeout_ns = min(max(timeout_ns, 0), max_ns)
         now = self.conn.now
@@ -336,32 +299,32 @@ class ClientV2(ClientState):
             channel.requeue_message(self.id, msg_id, timeout_ns / 1e9, now)
         except ChannelError as err:
             raise NSQError(
-                "E_REQ_FAILED", f"REQ {_raw_text(msg_id)} failed {err}", fatal=False
+                "E_REQ_FAILED", f"REQ {raw_text(msg_id)} failed {err}", fatal=False
             ) from None
-        self.requeue_count += 1
-        self.in_flight_count -= 1
+        self.requeued()
         channel.client_ready(self, now)
         return None
 
-    def _touch(self, params: list[bytes]) -> bytes | None:
+    def _touch(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         channel = self._subscribed_channel()
         if len(params) < 2:
             raise invalid("TOUCH insufficient number of params")
-        msg_id = _message_id(params[1])
+        msg_id = message_id(params[1])
         try:
             channel.touch_message(self.id, msg_id, self.msg_timeout, self.conn.now)
         except ChannelError as err:
             raise NSQError(
-                "E_TOUCH_FAILED", f"TOUCH {_raw_text(msg_id)} failed {err}", fatal=False
+                "E_TOUCH_FAILED", f"TOUCH {raw_text(msg_id)} failed {err}", fatal=False
             ) from None
         return None
 
-    def _cls(self, params: list[bytes]) -> bytes | None:
+    def _cls(self, cmd: CommandEvent) -> bytes | None:
         self.ready_count = 0
         self._enter(STATE_CLOSING)
         return CLOSE_WAIT
 
-    def _nop(self, params: list[bytes]) -> bytes | None:
+    def _nop(self, cmd: CommandEvent) -> bytes | None:
         return None
 
     # -- publishing --------------------------------------------------------------
@@ -375,31 +338,37 @@ class ClientV2(ClientState):
             )
         return name
 
-    def _pub(self, params: list[bytes]) -> bytes | None:
+    def _pub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) < 2:
             raise invalid("PUB insufficient number of parameters")
         topic_name = self._topic_name("PUB", params)
+        if isinstance(cmd, Pub):  # the bodies came whole behind their lines
+            self._publish("PUB", topic_name, cmd.bodies, 0.0)
+            return None
         self.parser.expect_body("PUB", self.nsqd.options.max_msg_size, message=True)
-        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0, False)
+        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0)
         return None
 
-    def _dpub(self, params: list[bytes]) -> bytes | None:
+    def _dpub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) < 3:
             raise invalid("DPUB insufficient number of parameters")
         topic_name = self._topic_name("DPUB", params)
-        parsed = _base10(params[2])
+        parsed = base10(params[2])
         if parsed is None:
-            raise invalid(f"DPUB could not parse timeout {_raw_text(params[2])}")
-        timeout_ns = _int64(parsed * 1_000_000)
+            raise invalid(f"DPUB could not parse timeout {raw_text(params[2])}")
+        timeout_ns = int64(parsed * 1_000_000)
         max_req = self.nsqd.options.max_req_timeout
         if timeout_ns < 0 or timeout_ns > round(max_req * 1e9):
             raise invalid(f"DPUB timeout {parsed} out of range 0-{round(max_req * 1000)}")
         self.parser.expect_body("DPUB", self.nsqd.options.max_msg_size, message=True)
         delay = timeout_ns / 1e9
-        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay, False)
+        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay)
         return None
 
-    def _mpub(self, params: list[bytes]) -> bytes | None:
+    def _mpub(self, cmd: CommandEvent) -> bytes | None:
+        params = cmd.params
         if len(params) < 2:
             raise invalid("MPUB insufficient number of parameters")
         topic_name = self._topic_name("MPUB", params, mpub=True)
@@ -412,123 +381,94 @@ class ClientV2(ClientState):
         self.nsqd.get_topic(topic_name)
         opts = self.nsqd.options
         self.parser.expect_mpub(opts.max_body_size, opts.max_msg_size)
-        self._pending = lambda body: self._publish_unchecked(
-            "MPUB", topic_name, body.bodies, 0.0, False
-        )
+        self._pending = lambda body: self._publish_batch(topic_name, body.bodies)
         return None
 
     def _publish_checked(
-        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, each: bool
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
     ) -> None:
         """PUB and DPUB with auth: nsqd checks after reading the body (PUBs in a run ask
         the same question at the same time: one check answers for all)."""
-        publish = partial(self._publish_unchecked, cmd, topic_name, bodies, delay, each)
+        publish = partial(self._publish_each, cmd, topic_name, bodies, delay)
         self._check_auth(cmd, topic_name, "", publish)
 
-    def _publish_unchecked(
-        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, each: bool
-    ) -> None:
-        """Publish ``bodies`` as one batch (one answer), or with ``each`` as one PUB per
-        body (an answer each: those before a failure are answered, then its error)."""
+    def _publish_each(self, cmd: str, topic_name: str, bodies: list[bytes], delay: float) -> None:
+        """PUB and DPUB: each body one message and one ``OK`` (a run of PUBs: those before
+        a failure are answered, then its error)."""
         topic = self.nsqd.get_topic(topic_name)
         now = self.conn.now
         done = 0
         try:
-            if each:
-                for body in bodies:
-                    topic.put_messages([body], delay, now)
-                    done += 1
-            else:
-                topic.put_messages(bodies, delay, now)
-                done = 1
+            for body in bodies:
+                topic.put_messages([body], delay, now)
+                done += 1
         except TopicError as err:
             self.conn.respond_ok(done)
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
         finally:
             if done:
-                count = done if each else len(bodies)
-                self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + count
+                self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + done
+        self._answer(topic_name, done)
+
+    def _publish_batch(self, topic_name: str, bodies: list[bytes]) -> None:
+        """MPUB: the bodies as one batch, one ``OK``."""
+        topic = self.nsqd.get_topic(topic_name)
+        try:
+            topic.put_messages(bodies, 0.0, self.conn.now)
+        except TopicError as err:
+            raise NSQError("E_MPUB_FAILED", f"MPUB failed {err}") from None
+        self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
+        self._answer(topic_name, 1)
+
+    def _answer(self, topic_name: str, oks: int) -> None:
+        """Answer ``OK`` ``oks`` times; for a new topic once the lookupds know it, as
+        nsqd's GetTopic does."""
         announcing = self.nsqd.announcing
         if announcing and topic_name in announcing:
-            # a new topic: answer once the lookupds know it, as nsqd's GetTopic does
-            raise Suspend(partial(self._answer_after, announcing[topic_name], done))
-        self.conn.respond_ok(done)
+            raise Suspend(partial(self._answer_after, announcing[topic_name], oks))
+        self.conn.respond_ok(oks)
 
     async def _answer_after(self, announced: Callable[[], Awaitable[None]], oks: int) -> None:
         await announced()
         self.conn.respond_ok(oks)
 
 
-def _fin_failed(msg_id: bytes, why: str) -> NSQError:
-    return NSQError("E_FIN_FAILED", f"FIN {_raw_text(msg_id)} failed {why}", fatal=False)
-
-
-def _raw_text(name: bytes) -> str:
-    """A peer's bytes as text that encodes back to the same bytes (nsqd echoes them raw)."""
-    return name.decode("utf-8", "surrogateescape")
-
-
-class CommandTable:
-    """What one state does with a command line: its handler, or the refusal for it."""
-
-    __slots__ = ("handlers", "unknown")
-
-    def __init__(self, handlers: dict[bytes, Handler], unknown: str) -> None:
-        #: Every command the state answers, refusals included.
-        self.handlers = handlers
-        #: The error text for any other command (``{}``: its name, raw).
-        self.unknown = unknown
-
-
 def _refuse(name: str, why: str = "") -> Handler:
-    def refuse(client: ClientV2, params: list[bytes]) -> bytes | None:
+    def refuse(client: ClientV2, cmd: CommandEvent) -> bytes | None:
         raise invalid(f"cannot {name} in current state{why}")
 
     return refuse
 
 
-def _ignore(client: ClientV2, params: list[bytes]) -> bytes | None:
+def _ignore(client: ClientV2, cmd: CommandEvent) -> bytes | None:
     return None
 
 
-_RUN, _REFUSE, _IGNORE = "run", "refuse", "ignore"
 _STATES: Final = (STATE_INIT, STATE_SUBSCRIBED, STATE_CLOSING)
 #: nsqd's per-state checks, all in one place: what each command does in each state.
 #: The handlers check only their parameters.
 _RULES: Final[dict[bytes, tuple[Handler, tuple[str, str, str]]]] = {
     #                       INIT     SUBSCRIBED CLOSING
-    b"IDENTIFY": (ClientV2._identify, (_RUN, _REFUSE, _REFUSE)),
-    b"AUTH": (ClientV2._auth, (_RUN, _REFUSE, _REFUSE)),
-    b"SUB": (ClientV2._sub, (_RUN, _REFUSE, _REFUSE)),
-    b"RDY": (ClientV2._rdy, (_REFUSE, _RUN, _IGNORE)),  # nsqd ignores RDY after CLS
-    b"FIN": (ClientV2._fin, (_REFUSE, _RUN, _RUN)),
-    b"REQ": (ClientV2._req, (_REFUSE, _RUN, _RUN)),
-    b"TOUCH": (ClientV2._touch, (_REFUSE, _RUN, _RUN)),
-    b"CLS": (ClientV2._cls, (_REFUSE, _RUN, _REFUSE)),
-    b"PUB": (ClientV2._pub, (_RUN, _RUN, _RUN)),
-    b"MPUB": (ClientV2._mpub, (_RUN, _RUN, _RUN)),
-    b"DPUB": (ClientV2._dpub, (_RUN, _RUN, _RUN)),
-    b"NOP": (ClientV2._nop, (_RUN, _RUN, _RUN)),
+    b"IDENTIFY": (ClientV2._identify, (RUN, REFUSE, REFUSE)),
+    b"AUTH": (ClientV2._auth, (RUN, REFUSE, REFUSE)),
+    b"SUB": (ClientV2._sub, (RUN, REFUSE, REFUSE)),
+    b"RDY": (ClientV2._rdy, (REFUSE, RUN, IGNORE)),  # nsqd ignores RDY after CLS
+    b"FIN": (ClientV2._fin, (REFUSE, RUN, RUN)),
+    b"REQ": (ClientV2._req, (REFUSE, RUN, RUN)),
+    b"TOUCH": (ClientV2._touch, (REFUSE, RUN, RUN)),
+    b"CLS": (ClientV2._cls, (REFUSE, RUN, REFUSE)),
+    b"PUB": (ClientV2._pub, (RUN, RUN, RUN)),
+    b"MPUB": (ClientV2._mpub, (RUN, RUN, RUN)),
+    b"DPUB": (ClientV2._dpub, (RUN, RUN, RUN)),
+    b"NOP": (ClientV2._nop, (RUN, RUN, RUN)),
 }
 
 
-def _table(state: int) -> CommandTable:
-    column = _STATES.index(state)
-    handlers: dict[bytes, Handler] = {}
-    for name, (handler, rules) in _RULES.items():
-        rule = rules[column]
-        if rule == _RUN:
-            handlers[name] = handler
-        elif rule == _IGNORE:
-            handlers[name] = _ignore
-        else:
-            handlers[name] = _refuse(name.decode())
-    return CommandTable(handlers, "invalid command {}")
-
-
 #: Each state's commands, built from the rules once.
-STATE_COMMANDS: Final = {state: _table(state) for state in _STATES}
+STATE_COMMANDS: Final = build_tables(
+    _RULES, _STATES, refuse=_refuse, ignore=_ignore, unknown="invalid command {}"
+)
 #: Before TLS when the server requires it: IDENTIFY, and a refusal for anything else.
-TLS_REQUIRED_COMMANDS: Final = CommandTable(
+TLS_REQUIRED_COMMANDS: Final = CommandTable[Handler](
     {b"IDENTIFY": ClientV2._identify}, "cannot {} in current state (TLS required)"
 )

@@ -21,8 +21,12 @@ MSG_ID_LENGTH: Final = 16
 MIN_VALID_MSG_LENGTH: Final = MSG_ID_LENGTH + 8 + 2
 
 MESSAGE_HEADER = struct.Struct(">qH")
-#: A whole message frame header: size, frame type (2), timestamp, attempts.
+#: A whole message frame header: size, frame type (2), timestamp, attempts: what a
+#: delivery adds on the wire to the message's id and body (``.size``, 18 bytes).
 MESSAGE_FRAME_HEADER = struct.Struct(">iiqH")
+#: A frame's size field counts what follows it: for ``data`` (id + body), this plus
+#: ``len(data)`` (the header without the size field itself).
+MESSAGE_FRAME_SIZE_EXTRA: Final = MESSAGE_FRAME_HEADER.size - 4
 
 
 class DecodedMessage(NamedTuple):
@@ -41,7 +45,8 @@ def encode_message(timestamp: int, attempts: int, msg_id: bytes, body: bytes) ->
 
 def encode_message_frame(timestamp: int, attempts: int, msg_id: bytes, body: bytes) -> bytes:
     """A complete message frame (type 2)."""
-    return MESSAGE_FRAME_HEADER.pack(len(body) + 30, 2, timestamp, attempts) + msg_id + body
+    size = len(msg_id) + len(body) + MESSAGE_FRAME_SIZE_EXTRA
+    return MESSAGE_FRAME_HEADER.pack(size, 2, timestamp, attempts) + msg_id + body
 
 
 def decode_message(data: bytes) -> DecodedMessage:

@@ -54,6 +54,21 @@ class FinRun(NamedTuple):
 
     ids: list[bytes]
 
+    @property
+    def name(self) -> bytes:
+        """The command the run repeats, as a :class:`Command`'s."""
+        return b"FIN"
+
+    @property
+    def params(self) -> list[bytes]:
+        """The line without its id (each id is in :attr:`ids`)."""
+        return [b"FIN"]
+
+    @property
+    def times(self) -> int:
+        """How many commands the run stands for."""
+        return len(self.ids)
+
 
 class Pub(NamedTuple):
     """Consecutive PUBs with the same ``PUB <topic>`` line, each body whole (``pub_limit``):
@@ -61,6 +76,16 @@ class Pub(NamedTuple):
 
     params: list[bytes]
     bodies: list[bytes]
+
+    @property
+    def name(self) -> bytes:
+        """The command the run repeats, as a :class:`Command`'s."""
+        return b"PUB"
+
+    @property
+    def times(self) -> int:
+        """How many commands the run stands for."""
+        return len(self.bodies)
 
 
 class MPUBBody(NamedTuple):
@@ -80,6 +105,9 @@ class NeedData:
 NEED_DATA: Final = NeedData()
 
 Event = Command | FinRun | Pub | Body | MPUBBody | NeedData
+#: A command line, or a run of lines of one command: what one command handler takes,
+#: whether it stands for one command or 512 (a run is the faster way to the same result).
+CommandEvent = Command | FinRun | Pub
 
 #: ``FIN <16-byte id>\n``: the length of one line of a FinRun.
 _FIN_LINE: Final = 21
@@ -199,6 +227,11 @@ class CommandParser(ReceiveBuffer):
         pos = self._pos
         idx = buf.find(b"\n", pos)
         if idx < 0:
+            if pos and pos == len(buf):
+                # all consumed: a connection waiting for its next command holds no bytes
+                buf.clear()
+                self._pos = 0
+                return NEED_DATA
             if len(buf) - pos >= self._max_line:
                 raise ProtocolViolation("command line too long")
             return NEED_DATA

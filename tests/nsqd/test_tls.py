@@ -188,9 +188,9 @@ async def test_client_hello_sent_with_identify(
     handed_over: list[bytes] = []
     original = negotiate.upgrade_transport
 
-    async def spy(client: Any, upgrades: negotiate.Upgrades, initial: bytes) -> None:
+    async def spy(transport: Any, upgrades: negotiate.Upgrades, initial: bytes) -> Any:
         handed_over.append(initial)
-        await original(client, upgrades, initial)
+        return await original(transport, upgrades, initial)
 
     monkeypatch.setattr(negotiate, "upgrade_transport", spy)
     nsqd = await start_nsqd(**tls_options(certs))
