@@ -3,7 +3,8 @@
 Walks every module under ``nsqbox/`` with ``ast`` (imports at any depth, lazy
 ones included) and fails on an import circle, or on an arrow into
 ``nsqbox.nsqd`` from below it or beside it: root plumbing, lookupd, admin and
-the tools must not need nsqd's code (issue "One-way layers").
+the tools must not need nsqd's code (issue "One-way layers"). Also holds the project's
+rule of one concept per module, at most 500 lines.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from typing import Final
 
 PACKAGE: Final = Path(__file__).resolve().parents[1] / "nsqbox"
 
+#: The most lines a module may have (STYLE: one concept per module, 500 lines at most).
+MAX_MODULE_LINES: Final = 500
+
 #: Modules that must never import nsqbox.nsqd (they sit below or beside it).
 NOT_ABOVE_NSQD: Final = (
     "nsqbox.wire",
+    "nsqbox.net",
     "nsqbox.http",
     "nsqbox.addresses",
     "nsqbox.terminal_text",
@@ -137,3 +142,13 @@ def test_the_walk_sees_the_imports() -> None:
 def test_the_terminal_sanitizer_imports_no_nsqbox_module() -> None:
     # it sits at the bottom: the TUI, the tools and any service may use it
     assert graph()["nsqbox.terminal_text"] == set()
+
+
+def test_every_module_is_at_most_500_lines() -> None:
+    sizes = {
+        module_name(path): len(path.read_text(encoding="utf-8").splitlines())
+        for path in PACKAGE.rglob("*.py")
+    }
+    assert len(sizes) > 100  # the walk found the package
+    over = {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}
+    assert not over, f"split these by concept (at most {MAX_MODULE_LINES} lines): {over}"

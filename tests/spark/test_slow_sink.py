@@ -32,6 +32,9 @@ from .test_inflight import channels  # noqa: E402
 from .test_recovery import batch_files  # noqa: E402
 
 CHANNEL = "spark"
+#: Bound on the whole child run (its own JVM, a Java unpacked from the wheel, several slow
+#: batches): only reached when it hangs. A busy 2-core CI machine took over 120 s for it.
+CHILD_TIMEOUT = 5 * TIMEOUT
 PER_NODE = 100
 BATCH = 100
 #: Seconds the sink sleeps in each batch: longer than the reader's msgTimeout of 2 s.
@@ -83,7 +86,7 @@ def test_a_sink_slower_than_msg_timeout_on_two_nodes_without_java(
         start_new_session=True,  # its own process group: the JVM and workers go with it
     )
     try:
-        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+        stdout, stderr = proc.communicate(timeout=CHILD_TIMEOUT)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
