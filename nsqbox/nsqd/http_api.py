@@ -31,7 +31,7 @@ from .metrics import add_metrics_route
 from .options import TLS_REQUIRED
 from .peek import add_peek_routes
 from .stats import get_stats, memory_stats, stats_document
-from .tap import add_tap_routes
+from .tap import NodeTaps, add_tap_routes
 from .topic import TopicError
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ def make_app(
     *,
     tls_enabled: bool = False,
     on_options_changed: Callable[[], None] | None = None,
+    taps: NodeTaps | None = None,
 ) -> Router | TLSRequiredApp:
     """nsqd's HTTP routes for ``nsqd``, ready for :func:`nsqbox.http.serve_http`.
 
@@ -93,7 +94,8 @@ def make_app(
     ``--tls-required=true`` the plain-HTTP app answers every request ``403
     TLS_REQUIRED``, as nsqd does. ``on_options_changed`` is called after
     ``PUT /config/...`` changed an option (nsqd's ``triggerOptsNotification``:
-    the lookupd loop reconnects).
+    the lookupd loop reconnects). ``taps`` are the node's, shared by its HTTP and HTTPS apps
+    (without: this app's own).
     """
     opts = nsqd.options
     if not tls_enabled and opts.tls_required == TLS_REQUIRED:
@@ -139,7 +141,8 @@ def make_app(
         too_large=HTTPError(413, "INVALID_VALUE"),
     )
     router.add("GET", "/debug", api.debug)
-    add_tap_routes(router, nsqd)  # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
+    # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
+    add_tap_routes(router, taps or NodeTaps(nsqd))
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
     add_clock_routes(router, nsqd.clock)  # nsqbox's own /nsqbox/clock (time control)

@@ -39,6 +39,7 @@ from .nsqd import NSQD
 from .options import NSQDOptions
 from .protocol_v2 import ClientV2
 from .statsd import statsd_loop
+from .tap import NodeTaps
 from .tls import server_context
 
 logger = logging.getLogger("nsqbox.nsqd")
@@ -188,12 +189,13 @@ async def serve_nsqd(
             nursery.start_soon(partial(serve_tcp, group=group), tcp_listeners, handler)
 
             lookup = LookupService(nsqd)  # started below, after the listeners, as nsqd does
+            taps = NodeTaps(nsqd)  # one node's taps, for its HTTP and HTTPS apps alike
 
             def options_changed() -> None:  # nsqd's triggerOptsNotification
                 lookup.set_addresses(nsqd.options.lookupd_tcp_addresses)
 
             if http_listeners:
-                app = make_app(nsqd, on_options_changed=options_changed)
+                app = make_app(nsqd, on_options_changed=options_changed, taps=taps)
                 await nursery.start(partial(serve_http, group=group), app, http_listeners)
             if https_listeners:
                 assert tls_context is not None
@@ -201,7 +203,9 @@ async def serve_nsqd(
                     trio.SSLListener(listener, tls_context, https_compatible=True)
                     for listener in https_listeners
                 ]
-                app = make_app(nsqd, tls_enabled=True, on_options_changed=options_changed)
+                app = make_app(
+                    nsqd, tls_enabled=True, on_options_changed=options_changed, taps=taps
+                )
                 await nursery.start(serve_http, app, secure)
             nursery.start_soon(queue_scan_loop, nsqd)
             await nursery.start(lookup.run)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import secrets
 import time
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -58,7 +57,14 @@ if TYPE_CHECKING:
     from .message import Message
     from .nsqd import NSQD
 
-__all__ = ["IDLE_TIMEOUT", "MAX_BYTES", "MAX_MESSAGES", "MAX_TAPS", "add_tap_routes"]
+__all__ = [
+    "IDLE_TIMEOUT",
+    "MAX_BYTES",
+    "MAX_MESSAGES",
+    "MAX_TAPS",
+    "NodeTaps",
+    "add_tap_routes",
+]
 
 #: Seconds a tap lives without being read.
 IDLE_TIMEOUT = 300.0
@@ -224,15 +230,21 @@ class _Taps:
         return tap
 
 
-_REGISTRIES: weakref.WeakKeyDictionary[NSQD, _Taps] = weakref.WeakKeyDictionary()
+class NodeTaps:
+    """One nsqd's taps, made on first use: its server makes one and gives it to the HTTP and
+    the HTTPS app alike, so a tap opened on one is read on the other."""
 
+    def __init__(self, nsqd: NSQD) -> None:
+        self.nsqd = nsqd
+        self._taps: _Taps | None = None
 
-def _registry(nsqd: NSQD) -> _Taps:
-    taps = _REGISTRIES.get(nsqd)
-    if taps is None:
-        taps = _REGISTRIES[nsqd] = _Taps(nsqd)
-    taps.expire()
-    return taps
+    def get(self) -> _Taps:
+        """The node's taps (taking back those an earlier run left open), idle ones closed."""
+        taps = self._taps
+        if taps is None:
+            taps = self._taps = _Taps(self.nsqd)
+        taps.expire()
+        return taps
 
 
 def _arg(request: Request, name: str, error: str) -> str:
@@ -260,22 +272,22 @@ def _document(tap: _Tap, start: int) -> dict[str, object]:
     }
 
 
-def add_tap_routes(router: Router, nsqd: NSQD) -> None:
-    """Add the ``/nsqbox/tap/...`` routes for ``nsqd`` to its HTTP router.
+def add_tap_routes(router: Router, node_taps: NodeTaps) -> None:
+    """Add the ``/nsqbox/tap/...`` routes for ``node_taps`` to its node's HTTP router.
 
     The router leaves them out with ``--auth-http-address`` (reading what others
     publish needs no secret here) and checks Host and Origin for them. Taps an
     earlier run on the data path left open start recording again now, before the
     node takes its first publish.
     """
-    if router.nsqbox_routes and tap_file_ids(nsqd.data_path):
-        _registry(nsqd)
+    if router.nsqbox_routes and tap_file_ids(node_taps.nsqd.data_path):
+        node_taps.get()
 
     async def tap_open(request: Request) -> dict[str, object]:
         topic = _arg(request, "topic", "MISSING_ARG_TOPIC")
         if not is_valid_topic_name(topic):
             raise HTTPError(400, "INVALID_TOPIC")
-        return {"id": _registry(nsqd).open(topic)}
+        return {"id": node_taps.get().open(topic)}
 
     def start(request: Request) -> int:
         raw = (request.args().get("from") or ["0"])[0]
@@ -285,11 +297,11 @@ def add_tap_routes(router: Router, nsqd: NSQD) -> None:
             raise HTTPError(400, "INVALID_FROM") from None
 
     async def tap_read(request: Request) -> dict[str, object]:
-        tap = _registry(nsqd).get(_arg(request, "id", "MISSING_ARG_ID"))
+        tap = node_taps.get().get(_arg(request, "id", "MISSING_ARG_ID"))
         return _document(tap, start(request))
 
     async def tap_close(request: Request) -> dict[str, object]:
-        tap = _registry(nsqd).close(_arg(request, "id", "MISSING_ARG_ID"))
+        tap = node_taps.get().close(_arg(request, "id", "MISSING_ARG_ID"))
         return _document(tap, start(request))
 
     router.add("POST", "/nsqbox/tap/open", tap_open)

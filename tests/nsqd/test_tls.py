@@ -276,3 +276,25 @@ async def test_unusable_certificate_stops_start_up(start_nsqd: StartNSQD, tmp_pa
         await start_nsqd(tls_cert=str(tmp_path / "missing.pem"), tls_key=str(tmp_path / "k.pem"))
     with pytest.raises(ValueError, match="failed to build TLS config"):
         await start_nsqd(tls_cert=str(tmp_path / "only-a-cert.pem"))
+
+
+async def test_a_tap_opened_over_http_is_read_over_https(
+    start_nsqd: StartNSQD, certs: Certs
+) -> None:
+    # one node's taps, whichever of its listeners a request came in on
+    nsqd = await start_nsqd(**tls_options(certs))
+    assert nsqd.https is not None
+    async with (
+        httpx.AsyncClient(base_url=f"http://{HOST}:{nsqd.http[1]}") as plain,
+        httpx.AsyncClient(
+            base_url=f"https://{HOST}:{nsqd.https[1]}", verify=client_context(certs)
+        ) as secure,
+    ):
+        with trio.fail_after(TIMEOUT):
+            opened = await plain.post("/nsqbox/tap/open", params={"topic": "tapped"})
+            tap_id = opened.json()["id"]
+            assert (await secure.post("/pub?topic=tapped", content=b"hi")).text == "OK"
+            read = await secure.get("/nsqbox/tap/read", params={"id": tap_id})
+            closed = await plain.post("/nsqbox/tap/close", params={"id": tap_id})
+    assert [m["body"] for m in read.json()["messages"]] == ["aGk="]
+    assert [m["body"] for m in closed.json()["messages"]] == ["aGk="]
