@@ -226,6 +226,8 @@ class BoxAddresses:
             f"nsqlookupd: TCP {format_address(lookupd.tcp)}, HTTP {format_address(lookupd.http)}"
         )
         lines.append(f"admin: HTTP {format_address(self.admin.http)} (nsqadmin's /api)")
+        if self.clock is not None and self.clock.mode == "manual":
+            lines.append("broker clock: manual, standing still until `nsqbox clock advance 1h`")
         lines.append("running; Ctrl-C stops")
         return "".join(f"{label}: {line}\n" for line in lines)
 

@@ -175,6 +175,7 @@ async def test_serve_box_runs_every_service(nursery: trio.Nursery, tmp_path: Pat
     assert len(ready["nsqd_tcp_addresses"]) == 3
     assert ready["nsqd_tcp_address"] == ready["nsqd_tcp_addresses"][0]
     assert box.banner().splitlines()[-1] == "nsqbox up: running; Ctrl-C stops"
+    assert "clock" not in box.banner()  # the real clock goes without saying
     assert [n.nsqd.options.node_id for n in box.nsqds] == [0, 1, 2]
     assert (tmp_path / "data" / "node2" / "nsqd.dat").exists()
     async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT) as client:
@@ -458,3 +459,14 @@ def test_up_loads_no_ui_or_spark(tmp_path: Path) -> None:
     modules = result.stdout
     for heavy in ("textual", "pyspark", "rich", "nsqbox.admin.model", "prometheus_client"):
         assert f"'{heavy}'" not in modules, heavy
+
+
+async def test_the_banner_says_the_clock_is_manual(nursery: trio.Nursery, tmp_path: Path) -> None:
+    options = BoxOptions(nsqd=NSQDOptions(data_path=str(tmp_path)), clock="manual")
+    options.use_ephemeral_ports()
+    box: BoxAddresses = await nursery.start(serve_box, options)
+    assert box.banner().splitlines()[-2:] == [
+        "nsqbox up: broker clock: manual, standing still until `nsqbox clock advance 1h`",
+        "nsqbox up: running; Ctrl-C stops",
+    ]
+    nursery.cancel_scope.cancel()
