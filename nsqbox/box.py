@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from nsqbox.nsqd.server import NSQDAddresses
 
 __all__ = [
+    "BOX_PREFIX",
     "LOG_PREFIXES",
     "UP_DATA_PATH",
     "BoxAddresses",
@@ -60,6 +61,8 @@ MAX_NSQD_COUNT = 64
 
 #: Log prefixes per service, as the real daemons print them.
 LOG_PREFIXES = {"nsqbox.lookupd": "[nsqlookupd] ", "nsqbox.admin": "[nsqadmin] "}
+#: The prefix of the box's own lines (a start that failed), which no one service wrote.
+BOX_PREFIX = "[nsqbox] "
 
 
 @dataclass(slots=True)

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nsqbox.addresses import split_host_port
-from nsqbox.box import LOG_PREFIXES, BoxAddresses, BoxOptions, NodeTag, serve_box, with_port
+from nsqbox.box import (
+    BOX_PREFIX,
+    LOG_PREFIXES,
+    BoxAddresses,
+    BoxOptions,
+    NodeTag,
+    serve_box,
+    with_port,
+)
 from nsqbox.cli import fatal, first_error, parse_nsqd_command, version_line
 from nsqbox.goflags import FlagSet
 from nsqbox.logs import configure_logging
@@ -148,10 +156,10 @@ def main(argv: list[str]) -> int:
         options.validate()
         web = web_flags(flags)
     except (ConfigError, ValueError) as exc:
-        return fatal(f"failed to start nsqbox - {exc}")
+        return fatal(f"failed to start nsqbox - {exc}", BOX_PREFIX)
     if flags["tui"].value.value:
         if flags["web"].value.value:
-            return fatal("failed to start nsqbox - use --tui or --web, not both")
+            return fatal("failed to start nsqbox - use --tui or --web, not both", BOX_PREFIX)
         # Textual loads only here: the TUI hosts the box as a trio guest run.
         from nsqbox.up_tui import run_box_tui
 
@@ -185,6 +193,7 @@ def run(
         handler.addFilter(NodeTag())
     state = _RunState()
     message: str | None = None
+    prefix = options.nsqd.log_prefix  # an nsqd's failure, as nsqd words it
     interrupted = False
     try:
         trio.run(_run_until_signal, options, ready_json, label, state, web)
@@ -198,8 +207,9 @@ def run(
         if state.started:
             raise
         message = f"failed to start nsqbox - {first_error(group)}"
+        prefix = BOX_PREFIX  # the box's: a port, an option, a file of any service
     if message is not None:
-        return fatal(message)
+        return fatal(message, prefix)
     return 130 if interrupted else 0
 
 

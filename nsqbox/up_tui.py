@@ -32,7 +32,7 @@ from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
 from nsqbox.admin.tui.guest import TrioGuest
 from nsqbox.admin.tui.logs import LogBuffer, LogScreen
-from nsqbox.box import LOG_PREFIXES, BoxAddresses, BoxOptions, NodeTag, serve_box
+from nsqbox.box import BOX_PREFIX, LOG_PREFIXES, BoxAddresses, BoxOptions, NodeTag, serve_box
 from nsqbox.cli import fatal
 from nsqbox.logs import LEVELS, ROOT_LOGGER, NSQFormatter, parse_level
 
@@ -160,6 +160,6 @@ def run_box_tui(options: BoxOptions, *, read_only: bool = False, interval: float
     if app.failure is not None:
         sys.stderr.writelines(line + "\n" for line in list(app.logs.lines)[-20:])
         if app.addresses is None:
-            return fatal(f"failed to start nsqbox - {app.failure}")
+            return fatal(f"failed to start nsqbox - {app.failure}", BOX_PREFIX)
         return fatal(f"nsqbox stopped - {app.failure}")
     return app.return_code or 0

@@ -198,6 +198,7 @@ def test_up_names_the_service_whose_port_is_taken(tmp_path: Path, flag: str, wha
     assert done.returncode == 1, done.stderr
     service = what.partition("'")[0]
     last = done.stderr.splitlines()[-1]
+    assert last.startswith("[nsqbox] "), last  # the box's line, not one service's
     assert last.endswith(
         f" FATAL: failed to start nsqbox - {what} {address} is in use "
         f"(another {service} or nsqbox up?)"
