@@ -84,7 +84,7 @@ def format_clocks(doc: dict[str, Any]) -> str:
     """One line per clock: its time, its mode, how far it was moved, its nodes."""
     lines = []
     for clock in doc.get("clocks", []):
-        moved = f", {clock['offset']:g}s ahead" if clock.get("offset") else ""
+        moved = f", {format_duration(float(clock['offset']))} ahead" if clock.get("offset") else ""
         fired = f", {clock['fired']} fired" if "fired" in clock else ""
         nodes = " ".join(clock.get("nodes", []))
         lines.append(f"{_when(float(clock['now']))} ({clock['mode']}{moved}{fired}) {nodes}")
@@ -163,8 +163,15 @@ def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:
         case ["advance", by]:
             span_seconds(by)  # the server's checks, each with its own sentence
             doc = _call(flags, "POST", "/api/clock/advance", {"by": by})
-        case _:
-            raise Fatal(USAGE.rstrip())
+        case []:
+            raise Fatal(f"no command\n{USAGE.rstrip()}")
+        case ["advance"]:
+            raise Fatal(f"advance takes a span of time (1h, 90)\n{USAGE.rstrip()}")
+        case ["now" | "advance", *_]:
+            extra = args.positional[1 if args.positional[0] == "now" else 2]
+            raise Fatal(f"unexpected argument {extra!r}\n{USAGE.rstrip()}")
+        case [other, *_]:
+            raise Fatal(f"unknown command {other!r}\n{USAGE.rstrip()}")
     text = json.dumps(doc) + "\n" if flags["json"].value.value else format_clocks(doc)
     (out or sys.stdout).write(text)
     return 0

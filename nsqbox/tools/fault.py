@@ -49,6 +49,9 @@ usage: nsqbox fault COMMAND [ARG] [flags]
   lift ID [--node N]     end one fault
   lift --all             end every fault on every node
   restart|crash|start    node control, under nsqbox up only (--node N; default: the only nsqd)
+KIND, on nsqbox's nsqd: fail_publishes, disk_full, time_out_in_flight, drop_connections,
+  latency and stall (--param delay=200ms); on its nsqlookupd: hide_producers, lookupd_down
+  (docs/faults.md, or nsqbox docs faults)
 """
 #: Fault parameters with a flag of their own (sent when given), besides ``--param``.
 _STRING_PARAMS = ("topic", "channel", "error", "user-agent")

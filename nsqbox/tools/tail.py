@@ -248,7 +248,9 @@ async def _tail(options: TailOptions) -> None:
     for address in options.nsqd_tcp_addresses:
         await _check_reachable(address)
     for warning in await _first_channel_warnings(options):
-        sys.stderr.write(f"nsqbox tail: WARNING: {visible(warning)}\n")
+        sys.stderr.write(
+            f"nsqbox tail: WARNING: {visible(warning)}; tailing it anyway, as nsq_tail does\n"
+        )
         sys.stderr.flush()
     config = Config(
         user_agent=USER_AGENT,

@@ -63,6 +63,7 @@ def test_one_advance_moves_every_node_of_the_box(
     assert status == 0, err
     assert "manual" in out
     assert "2 fired" in out
+    assert "1h0m0s ahead" in out  # a Go duration, as the span was given
     assert [_deferred(manual, i, "later") for i in range(2)] == [0, 0]
     status, out, _ = clock(manual, capsys, "now", "--json")
     assert json.loads(out)["clocks"][0]["offset"] >= 3600
@@ -120,6 +121,26 @@ def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("usage: nsqbox clock COMMAND [flags]\n  now ")
     assert "\n  advance DURATION " in err
     assert "Usage of nsqbox clock:" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        ([], "no command"),
+        (["advance"], "advance takes a span of time (1h, 90)"),
+        (["advance", "1h", "extra"], "unexpected argument 'extra'"),
+        (["now", "extra"], "unexpected argument 'extra'"),
+        (["stop"], "unknown command 'stop'"),
+    ],
+)
+def test_a_command_line_that_makes_no_sense_says_why(
+    argv: list[str], reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # refused before any request: the admin address is never reached
+    assert cli.main(["clock", "--admin-http-address=127.0.0.1:1", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].endswith(f" {reason}"), err
+    assert "usage: nsqbox clock COMMAND" in err
 
 
 @pytest.mark.parametrize(

@@ -187,6 +187,8 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("list", "add KIND", "lift ID", "lift --all", "restart|crash|start"):
         assert f"\n  {command} " in err, command
     assert "\nUsage of nsqbox fault:\n  -acl-http-header string\n" in err
+    for kind in ("fail_publishes", "disk_full", "latency", "stall", "hide_producers"):
+        assert kind in err, kind  # the kinds a node has, named
 
 
 def test_a_flag_that_does_not_parse_exits_2_as_nsq_tools_do(
