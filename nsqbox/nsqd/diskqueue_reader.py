@@ -15,7 +15,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING
 
 from .diskqueue_files import (
     QueueState,
@@ -24,6 +24,9 @@ from .diskqueue_files import (
     load_state,
     write_meta_file,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
 
 __all__ = ["DiskQueueReader"]
 
