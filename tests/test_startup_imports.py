@@ -33,6 +33,7 @@ NOT_AT_START = (
     "nsqbox.nsqd.auth",  # nsqd with --auth-http-address
     "html",  # the first redirect's body
     "nsqbox.terminal_text",  # the first NSQError
+    "concurrent.futures",  # nsqd's disk-sync thread, made with its first disk queue
 )
 
 #: Loaded by ``nsqbox up`` (its command line), but not to start the fixture's box, whose
