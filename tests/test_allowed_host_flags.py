@@ -6,7 +6,7 @@ from __future__ import annotations
 from nsqbox import cli
 from nsqbox.admin.options import parse_admin_args
 from nsqbox.box import BoxOptions
-from nsqbox.lookupd.options import parse_lookupd_args
+from nsqbox.lookupd.config import parse_lookupd_args
 from nsqbox.nsqd.config import parse_nsqd_args
 from nsqbox.up import resolve_up_options, up_flag_set
 

@@ -30,6 +30,20 @@ NOT_AT_START = (
     "pyspark",
     "nsqbox.metrics",  # the first scrape of /metrics
     "nsqbox.admin.peek",  # the first /api/messages
+    "nsqbox.nsqd.auth",  # nsqd with --auth-http-address
+    "html",  # the first redirect's body
+    "nsqbox.terminal_text",  # the first NSQError
+    "concurrent.futures",  # nsqd's disk-sync thread, made with its first disk queue
+)
+
+#: Loaded by ``nsqbox up`` (its command line), but not to start the fixture's box, whose
+#: servers parse no flags (unless the spec gives some).
+NOT_FOR_THE_FIXTURE = (
+    "json",  # the command line's and the auth client's (the servers' JSON is msgspec)
+    "nsqbox.goflags",
+    "nsqbox.gooptions",
+    "nsqbox.nsqd.config",
+    "nsqbox.lookupd.config",
 )
 
 #: ``nsqbox up`` as the command line runs it; at its ready line, print the modules and stop
@@ -80,12 +94,12 @@ def modules_at_ready(code: str, cwd: Path) -> list[str]:
     return modules
 
 
-def loaded_early(modules: list[str]) -> list[str]:
-    """The names of :data:`NOT_AT_START` that ``modules`` holds (a package or a module in it)."""
+def loaded_early(modules: list[str], early: tuple[str, ...] = NOT_AT_START) -> list[str]:
+    """The names of ``early`` that ``modules`` holds (a package or a module in it)."""
     return [
-        early
-        for early in NOT_AT_START
-        if any(name == early or name.startswith(f"{early}.") for name in modules)
+        name
+        for name in early
+        if any(module == name or module.startswith(f"{name}.") for module in modules)
     ]
 
 
@@ -99,3 +113,40 @@ def test_the_fixtures_first_box_loads_no_http_client(tmp_path: Path) -> None:
     modules = modules_at_ready(FIRST_BOX, tmp_path)
     assert "nsqbox.lookupd.server" in modules
     assert loaded_early(modules) == []
+    assert loaded_early(modules, NOT_FOR_THE_FIXTURE) == []
+
+
+def test_a_fixture_box_with_flags_parses_them(tmp_path: Path) -> None:
+    # the flag machinery the plain box skips still reads a spec's flags, and refuses bad ones
+    code = """\
+import sys
+from nsqbox.testing.boxes import start_box
+from nsqbox.testing.config import ClusterSpec, SpecError
+
+spec = ClusterSpec(nsqd_args=("--max-msg-size=1000",), lookupd_args=("-tombstone-lifetime=7s",))
+box = start_box(spec, "data")
+nsqd, lookupd = box.cluster.nsqds[0], box.cluster.lookupd[0].lookupd
+print(box.call(lambda: (nsqd.options.max_msg_size, lookupd.options.tombstone_lifetime)))
+box.stop()
+for spec in (ClusterSpec(nsqd_args=("--nope",)), ClusterSpec(lookupd_args=("--nope",))):
+    try:
+        start_box(spec, "data2").stop()
+    except SpecError as exc:
+        print(exc)
+print(repr(sorted(sys.modules)))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 3,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    options, nsqd_error, lookupd_error, modules = result.stdout.strip().splitlines()
+    assert options == "(1000, 7.0)"
+    assert nsqd_error.startswith("bad nsqd flags ['--nope']: flag provided but not defined")
+    assert lookupd_error.startswith("bad nsqlookupd flags ['--nope']: flag provided but not")
+    loaded = loaded_early(ast.literal_eval(modules), NOT_FOR_THE_FIXTURE)
+    assert loaded == [name for name in NOT_FOR_THE_FIXTURE if name.startswith("nsqbox.")]

@@ -5,7 +5,6 @@ answer (:func:`redirect`), for a path that matches a route only once fixed (see
 
 from __future__ import annotations
 
-import html
 import posixpath
 from collections.abc import Awaitable, Callable
 from urllib.parse import quote
@@ -60,4 +59,6 @@ _STATUS_TEXT = {301: "Moved Permanently", 307: "Temporary Redirect"}
 
 def _html_escape(text: str) -> str:
     # Go's htmlEscape: the five characters, with numeric references for quotes.
+    import html  # on the first redirect: keeps html.entities off the start-up path
+
     return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")

@@ -17,7 +17,6 @@ import trio
 from .. import program_version
 from ..addresses import format_address
 from ..clock import BrokerClock
-from ..goflags import parse_or_exit
 from ..http.server import serve_http
 from ..listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
 from ..logs import configure_logging
@@ -25,7 +24,7 @@ from ..service import fatal, run_until_signalled
 from .clock_node import LookupdTimers
 from .core import NSQLookupd
 from .http_api import build_router
-from .options import ConfigError, LookupdOptions, parse_lookupd_args
+from .options import LookupdOptions
 from .protocol_v1 import handle_v1_connection
 
 log = logging.getLogger("nsqbox.lookupd")
@@ -98,6 +97,9 @@ def _fatal(message: str, prefix: str = _PREFIX) -> int:
 
 def main(argv: Sequence[str]) -> int:
     """``nsqbox lookupd [flags]``: nsqlookupd's command line; returns the exit status."""
+    from ..goflags import parse_or_exit
+    from .config import ConfigError, parse_lookupd_args
+
     try:
         command = parse_or_exit(lambda: parse_lookupd_args(argv))
     except ConfigError as exc:

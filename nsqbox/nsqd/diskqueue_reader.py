@@ -14,7 +14,7 @@ import random
 import struct
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from typing import TYPE_CHECKING
 
 from .diskqueue_files import (
     QueueState,
@@ -24,6 +24,9 @@ from .diskqueue_files import (
     write_meta_file,
 )
 from .diskqueue_sync import BackgroundSyncs
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 __all__ = ["DiskQueueReader"]
 
@@ -97,8 +100,7 @@ class DiskQueueReader:
         self._need_sync = False
         self._last_sync = clock()
         self._closed = False
-        #: The syncs that every ``sync_every`` writes and reads call for, off the caller's
-        #: thread (None: they run in place, as every other sync does).
+        #: The counted syncs off the caller's thread (None: in place, as every other sync).
         self._syncs = (
             None if syncer is None else BackgroundSyncs(name, syncer, self._persist_metadata)
         )
@@ -393,8 +395,7 @@ class DiskQueueReader:
         return True
 
     def _sync_counted(self) -> None:
-        """The sync ``sync_every`` writes and reads call for: on the syncer when there is one
-        (:class:`~.diskqueue_sync.BackgroundSyncs`), else in place; a failure is logged."""
+        """The sync ``sync_every`` reads and writes call for: off the loop if it can; logged."""
         if self._syncs is None:
             self._sync_logged()
             return

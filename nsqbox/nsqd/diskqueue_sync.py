@@ -14,9 +14,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING
 
-from .diskqueue_files import QueueState
+if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
+
+    from .diskqueue_files import QueueState
 
 __all__ = ["BackgroundSyncs"]
 

@@ -5,6 +5,7 @@ and ``/debug``'s snapshot (the routes themselves are :mod:`nsqbox.nsqd.http_api`
 from __future__ import annotations
 
 import datetime
+import functools
 import gc
 import sys
 import time
@@ -16,12 +17,12 @@ import trio
 from .. import NSQ_VERSION, __version__, program_version
 from ..gosyntax import format_duration_ns
 from ..http import HTTPError, Response
-from .config import ALLOWED_HOST_FLAG, NSQD_OPTION_FLAGS, TLS_MIN_VERSION_KIND, Kind
 from .quantile import QuantileResult
 from .stats import ChannelStats, MemStats, TopicStats, client_line, memory_stats
 from .statsd import statsd_prefix
 
 if TYPE_CHECKING:
+    from ..gooptions import OptionFlag
     from .nsqd import NSQD
     from .stats import ClientStats
 
@@ -39,11 +40,17 @@ GO_LOG_LEVELS: Final = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5
 # crypto/tls version numbers, as /config/tls_min_version reports them.
 _TLS_VERSIONS: Final = {"tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303, "tls1.3": 0x0304}
 
-# nsqd's flag-tagged options by config name: what GET /config/:opt can read.
-# (--allowed-host is nsqbox's: real nsqd answers INVALID_OPTION for it.)
-_CONFIG_OPTIONS: Final = {
-    flag.config_key: flag for flag in NSQD_OPTION_FLAGS if flag is not ALLOWED_HOST_FLAG
-}
+
+@functools.cache
+def _config_options() -> dict[str, OptionFlag]:
+    """nsqd's flag-tagged options by config name: what GET /config/:opt can read.
+
+    (--allowed-host is nsqbox's: real nsqd answers INVALID_OPTION for it.) Built on the
+    first ``/config`` request: nsqd's flag table is not loaded to start a node.
+    """
+    from .config import ALLOWED_HOST_FLAG, NSQD_OPTION_FLAGS
+
+    return {flag.config_key: flag for flag in NSQD_OPTION_FLAGS if flag is not ALLOWED_HOST_FLAG}
 
 
 def duration_ns(seconds: float) -> int:
@@ -58,8 +65,10 @@ def config_value(nsqd: NSQD, cfg_name: str) -> object:
     The statsd prefix is the one nsqd computes at start (host filled in, a
     trailing dot), and lookupd addresses set to ``null`` read back as null.
     """
+    from .config import TLS_MIN_VERSION_KIND, Kind
+
     opts = nsqd.options
-    flag = _CONFIG_OPTIONS.get(cfg_name)
+    flag = _config_options().get(cfg_name)
     if flag is None:
         raise HTTPError(400, "INVALID_OPTION")
     if cfg_name == "statsd_prefix":

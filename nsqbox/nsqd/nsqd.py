@@ -8,7 +8,6 @@ import random
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .. import NSQ_VERSION
@@ -24,6 +23,8 @@ from .options import NSQDOptions
 from .topic import Topic
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from .channel import Channel
     from .quantile import Quantile
 
@@ -71,8 +72,9 @@ class NSQD:
         #: Real time (heartbeats, disk syncs, auth TTLs), whatever the broker clock says.
         self.real_now = self.clock.real
         self.logger = logging.getLogger("nsqbox.nsqd")
-        #: One thread for the disk queues' counted syncs (started by the first of them).
-        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsqbox-diskqueue-sync")
+        #: One thread for the disk queues' counted syncs (made for the first disk queue, and
+        #: started by the first sync).
+        self._syncer: ThreadPoolExecutor | None = None
         self.start_time = time.time()
         self.hostname = socket.gethostname()
         self.topics: dict[str, Topic] = {}
@@ -295,8 +297,17 @@ class NSQD:
             opts.sync_every,
             opts.sync_timeout,
             clock=self.real_now,
-            syncer=self._syncer,
+            syncer=self._disk_syncer(),
         )
+
+    def _disk_syncer(self) -> ThreadPoolExecutor:
+        if self._syncer is None:
+            from concurrent.futures import ThreadPoolExecutor  # not to start a node
+
+            self._syncer = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="nsqbox-diskqueue-sync"
+            )
+        return self._syncer
 
     def sync_backends(self) -> None:
         """fsync disk queues whose --sync-timeout has passed (go-diskqueue's sync ticker)."""
@@ -377,7 +388,8 @@ class NSQD:
             for channel in topic.channels.values():
                 channel.backend.release()
             topic.backend.release()
-        self._syncer.shutdown()
+        if self._syncer is not None:
+            self._syncer.shutdown()
 
     def crash(self) -> None:
         """Stop as a SIGKILL would: from now on nothing is written to the data path.
@@ -444,7 +456,8 @@ class NSQD:
         self.logger.info("NSQ: closing topics")
         for topic in list(self.topics.values()):
             topic.close()
-        self._syncer.shutdown()  # every queue waited for its own: the thread is idle
+        if self._syncer is not None:
+            self._syncer.shutdown()  # every queue waited for its own: the thread is idle
         try:
             md.save_deferred(self.data_path, self._deadlines_to_save)
         except OSError as exc:

@@ -27,7 +27,6 @@ from ..wire.frames import CLOSE_WAIT, OK, FrameType
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from ..wire.parser import Body, CommandEvent, CommandParser, FinRun, MPUBBody, Pub
 from . import negotiate
-from .auth import ConnectionAuth
 from .channel import ChannelError
 from .client_state import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientState
 from .command_params import base10, fin_failed, int64, message_id, raw_text
@@ -82,6 +81,8 @@ class ClientV2(ClientState):
         self.tls_context = tls_context
         # nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands
         if opts.auth_http_addresses:
+            from .auth import ConnectionAuth  # only with auth: keeps it off the start-up path
+
             self._authz = ConnectionAuth(auth, remote_ip=remote[0], peer=self)
         # PUB and DPUB publish through this; with auth it checks permissions first
         self._publish: Publisher = (

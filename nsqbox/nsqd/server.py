@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import ssl
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -30,7 +31,6 @@ from ..clock import BrokerClock
 from ..http import serve_http
 from ..listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
-from .auth import AuthClient, open_auth_client
 from .clock_node import NodeTimers
 from .dirlock import DirLock
 from .http_api import make_app
@@ -41,6 +41,11 @@ from .protocol_v2 import ClientV2
 from .statsd import statsd_loop
 from .tap import NodeTaps
 from .tls import server_context
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .auth import AuthClient
 
 logger = logging.getLogger("nsqbox.nsqd")
 
@@ -124,6 +129,17 @@ async def queue_scan_loop(nsqd: NSQD) -> None:
             next_sync = trio.current_time() + sync_period
 
 
+def _auth_client(
+    options: NSQDOptions, *, now: Callable[[], float]
+) -> AbstractAsyncContextManager[AuthClient | None]:
+    """:func:`~.auth.open_auth_client`, whose module loads only with ``--auth-http-address``."""
+    if not options.auth_http_addresses:
+        return nullcontext(None)
+    from .auth import open_auth_client
+
+    return open_auth_client(options, now=now)
+
+
 async def serve_nsqd(
     options: NSQDOptions,
     *,
@@ -179,7 +195,7 @@ async def serve_nsqd(
     group = ListenerGroup(tcp_listeners + http_listeners + https_listeners)
     try:
         async with (
-            open_auth_client(options, now=nsqd.real_now) as auth,
+            _auth_client(options, now=nsqd.real_now) as auth,
             trio.open_nursery() as nursery,
         ):
 

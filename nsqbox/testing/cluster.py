@@ -13,10 +13,8 @@ from collections.abc import Callable, Sequence
 import trio
 
 from ..clock import BrokerClock
-from ..goflags import FlagError, HelpRequested
-from ..lookupd.options import LookupdOptions, parse_lookupd_args
+from ..lookupd.options import LookupdOptions
 from ..lookupd.server import LookupdAddresses, serve_lookupd
-from ..nsqd.config import ConfigError, parse_nsqd_args
 from ..nsqd.nsqd import NSQD
 from ..nsqd.options import NSQDOptions
 from ..nsqd.runner import REGISTER_TIMEOUT, NodeRunner, wait_registered
@@ -118,6 +116,28 @@ def _parse_error(who: str, args: Sequence[str], exc: Exception) -> SpecError:
     return SpecError(f"bad {who} flags {list(args)}: {detail}")
 
 
+def _valid(options: NSQDOptions) -> bool:
+    try:
+        options.validate()
+    except ValueError:
+        return False
+    return True
+
+
+def _parsed_nsqd_args(spec: ClusterSpec, base: NSQDOptions) -> NSQDOptions:
+    """``spec``'s nsqd flags over ``base``, as nsqd parses and checks them."""
+    from ..goflags import FlagError, HelpRequested
+    from ..nsqd.config import ConfigError, parse_nsqd_args
+
+    try:
+        command = parse_nsqd_args(list(spec.nsqd_args), defaults=base)
+    except (FlagError, HelpRequested, ConfigError) as exc:
+        raise _parse_error("nsqd", spec.nsqd_args, exc) from None
+    if command.args:
+        raise SpecError(f"bad nsqd flags {list(spec.nsqd_args)}: unexpected {command.args[0]!r}")
+    return command.options
+
+
 def nsqd_options(
     spec: ClusterSpec, index: int, data_path: str, lookupd_tcp: Sequence[str] = ()
 ) -> NSQDOptions:
@@ -125,6 +145,9 @@ def nsqd_options(
 
     Defaults differ from nsqd's where a test box wants them to: loopback port 0,
     ``--node-id`` = index + 1 (distinct message ids across nodes), the given data path.
+    Without flags nothing is parsed (nor the flag machinery loaded): nsqd's checks of a
+    parsed command line pass on these defaults, and a node id they refuse is parsed to get
+    their message.
     """
     base = NSQDOptions(
         tcp_address="127.0.0.1:0",
@@ -133,13 +156,7 @@ def nsqd_options(
         node_id=index + 1,
         data_path=data_path,
     )
-    try:
-        command = parse_nsqd_args(list(spec.nsqd_args), defaults=base)
-    except (FlagError, HelpRequested, ConfigError) as exc:
-        raise _parse_error("nsqd", spec.nsqd_args, exc) from None
-    if command.args:
-        raise SpecError(f"bad nsqd flags {list(spec.nsqd_args)}: unexpected {command.args[0]!r}")
-    options = command.options
+    options = base if not spec.nsqd_args and _valid(base) else _parsed_nsqd_args(spec, base)
     for key, value in spec.nsqd_options.items():
         if key not in NSQDOptions.__dataclass_fields__:
             raise SpecError(f"unknown nsqd option {key!r} (see nsqbox.nsqd.options.NSQDOptions)")
@@ -155,6 +172,11 @@ def nsqd_options(
 def lookupd_options(spec: ClusterSpec) -> LookupdOptions:
     """The options of the cluster's nsqlookupds (loopback port 0, then the spec's flags)."""
     base = LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0")
+    if not spec.lookupd_args:
+        return base  # what parsing no flags gives (nsqlookupd checks nothing more)
+    from ..goflags import FlagError, HelpRequested
+    from ..lookupd.config import ConfigError, parse_lookupd_args
+
     try:
         command = parse_lookupd_args(list(spec.lookupd_args), defaults=base)
     except (FlagError, HelpRequested, ConfigError) as exc:

@@ -8,7 +8,6 @@ the frame) except E_FIN_FAILED, E_REQ_FAILED and E_TOUCH_FAILED.
 from __future__ import annotations
 
 from ..gosyntax import go_quote
-from ..terminal_text import visible
 
 __all__ = ["NON_FATAL_CODES", "NSQError", "ProtocolViolation", "go_quote", "invalid"]
 
@@ -27,6 +26,8 @@ class NSQError(Exception):
     """
 
     def __init__(self, code: str, description: str = "", *, fatal: bool = True) -> None:
+        from ..terminal_text import visible  # on the first error: off the start-up path
+
         super().__init__(visible(f"{code} {description}" if description else code))
         self.code = code
         self.description = description

@@ -16,7 +16,8 @@ import trio
 
 from nsqbox.goflags import FlagError, HelpRequested
 from nsqbox.logs import unconfigure_logging
-from nsqbox.lookupd.options import ConfigError, LookupdOptions, parse_lookupd_args
+from nsqbox.lookupd.config import ConfigError, parse_lookupd_args
+from nsqbox.lookupd.options import LookupdOptions
 from nsqbox.lookupd.server import main, version_string
 
 
