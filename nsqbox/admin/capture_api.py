@@ -33,13 +33,11 @@ import secrets
 import time
 from typing import Any
 
-import msgspec
-
 from ..gosyntax import parse_count
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
 from ..wire.names import is_valid_topic_name
-from ..wire.peer_json import PeerJSONError, decode_peer_json
+from ..wire.peer_json import decode_peer_object
 from .box_nodes import BoxNodes
 from .clusterinfo import UpstreamError
 
@@ -53,7 +51,6 @@ IDLE_TIMEOUT = 300.0
 #: The most messages one capture keeps (as a node's tap).
 MAX_MESSAGES = 1_000_000
 _TAP = "/nsqbox/tap"
-_doc_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 class _NodeTap:
@@ -78,14 +75,6 @@ class _Capture:
         self.touched = time.monotonic()
 
 
-def _decoded(body: bytes) -> Doc:
-    try:
-        doc: Doc = decode_peer_json(body, _doc_decoder)
-    except PeerJSONError:
-        return {}
-    return doc
-
-
 def _timestamp(message: Doc) -> int:
     stamp = message.get("timestamp")
     return stamp if isinstance(stamp, int) else 0
@@ -107,7 +96,7 @@ class Captures:
     async def _open_tap(self, address: str, topic: str) -> str:
         info = self.nodes.faults.info
         try:
-            doc = _decoded(await info.post(address, f"{_TAP}/open", {"topic": topic}))
+            doc = decode_peer_object(await info.post(address, f"{_TAP}/open", {"topic": topic}))
         except UpstreamError as exc:
             if exc.status == 404:
                 raise HTTPError(404, f"NOT_SUPPORTED: {address} has no tap (real nsqd?)") from None
@@ -164,7 +153,7 @@ class Captures:
             else:
                 raise HTTPError(502, f"UPSTREAM_ERROR: {exc}") from None
             return []
-        doc = _decoded(body)
+        doc = decode_peer_object(body)
         capture.lost = capture.lost or doc.get("lost") is True
         capture.overflow = capture.overflow or doc.get("overflow") is True
         following = doc.get("next")

@@ -28,13 +28,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
 from ..clock import MAX_OFFSET
 from ..http.clock_routes import CLOCK_PATH, span_arg
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
-from ..wire.peer_json import PeerJSONError, decode_peer_json, peer_count
+from ..wire.peer_json import decode_peer_object, peer_count
 from .clusterinfo import UpstreamError, gather, warning
 from .faults import ClusterFaults
 
@@ -43,7 +41,6 @@ __all__ = ["ClusterClocks", "add_clock_routes"]
 log = logging.getLogger("nsqbox.admin")
 
 Doc = dict[str, Any]
-_doc_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 class ClusterClocks:
@@ -58,7 +55,7 @@ class ClusterClocks:
         info = self.faults.info
 
         async def fetch(address: str) -> Doc:
-            doc: Doc = _decoded(await info.get(address, CLOCK_PATH))
+            doc: Doc = decode_peer_object(await info.get(address, CLOCK_PATH))
             return doc
 
         failed = list(errors)
@@ -91,7 +88,7 @@ class ClusterClocks:
 
         async def advance(address: str) -> Doc:
             body = await info.request("POST", address, path, [("by", repr(seconds))])
-            doc: Doc = _decoded(body)
+            doc: Doc = decode_peer_object(body)
             return doc
 
         moved: list[Doc] = []
@@ -113,14 +110,6 @@ def _offset(clock: Doc) -> float:
     """A clock document's offset (0 when a peer sent no number)."""
     offset = clock.get("offset")
     return float(offset) if isinstance(offset, int | float) else 0.0
-
-
-def _decoded(body: bytes) -> Doc:
-    try:
-        doc: Doc = decode_peer_json(body, _doc_decoder)
-    except PeerJSONError:
-        return {}
-    return doc
 
 
 def add_clock_routes(

@@ -23,11 +23,18 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "PeerJSONError", "decode_go_struct", "decode_peer_json", "peer_count"]
+__all__ = [
+    "MAX_DEPTH",
+    "PeerJSONError",
+    "decode_go_struct",
+    "decode_peer_json",
+    "decode_peer_object",
+    "peer_count",
+]
 
 T = TypeVar("T")
 
@@ -64,6 +71,18 @@ def decode_peer_json(
     if max_size is not None and len(data) > max_size:
         raise PeerJSONError(f"document of {len(data)} bytes is larger than {max_size}")
     return _decode(data, decoder, pruned=False)
+
+
+_object_decoder: msgspec.json.Decoder[dict[str, Any]] = msgspec.json.Decoder(dict[str, Any])
+
+
+def decode_peer_object(data: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """A peer's JSON object, or ``{}`` when the document is not one (the caller reads each
+    field it needs with its own check)."""
+    try:
+        return decode_peer_json(data, _object_decoder)
+    except PeerJSONError:
+        return {}
 
 
 def _decode(
