@@ -41,7 +41,13 @@ from ..gosyntax import parse_count
 from ..http.messages import HTTPError, Request
 from ..http.router import Router
 from ..wire import commands
-from ..wire.documents import ChannelStats, StatsDocument, TopicStats
+from ..wire.documents import (
+    CHANNEL_COUNTS,
+    TOPIC_COUNTS,
+    ChannelStats,
+    StatsDocument,
+    TopicStats,
+)
 from ..wire.frames import CLOSE_WAIT, HEARTBEAT, OK, FrameReader, FrameType
 from ..wire.message import DecodedMessage, decode_message
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
@@ -61,17 +67,6 @@ DEFAULT_WAIT = 10.0
 MAX_CONSUME = 2500
 #: How often a wait reads the nsqds' /stats.
 _POLL = 0.02
-
-TOPIC_COUNTS = ("depth", "message_count")
-CHANNEL_COUNTS = (
-    "depth",
-    "in_flight",
-    "deferred",
-    "message_count",
-    "requeue_count",
-    "timeout_count",
-    "clients",
-)
 _stats_decoder = msgspec.json.Decoder(StatsDocument)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ..wire import documents
+from ..wire.documents import CHANNEL_COUNTS, TOPIC_COUNTS
 
 __all__ = [
     "CHANNEL_COUNTS",
@@ -81,17 +82,6 @@ class TopicState:
     channels: Mapping[str, ChannelState] = field(default_factory=dict)
 
 
-#: Counters ``wait_for`` can await on a topic, and on a channel.
-TOPIC_COUNTS = ("depth", "message_count")
-CHANNEL_COUNTS = (
-    "depth",
-    "in_flight",
-    "deferred",
-    "message_count",
-    "requeue_count",
-    "timeout_count",
-    "clients",
-)
 _CHANNEL_SUMMED = tuple(f.name for f in fields(ChannelState) if f.name not in ("name", "paused"))
 
 

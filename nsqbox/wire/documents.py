@@ -24,6 +24,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 __all__ = [
+    "CHANNEL_COUNTS",
+    "TOPIC_COUNTS",
     "ChannelStats",
     "ChannelsDocument",
     "ClientStats",
@@ -240,3 +242,17 @@ class ChannelsDocument(msgspec.Struct, frozen=True):
     """The body of nsqlookupd's ``GET /channels?topic=``."""
 
     channels: list[str] | None = None
+
+
+#: The counters a wait can name on a topic and on a channel: the test handle's ``wait_for``
+#: and the admin's ``/api/wait`` (in-flight, deferred and clients as their counts).
+TOPIC_COUNTS = ("depth", "message_count")
+CHANNEL_COUNTS = (
+    "depth",
+    "in_flight",
+    "deferred",
+    "message_count",
+    "requeue_count",
+    "timeout_count",
+    "clients",
+)
