@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nsqbox.nsqd.message import Message
+from nsqbox.nsqd.domain.message import Message
 
 SIZE = struct.Struct(">i")
 FRAME = struct.Struct(">iiqH")

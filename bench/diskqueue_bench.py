@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from nsqbox.nsqd.diskqueue import DiskQueue
+from nsqbox.nsqd.diskqueue.queue import DiskQueue
 
 
 def _open(path: str, sync_every: int) -> DiskQueue:

@@ -8,13 +8,13 @@ beside real nsqd and nsqbox under the same load generators (NSQ's bench_writer a
 bench_reader, ``bench/bench_writer.py``, ``bench/http_pub_load.py``): its figures are
 about the best a broker in Python on trio, in one process, can hope for.
 
-What it does, as nsqbox's ``nsqd/connection.py`` does it: one task pair per protocol V2
+What it does, as nsqbox's ``nsqd/tcp/connection.py`` does it: one task pair per protocol V2
 connection (a reader; a writer for what the socket did not take at once); reads with
 ``os.readv`` into one scratch buffer, writes with ``os.write`` on the descriptor, and
 falls back to ``trio.lowlevel.wait_readable``/``wait_writable`` only when that would
 block; a turn's output goes out from the task that made it. Per message only the
 unavoidable work: its size field read and its body copied out of the receive buffer,
-a 16-byte hex id, a :class:`nsqbox.nsqd.message.Message` (from the tree on PYTHONPATH),
+a 16-byte hex id, a :class:`nsqbox.nsqd.domain.message.Message` (from the tree on PYTHONPATH),
 a deque per channel (topics fan out, copying the message for each further channel),
 delivery frames (size, type 2, timestamp, attempts, id + body) within each
 subscriber's RDY, in flight in a dict by id until its FIN. Commands: IDENTIFY (answered
@@ -49,8 +49,8 @@ import trio
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # PYTHONPATH's tree comes first
 
-from nsqbox.listeners import accept_batches
-from nsqbox.nsqd.message import Message
+from nsqbox.net.listeners import accept_batches
+from nsqbox.nsqd.domain.message import Message
 
 SIZE = struct.Struct(">i")
 #: A delivery frame's head: size, frame type (2), timestamp, attempts; id + body follow.

@@ -21,7 +21,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nsqbox.listeners import accept_batches
+from nsqbox.net.listeners import accept_batches
 
 HEADERS = [
     (b"Content-Type", b"text/plain; charset=utf-8"),

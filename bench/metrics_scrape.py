@@ -22,10 +22,10 @@ from typing import TypeVar
 import httpx
 import trio
 
-from nsqbox.addresses import format_address
 from nsqbox.metrics.scrape import Scraper
-from nsqbox.nsqd.metrics import node_snapshot
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.net.addresses import format_address
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.nsqd.routes.metrics import node_snapshot
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 
 T = TypeVar("T")

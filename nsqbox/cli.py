@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nsqbox import NSQ_VERSION, __version__, program_version
-from nsqbox.addresses import format_address
-from nsqbox.goflags import FlagSet, parse_or_exit
-from nsqbox.logs import configure_logging, unconfigure_logging
+from nsqbox.go.flags import FlagSet, parse_or_exit
+from nsqbox.net.addresses import format_address
 from nsqbox.nsqd.config import ConfigError, NSQDCommand, nsqd_flag_set, parse_nsqd_args
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.process.logs import configure_logging, unconfigure_logging
 
 logger = logging.getLogger("nsqbox.cli")
 
 #: Commands that exist: name -> "module:function" taking ``argv`` and returning the exit status.
 SUBCOMMANDS: dict[str, str] = {
-    "up": "nsqbox.up:main",
+    "up": "nsqbox.run.up:main",
     "nsqd": "nsqbox.cli:nsqd_main",
     "lookupd": "nsqbox.lookupd.server:main",
     "admin": "nsqbox.admin.server:main",
@@ -34,7 +34,7 @@ SUBCOMMANDS: dict[str, str] = {
     "pub": "nsqbox.tools.pub:main",
     "tail": "nsqbox.tools.tail:main",
     "stat": "nsqbox.tools.stat:main",
-    "fault": "nsqbox.tools.fault:main",
+    "fault": "nsqbox.tools.faults:main",
     "clock": "nsqbox.tools.clock:main",
     "docs": "nsqbox.tools.docs:main",
 }
@@ -182,8 +182,8 @@ def _serve(options: NSQDOptions, *, label: str, ready_json: bool) -> int:
     """Run the services until SIGINT or SIGTERM; the exit status."""
     import trio  # not at the top: ``nsqbox --version`` and ``-h`` should not pay for it
 
-    from nsqbox.nsqd.metadata import MetadataError
-    from nsqbox.nsqd.nsqd import ShutdownError
+    from nsqbox.nsqd.domain.metadata import MetadataError
+    from nsqbox.nsqd.domain.nsqd import ShutdownError
 
     configure_logging(options.log_level, options.log_prefix)
     state = _RunState()
@@ -219,7 +219,7 @@ async def _run_until_signal(
     import trio
 
     from nsqbox.nsqd.server import serve_nsqd  # the server stack loads only when it runs
-    from nsqbox.service import serve_until_signalled
+    from nsqbox.process.service import serve_until_signalled
 
     async def start(nursery: trio.Nursery) -> None:
         addrs = await nursery.start(serve_nsqd, options)

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 
 # an async fixture that only autouse would bring in is a collection error (see the module)

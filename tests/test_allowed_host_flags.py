@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from nsqbox import cli
 from nsqbox.admin.options import parse_admin_args
-from nsqbox.box import BoxOptions
 from nsqbox.lookupd.config import parse_lookupd_args
 from nsqbox.nsqd.config import parse_nsqd_args
-from nsqbox.up import resolve_up_options, up_flag_set
+from nsqbox.run.box import BoxOptions
+from nsqbox.run.up import resolve_up_options, up_flag_set
 
 
 def test_nsqd_takes_allowed_host_repeatedly() -> None:

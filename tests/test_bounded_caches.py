@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from nsqbox.http import fastpath, protocol
 from nsqbox.http.messages import Response
-from nsqbox.nsqd import http_api
+from nsqbox.nsqd.routes import nsqd as http_api
 from nsqbox.wire.names import is_valid_name
 
 

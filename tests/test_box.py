@@ -22,9 +22,9 @@ import pytest
 import trio
 
 from nsqbox import cli
-from nsqbox.box import BoxAddresses, BoxOptions, NodeTag, node_index, serve_box
-from nsqbox.nsqd.options import NSQDOptions
-from nsqbox.up import resolve_up_options, up_flag_set
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.run.box import BoxAddresses, BoxOptions, NodeTag, node_index, serve_box
+from nsqbox.run.up import resolve_up_options, up_flag_set
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, nsqbox
 
 # --- options ------------------------------------------------------------------------------------
@@ -153,7 +153,9 @@ def test_up_help_lists_the_box_flags(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_node_tag_marks_nsqd_lines() -> None:
-    record = logging.LogRecord("nsqbox.nsqd.topic", logging.INFO, "", 0, "TOPIC(%s)", ("t",), None)
+    record = logging.LogRecord(
+        "nsqbox.nsqd.domain.topic", logging.INFO, "", 0, "TOPIC(%s)", ("t",), None
+    )
     token = node_index.set(2)
     try:
         assert NodeTag().filter(record)
@@ -437,8 +439,8 @@ def test_three_nodes_feed_one_pynsq_reader(tmp_path: Path) -> None:
 def test_up_loads_no_ui_or_spark(tmp_path: Path) -> None:
     code = (
         "import sys, trio\n"
-        "from nsqbox.box import BoxOptions, serve_box\n"
-        "from nsqbox.nsqd.options import NSQDOptions\n"
+        "from nsqbox.run.box import BoxOptions, serve_box\n"
+        "from nsqbox.nsqd.domain.options import NSQDOptions\n"
         "async def main():\n"
         "    options = BoxOptions(nsqd=NSQDOptions(data_path='data'))\n"
         "    options.use_ephemeral_ports()\n"

@@ -1,4 +1,4 @@
-"""``serve_box``'s :class:`~nsqbox.box.BoxControl`: stop, crash and start one nsqd of a box.
+"""``serve_box``'s :class:`~nsqbox.run.box.BoxControl`: stop, crash and start one nsqd of a box.
 
 Real servers on 127.0.0.1 port 0, in the test's nursery; state is read over the public
 HTTP APIs (nsqd /stats, lookupd /nodes), messages are published and read over TCP.
@@ -12,10 +12,10 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.addresses import format_address
-from nsqbox.box import BoxAddresses, BoxControl, BoxOptions, serve_box
 from nsqbox.client.blocking import Publisher
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.net.addresses import format_address
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.run.box import BoxAddresses, BoxControl, BoxOptions, serve_box
 from tests.helpers import eventually
 
 TIMEOUT = 10.0

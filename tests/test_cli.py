@@ -22,7 +22,7 @@ import trio
 
 import nsqbox
 from nsqbox import cli
-from nsqbox.logs import configure_logging, parse_level, set_level, unconfigure_logging
+from nsqbox.process.logs import configure_logging, parse_level, set_level, unconfigure_logging
 from tests.helpers import RawConn
 
 TIMEOUT = 30
@@ -424,7 +424,7 @@ def test_parse_level() -> None:
 
 
 def test_library_logging_is_quiet_by_default() -> None:
-    code = "import logging, nsqbox.logs; logging.getLogger('nsqbox.x').error('noise')"
+    code = "import logging, nsqbox.process.logs; logging.getLogger('nsqbox.x').error('noise')"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, check=True
     )

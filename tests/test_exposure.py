@@ -1,4 +1,4 @@
-"""The warning for a listener other machines can reach (:mod:`nsqbox.exposure`)."""
+"""The warning for a listener other machines can reach (:mod:`nsqbox.net.exposure`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from nsqbox.exposure import exposure_warning, interface_addresses, is_exposed
-from nsqbox.listeners import open_listeners
+from nsqbox.net.exposure import exposure_warning, interface_addresses, is_exposed
+from nsqbox.net.listeners import open_listeners
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.3.2.1", "::1", "localhost"])

@@ -2,7 +2,7 @@
 
 Go's ``flag.ExitOnError`` (every NSQ program's): ``-h`` prints the usage to stderr and exits 0;
 a flag that does not parse prints Go's message, then the usage, and exits 2. Every nsqbox
-command reaches that through :func:`nsqbox.goflags.parse_or_exit`; the last test runs the real
+command reaches that through :func:`nsqbox.go.flags.parse_or_exit`; the last test runs the real
 nsqd and nsqlookupd beside nsqbox's when they are at hand, to show the expectation is Go's.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from nsqbox import cli
-from nsqbox.goflags import FlagSet, IntValue, parse_or_exit
+from nsqbox.go.flags import FlagSet, IntValue, parse_or_exit
 from tests.test_process_parity import TIMEOUT, nsqbox, real
 
 

@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from nsqbox.goflags import (
+from nsqbox.go.flags import (
     FlagError,
     FlagSet,
     FuncValue,
     HelpRequested,
 )
-from nsqbox.gosyntax import (
+from nsqbox.go.syntax import (
     StrconvError,
     format_duration,
     format_duration_ns,

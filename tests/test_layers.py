@@ -18,25 +18,40 @@ PACKAGE: Final = Path(__file__).resolve().parents[1] / "nsqbox"
 #: The most lines a module may have (STYLE: one concept per module, 500 lines at most).
 MAX_MODULE_LINES: Final = 500
 
-#: Modules that must never import nsqbox.nsqd (they sit below or beside it).
+#: Packages that must never import nsqbox.nsqd (they sit below or beside it).
 NOT_ABOVE_NSQD: Final = (
+    "nsqbox.go",
     "nsqbox.wire",
     "nsqbox.net",
+    "nsqbox.process",
+    "nsqbox.broker",
     "nsqbox.http",
-    "nsqbox.addresses",
-    "nsqbox.terminal_text",
-    "nsqbox.peer_http",
-    "nsqbox.listeners",
-    "nsqbox.streams",
-    "nsqbox.logs",
     "nsqbox.metrics",
-    "nsqbox.goflags",
-    "nsqbox.service",
     "nsqbox.lookupd",
     "nsqbox.admin",
     "nsqbox.tools",
     "nsqbox.client",
 )
+
+#: nsqd's own floors, bottom up: each may import only the floors listed for it (and itself).
+#: The TCP edge and the HTTP routes sit side by side over the domain; the modules at nsqd's
+#: root (the server, the runner, config, lookup, statsd) assemble them. The routes may read
+#: the command line's flag tables (``/config``) and statsd's prefix (``/info``).
+NSQD_FLOORS: Final = {
+    "nsqbox.nsqd.diskqueue": (),
+    "nsqbox.nsqd.domain": ("nsqbox.nsqd.diskqueue",),
+    "nsqbox.nsqd.tcp": ("nsqbox.nsqd.domain",),
+    "nsqbox.nsqd.routes": (
+        "nsqbox.nsqd.domain",
+        "nsqbox.nsqd.diskqueue",
+        "nsqbox.nsqd.config",
+        "nsqbox.nsqd.statsd",
+        "nsqbox.nsqd.tap_file",
+    ),
+}
+
+#: The root of the package holds only its faces: the package itself and the command.
+ROOT_MODULES: Final = {"__init__.py", "__main__.py", "cli.py"}
 
 
 def module_name(path: Path) -> str:
@@ -132,16 +147,40 @@ def test_nothing_below_or_beside_nsqd_imports_it() -> None:
     assert upward == []
 
 
+def test_nsqd_floors_import_only_downward() -> None:
+    def floor(module: str) -> str | None:
+        return next((f for f in NSQD_FLOORS if module == f or module.startswith(f + ".")), None)
+
+    def allowed(target: str, floors: tuple[str, ...]) -> bool:
+        return any(target == f or target.startswith(f + ".") for f in floors)
+
+    wrong = sorted(
+        (source, target)
+        for source, targets in graph().items()
+        if (here := floor(source)) is not None
+        for target in targets
+        if target.startswith("nsqbox.nsqd.")
+        and floor(target) != here
+        and not allowed(target, NSQD_FLOORS[here])
+    )
+    assert wrong == []
+
+
+def test_the_package_root_holds_only_its_faces() -> None:
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose == ROOT_MODULES, f"put these in the folder of their layer: {loose - ROOT_MODULES}"
+
+
 def test_the_walk_sees_the_imports() -> None:
     # a walk that read nothing would pass the two tests above vacuously
     edges = graph()
-    assert "nsqbox.nsqd.channel" in edges["nsqbox.nsqd.nsqd"]
-    assert "nsqbox.wire.errors" in edges["nsqbox.nsqd.connection"]
+    assert "nsqbox.nsqd.domain.channel" in edges["nsqbox.nsqd.domain.nsqd"]
+    assert "nsqbox.wire.errors" in edges["nsqbox.nsqd.tcp.connection"]
 
 
 def test_the_terminal_sanitizer_imports_no_nsqbox_module() -> None:
     # it sits at the bottom: the TUI, the tools and any service may use it
-    assert graph()["nsqbox.terminal_text"] == set()
+    assert graph()["nsqbox.process.terminal_text"] == set()
 
 
 def test_every_module_is_at_most_500_lines() -> None:

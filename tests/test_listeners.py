@@ -1,4 +1,4 @@
-"""nsqbox.listeners: a ListenerGroup stops listening as one, and a port in use is named.
+"""nsqbox.net.listeners: a ListenerGroup stops listening as one, and a port in use is named.
 
 Rules: localhost only, port 0, a fail_after on every wait.
 """
@@ -12,7 +12,13 @@ from functools import partial
 import pytest
 import trio
 
-from nsqbox.listeners import ListenerGroup, ListenError, bound_address, open_listeners, serve_tcp
+from nsqbox.net.listeners import (
+    ListenerGroup,
+    ListenError,
+    bound_address,
+    open_listeners,
+    serve_tcp,
+)
 
 TIMEOUT = 10
 

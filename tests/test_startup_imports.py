@@ -30,9 +30,9 @@ NOT_AT_START = (
     "pyspark",
     "nsqbox.metrics",  # the first scrape of /metrics
     "nsqbox.admin.peek",  # the first /api/messages
-    "nsqbox.nsqd.auth",  # nsqd with --auth-http-address
+    "nsqbox.nsqd.tcp.auth",  # nsqd with --auth-http-address
     "html",  # the first redirect's body
-    "nsqbox.terminal_text",  # the first NSQError
+    "nsqbox.process.terminal_text",  # the first NSQError
     "concurrent.futures",  # nsqd's disk-sync thread, made with its first disk queue
 )
 
@@ -40,8 +40,8 @@ NOT_AT_START = (
 #: servers parse no flags (unless the spec gives some).
 NOT_FOR_THE_FIXTURE = (
     "json",  # the command line's and the auth client's (the servers' JSON is msgspec)
-    "nsqbox.goflags",
-    "nsqbox.gooptions",
+    "nsqbox.go.flags",
+    "nsqbox.go.options",
     "nsqbox.nsqd.config",
     "nsqbox.lookupd.config",
 )
@@ -90,7 +90,7 @@ def modules_at_ready(code: str, cwd: Path) -> list[str]:
     )
     assert result.returncode == 0, result.stderr
     modules: list[str] = ast.literal_eval(result.stdout.strip().splitlines()[-1])
-    assert "nsqbox.nsqd.nsqd" in modules  # the box did run
+    assert "nsqbox.nsqd.domain.nsqd" in modules  # the box did run
     return modules
 
 

@@ -1,4 +1,4 @@
-"""nsqbox.streams: the compression streams pass trio's stream conformance checks and stack.
+"""nsqbox.net.streams: the compression streams pass trio's stream conformance checks and stack.
 
 Memory streams only: no sockets, so no timeouts are needed beyond the guard
 each test has.
@@ -14,7 +14,7 @@ import trio
 import trio.testing
 import trustme
 
-from nsqbox.streams import (
+from nsqbox.net.streams import (
     CompressedStream,
     DeflateStream,
     PrefixedStream,

@@ -6,8 +6,8 @@ import doctest
 
 import pytest
 
-from nsqbox import terminal_text
-from nsqbox.terminal_text import is_safe, visible, visible_bytes
+from nsqbox.process import terminal_text
+from nsqbox.process.terminal_text import is_safe, visible, visible_bytes
 from nsqbox.wire.errors import NSQError
 
 CONTROLS = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]]

@@ -8,7 +8,7 @@ Modules, bottom up (the first four never import trio; they run under asyncio too
 * :mod:`~nsqbox.admin.actions` — :class:`ClusterActions`: create, pause, unpause, empty, delete,
   tombstone, fanned out to the right hosts.
 * :mod:`~nsqbox.admin.model` — :class:`ClusterModel`: snapshots, history, rates (for the TUI).
-* :mod:`~nsqbox.admin.api` — nsqadmin's JSON ``/api`` on nsqbox's HTTP router.
+* :mod:`~nsqbox.admin.routes.nsqadmin` — nsqadmin's JSON ``/api`` on nsqbox's HTTP router.
 * :mod:`~nsqbox.admin.server` — ``serve_admin`` (trio) and ``nsqbox admin``.
 
 Nothing is imported here, so importing a submodule stays as light as that submodule.

@@ -1,6 +1,6 @@
 """The nsqds a box's handle routes act on, as the admin service finds them (issue #36).
 
-The handle routes (:mod:`.wait_api`, :mod:`.capture_api`) act on every nsqd of the box,
+The handle routes (:mod:`.routes.wait`, :mod:`.routes.tap`) act on every nsqd of the box,
 or on one named by ``node=``: its index, as the box's node control numbers them (node 0
 is ``nsqbox up``'s first nsqd), or its HTTP address, as ``/api/faults`` names nodes.
 Without a node control (``nsqbox admin`` over some cluster) the nsqds are those lookupd

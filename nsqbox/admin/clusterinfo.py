@@ -201,7 +201,7 @@ class ClusterInfo:
     ) -> None:
         self._client = client
         self.log = logger or log
-        #: The largest answer read from one host (None: :mod:`nsqbox.peer_http`'s 16 MiB;
+        #: The largest answer read from one host (None: :mod:`nsqbox.net.peer_http`'s 16 MiB;
         #: httpx loads with it, on the first request): a larger one,
         #: or one not complete within the client's request timeout, is that host's error.
         self.max_document = max_document
@@ -234,7 +234,7 @@ class ClusterInfo:
     ) -> bytes:
         import httpx
 
-        from ..peer_http import MAX_PEER_DOCUMENT, fetch
+        from ..net.peer_http import MAX_PEER_DOCUMENT, fetch
 
         try:
             url = httpx.URL(base_url(address) + path, params=_query(params))

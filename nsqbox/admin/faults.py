@@ -178,7 +178,7 @@ def _tagged(node: FaultNode, doc: dict[str, Any]) -> dict[str, Any]:
 
 class FaultSource(Protocol):
     """Faults of a cluster, as the TUI and ``nsqbox fault`` use them: :class:`ClusterFaults`
-    (straight to the nodes) and :class:`~.fault_client.AdminFaults` (through the admin
+    (straight to the nodes) and :class:`~.faults_client.AdminFaults` (through the admin
     service's ``/api/faults``). Refusals raise :class:`FaultError`."""
 
     async def listing(self) -> FaultListing:

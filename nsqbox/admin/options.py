@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..goflags import FlagSet
-from ..gooptions import (
+from ..go.flags import FlagSet
+from ..go.options import (
     ALLOWED_HOST_FLAG,
     AUTH_HTTP_ADDRESS_FLAG,
     Command,

@@ -61,7 +61,7 @@ class PeekQuery:
 
 
 class PeekMessage(msgspec.Struct, omit_defaults=True):
-    """One message of a peek page (see :mod:`nsqbox.nsqd.peek`); ``body`` is base64.
+    """One message of a peek page (see :mod:`nsqbox.nsqd.routes.peek`); ``body`` is base64.
 
     ``id`` to ``body`` are always there (``attempts`` 0 too: a message not yet delivered);
     the others only where they apply.

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from .. import program_version
-from ..goflags import parse_or_exit
+from ..go.flags import parse_or_exit
 from ..http.server import serve_http
-from ..listeners import bound_address, open_listeners
-from ..logs import configure_logging
-from ..service import fatal, run_until_signalled
+from ..net.listeners import bound_address, open_listeners
+from ..process.logs import configure_logging
+from ..process.service import fatal, run_until_signalled
 from .options import AdminOptions, ConfigError, parse_admin_args
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ async def serve_admin(
     listeners = await open_listeners(options.http_address, "nsqadmin", "HTTP")
     bound = bound_address(listeners)
     try:
-        from .api import build_router
         from .clusterinfo import ClusterInfo, make_http_client
+        from .routes.nsqadmin import build_router
     except BaseException:
         for listener in listeners:
             await listener.aclose()

@@ -12,7 +12,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from .. import __version__
-from ..addresses import format_address, parse_address
+from ..net.addresses import format_address, parse_address
 from ..wire.identify import IdentifyRequest
 
 __all__ = ["Config", "format_address", "parse_address"]

@@ -116,13 +116,13 @@ async def query_lookupd(client: httpx.AsyncClient, url: str) -> list[str]:
     """Ask the lookupd at ``url`` (:func:`lookup_url`); the nsqd addresses it lists.
 
     ``[]`` when it answers 404 (TOPIC_NOT_FOUND: no producer has the topic yet).
-    The answer is read as every peer's is (:func:`nsqbox.peer_http.fetch`): at most
+    The answer is read as every peer's is (:func:`nsqbox.net.peer_http.fetch`): at most
     16 MiB, all of it within the client's timeout. :class:`LookupdQueryError` for a
     failed request, any other status or a reply that is not a lookup's JSON.
     """
     import httpx
 
-    from ..peer_http import fetch
+    from ..net.peer_http import fetch
 
     try:
         response = await fetch(client, "GET", url, headers={"Accept": ACCEPT})

@@ -5,7 +5,7 @@ arrived together with the IDENTIFY reply may already belong to the next layer
 (a compressed ``OK``). Those ``buffered`` bytes are handed to the new layer,
 which decodes them before anything it reads from the socket (the guide's
 Encryption/Compression section; pynsq's ``bootstrap``). The layers themselves
-are :mod:`nsqbox.streams`, shared with nsqd.
+are :mod:`nsqbox.net.streams`, shared with nsqd.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import ssl
 
 import trio
 
-from ..streams import DeflateStream, SnappyStream, upgrade_tls
+from ..net.streams import DeflateStream, SnappyStream, upgrade_tls
 from .config import Config
 from .errors import HandshakeError
 from .handshake import DEFLATE, SNAPPY, TLS, Negotiated

@@ -28,7 +28,7 @@ from nsqbox.http.protocol import (
 )
 from nsqbox.http.router import App
 from nsqbox.http.sockets import RECEIVE_SIZE, SocketIO, socket_peer_address
-from nsqbox.listeners import (
+from nsqbox.net.listeners import (
     ACCEPT_CAPACITY_ERRNOS,
     ACCEPT_RETRY_DELAY,
     ListenerGroup,
@@ -58,7 +58,7 @@ async def serve_http(
     Reports the listeners through ``task_status.started`` (as
     :func:`trio.serve_listeners` does); connections run in ``handler_nursery``
     if given. Cancelling the call closes the listeners (all of ``group``'s, with it: see
-    :class:`~nsqbox.listeners.ListenerGroup`) and every connection.
+    :class:`~nsqbox.net.listeners.ListenerGroup`) and every connection.
     Plain TCP listeners take the lean path of :mod:`nsqbox.http.sockets`;
     others (TLS) are served through their trio streams.
     """

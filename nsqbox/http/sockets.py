@@ -3,7 +3,7 @@
 Under load (hundreds of keep-alive clients on ``/pub``) the server is CPU-bound,
 and trio's high-level socket API costs a scheduler pass per operation: one per
 successful ``receive_some`` and ``send_all`` (and one per accepted connection,
-which :func:`nsqbox.listeners.accept_batches` avoids). :class:`SocketIO` does the
+which :func:`nsqbox.net.listeners.accept_batches` avoids). :class:`SocketIO` does the
 same work with non-blocking calls on the stdlib socket and waits only when the
 kernel says "would block":
 
@@ -28,7 +28,7 @@ from typing import Final
 
 import trio
 
-from nsqbox.addresses import format_address
+from nsqbox.net.addresses import format_address
 
 log = logging.getLogger("nsqbox.http")
 

@@ -1,6 +1,6 @@
 """nsqlookupd's command line and ``--config`` file, resolved into :class:`LookupdOptions`.
 
-Mirrors nsqlookupd v1.3.0 (apps/nsqlookupd) through :mod:`nsqbox.gooptions`. Kept apart from
+Mirrors nsqlookupd v1.3.0 (apps/nsqlookupd) through :mod:`nsqbox.go.options`. Kept apart from
 :mod:`nsqbox.lookupd.options`, so a box that parses no command line (the test fixture's) does
 not load the flag machinery.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..goflags import FlagSet
-from ..gooptions import (
+from ..go.flags import FlagSet
+from ..go.options import (
     ALLOWED_HOST_FLAG,
     AUTH_HTTP_ADDRESS_FLAG,
     Command,

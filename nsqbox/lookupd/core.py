@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from .. import NSQ_VERSION
-from ..clock import BrokerClock
+from ..broker.clock import BrokerClock
 from ..wire.documents import LookupdNode, LookupdProducer
 from ..wire.lookupd import Identify
 from ..wire.names import is_ephemeral, is_valid_topic_name

@@ -2,7 +2,7 @@
 
 :class:`LookupdFaults` holds the lasting faults of one
 :class:`~.core.NSQLookupd`, listed and lifted as nsqd's are
-(:class:`~nsqbox.faultlist.FaultList`):
+(:class:`~nsqbox.broker.faults.FaultList`):
 
 - ``hide_producers``: ``/lookup`` for the topic (every topic without one)
   answers as if it had no producers: its channels, and ``"producers": []``.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import trio
 
-from ..faultlist import Fault, FaultList
+from ..broker.faults import Fault, FaultList
 
 __all__ = ["HIDE_PRODUCERS", "LOOKUPD_DOWN", "LookupdFaults"]
 

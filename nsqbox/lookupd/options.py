@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..addresses import broadcast_address
+from ..net.addresses import broadcast_address
 
 __all__ = ["LookupdOptions"]
 

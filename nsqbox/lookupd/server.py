@@ -15,17 +15,17 @@ from functools import partial
 import trio
 
 from .. import program_version
-from ..addresses import format_address
-from ..clock import BrokerClock
+from ..broker.clock import BrokerClock
 from ..http.server import serve_http
-from ..listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
-from ..logs import configure_logging
-from ..service import fatal, run_until_signalled
-from .clock_node import LookupdTimers
+from ..net.addresses import format_address
+from ..net.listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
+from ..process.logs import configure_logging
+from ..process.service import fatal, run_until_signalled
+from .clock import LookupdTimers
 from .core import NSQLookupd
-from .http_api import build_router
 from .options import LookupdOptions
 from .protocol_v1 import handle_v1_connection
+from .routes.nsqlookupd import build_router
 
 log = logging.getLogger("nsqbox.lookupd")
 
@@ -97,7 +97,7 @@ def _fatal(message: str, prefix: str = _PREFIX) -> int:
 
 def main(argv: Sequence[str]) -> int:
     """``nsqbox lookupd [flags]``: nsqlookupd's command line; returns the exit status."""
-    from ..goflags import parse_or_exit
+    from ..go.flags import parse_or_exit
     from .config import ConfigError, parse_lookupd_args
 
     try:

@@ -2,7 +2,7 @@
 
 nsqbox's own addition (NSQ has none: nsq#732). Both faces export the same families:
 
-* nsqd's ``GET /metrics`` (:mod:`nsqbox.nsqd.metrics`) collects its own node on each scrape;
+* nsqd's ``GET /metrics`` (:mod:`nsqbox.nsqd.routes.metrics`) collects its own node on each scrape;
 * the admin service's ``GET /metrics`` (:mod:`nsqbox.admin.metrics`) reads every nsqd it sees
   over HTTP, real NSQ included, and labels each series with its ``node``.
 

@@ -1,1 +1,2 @@
-"""nsqd: the broker. Domain objects first (topics, channels, queues), transports last."""
+"""nsqd: the broker, in floors: ``diskqueue/``, ``domain/``, the edges ``tcp/`` and
+``routes/``, then the server that assembles them."""

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nsqbox.goflags import FlagSet
-from nsqbox.gooptions import (
+from nsqbox.go.flags import FlagSet
+from nsqbox.go.options import (
     ALLOWED_HOST_FLAG,
     DROP,
     Command,
@@ -30,8 +30,8 @@ from nsqbox.gooptions import (
     flag_value,
     load_config_file,
 )
-from nsqbox.gosyntax import go_quote, parse_bool
-from nsqbox.nsqd.options import (
+from nsqbox.go.syntax import go_quote, parse_bool
+from nsqbox.nsqd.domain.options import (
     TLS_NOT_REQUIRED,
     TLS_REQUIRED,
     TLS_REQUIRED_EXCEPT_HTTP,

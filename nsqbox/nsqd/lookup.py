@@ -24,7 +24,7 @@ import msgspec
 import trio
 
 from .. import NSQ_VERSION
-from ..addresses import format_address, split_host_port
+from ..net.addresses import format_address, split_host_port
 from ..wire.lookupd import (
     MAGIC_V1,
     ResponseReader,
@@ -35,7 +35,9 @@ from ..wire.lookupd import (
 )
 from ..wire.names import is_ephemeral, is_valid_channel_name
 from ..wire.peer_json import PeerJSONError, decode_peer_json
-from .channel import Channel
+from .domain.channel import Channel
+from .domain.nsqd import NSQD
+from .domain.topic import Topic
 from .lookup_peer import (
     IO_TIMEOUT,
     SESSION_ERRORS,
@@ -45,8 +47,6 @@ from .lookup_peer import (
     info_decoder,
     roundtrip,
 )
-from .nsqd import NSQD
-from .topic import Topic
 
 if TYPE_CHECKING:
     import httpx
@@ -248,7 +248,7 @@ class LookupService:
         errors: list[str] = []
         import httpx
 
-        from ..peer_http import fetch
+        from ..net.peer_http import fetch
 
         http = self._client()
 

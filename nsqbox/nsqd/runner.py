@@ -4,7 +4,7 @@ The box (``nsqbox up``) and the test plugin's clusters run each nsqd through one
 so a node can go down and come back while the rest of the box keeps running: a
 restart binds the ports the first start bound (port 0 included) and reopens the
 same data path. A stop is nsqd's clean shutdown (everything persisted); a crash
-is a SIGKILL's (see :meth:`~.nsqd.NSQD.crash` for what survives).
+is a SIGKILL's (see :meth:`~.domain.nsqd.NSQD.crash` for what survives).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from ..addresses import format_address
+from ..net.addresses import format_address
+from .domain.nsqd import NSQD
+from .domain.options import NSQDOptions
 from .lookup import lookup_service
-from .nsqd import NSQD
-from .options import NSQDOptions
 from .server import NSQDAddresses, serve_nsqd
 
 __all__ = ["REGISTER_TIMEOUT", "NodeRunner", "Serve", "wait_registered"]
@@ -103,7 +103,7 @@ class NodeRunner:
             await self._end("stopped")
 
     async def crash(self) -> None:
-        """Stop the node as a SIGKILL would (:meth:`~.nsqd.NSQD.crash`); idempotent."""
+        """Stop the node as a SIGKILL would (:meth:`~.domain.nsqd.NSQD.crash`); idempotent."""
         async with self._changing:
             if self.running is not None:
                 self.running.nsqd.crash()

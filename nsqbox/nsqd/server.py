@@ -26,26 +26,26 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .. import program_version
-from ..addresses import format_address
-from ..clock import BrokerClock
+from ..broker.clock import BrokerClock
 from ..http import serve_http
-from ..listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
+from ..net.addresses import format_address
+from ..net.listeners import ListenerGroup, bound_address, open_listeners, serve_tcp
 from ..wire.frames import MAGIC_V2, FrameType, encode_frame
-from .clock_node import NodeTimers
 from .dirlock import DirLock
-from .http_api import make_app
+from .domain.clock import NodeTimers
+from .domain.nsqd import NSQD
+from .domain.options import NSQDOptions
 from .lookup import LookupService
-from .nsqd import NSQD
-from .options import NSQDOptions
-from .protocol_v2 import ClientV2
+from .routes.nsqd import make_app
+from .routes.tap import NodeTaps
 from .statsd import statsd_loop
-from .tap import NodeTaps
-from .tls import server_context
+from .tcp.protocol_v2 import ClientV2
+from .tcp.tls import server_context
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .auth import AuthClient
+    from .tcp.auth import AuthClient
 
 logger = logging.getLogger("nsqbox.nsqd")
 
@@ -132,10 +132,10 @@ async def queue_scan_loop(nsqd: NSQD) -> None:
 def _auth_client(
     options: NSQDOptions, *, now: Callable[[], float]
 ) -> AbstractAsyncContextManager[AuthClient | None]:
-    """:func:`~.auth.open_auth_client`, whose module loads only with ``--auth-http-address``."""
+    """:func:`~.tcp.auth.open_auth_client`, whose module loads only with ``--auth-http-address``."""
     if not options.auth_http_addresses:
         return nullcontext(None)
-    from .auth import open_auth_client
+    from .tcp.auth import open_auth_client
 
     return open_auth_client(options, now=now)
 

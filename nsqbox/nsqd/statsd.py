@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import trio
 
-from ..addresses import split_host_port
+from ..net.addresses import split_host_port
 from ..wire.names import is_ephemeral
-from .quantile import QuantileResult
-from .stats import ChannelStats, MemStats, Stats, TopicStats, get_stats, memory_stats
+from .domain.quantile import QuantileResult
+from .domain.stats import ChannelStats, MemStats, Stats, TopicStats, get_stats, memory_stats
 
 if TYPE_CHECKING:
-    from .nsqd import NSQD
+    from .domain.nsqd import NSQD
 
 logger = logging.getLogger("nsqbox.nsqd")
 

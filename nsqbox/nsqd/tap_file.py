@@ -1,6 +1,6 @@
 """A tap's file in nsqd's data path: what it recorded, kept across a restart or a crash.
 
-nsqbox's taps (:mod:`nsqbox.nsqd.tap`) write each recorded batch through to a file of
+nsqbox's taps (:mod:`nsqbox.nsqd.routes.tap`) write each recorded batch through to a file of
 their own, ``nsqbox.tap.<id>.dat``, before the publish is acknowledged, so the tap
 and everything it recorded come back when the node starts again on the same data path:
 after a clean shutdown, and after a crash (a write reaches the kernel at once, and a

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..client.config import Config, format_address
-from ..gosyntax import parse_duration
+from ..go.syntax import parse_duration
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 
 __all__ = [

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .boxes import NoProcBox, ThreadBox
-    from .capture import Capture
     from .config import Address, BoxAddresses, BoxConfig, Cleanup, ClusterSpec, Mode
     from .handle import NSQBox, NSQBoxFactory
     from .state import BoxStats, CapturedMessage, ChannelState, TopicState, WaitTimeout
     from .subprocess_box import SubprocessBox
+    from .tap import Capture
     from .thread import ThreadedNSQD
     from .trio_box import TrioBoxFactory, TrioNSQBox
 
@@ -24,7 +24,7 @@ _EXPORTS = {
     "BoxAddresses": "config",
     "BoxConfig": "config",
     "BoxStats": "state",
-    "Capture": "capture",
+    "Capture": "tap",
     "CapturedMessage": "state",
     "ChannelState": "state",
     "Cleanup": "config",

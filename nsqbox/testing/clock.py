@@ -4,13 +4,13 @@ A box started with a manual clock (``nsqbox_factory(clock="manual")``, the
 ``nsqbox_clock`` option, ``nsqbox up --clock manual``) lets a test move broker time:
 ``advance("1h")`` fires every deferred message, REQ delay and in-flight timeout due
 inside the span, in deadline order, and returns once the deliveries are on their
-way to the consumers (see :meth:`nsqbox.clock.BrokerClock.advance`). Each box has
+way to the consumers (see :meth:`nsqbox.broker.clock.BrokerClock.advance`). Each box has
 its own clock: parallel boxes never see each other's time.
 
-Thread mode reaches the box's :class:`~nsqbox.clock.BrokerClock` on the servers'
+Thread mode reaches the box's :class:`~nsqbox.broker.clock.BrokerClock` on the servers'
 loop, trio mode on the test's own (:class:`TrioClock`, whose ``advance`` is
 awaited); subprocess and noproc modes go through the servers' ``/nsqbox/clock``
-routes (:mod:`nsqbox.http.clock_routes`), and against a real nsqd, which has none,
+routes (:mod:`nsqbox.http.clock`), and against a real nsqd, which has none,
 every call raises :class:`ClockUnsupported`.
 """
 
@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..clock import BrokerClock, ClockError, parse_span
+from ..broker.clock import BrokerClock, ClockError, parse_span
 from .config import Address, BoxAddresses
 from .remote import NSQHTTPError, http
 
@@ -54,7 +54,7 @@ class Clock:
 
         Everything due inside the span fires in deadline order; returns broker time
         after, once the deliveries are handed to the consumers' sockets and the stats
-        show them. :class:`~nsqbox.clock.ClockError` on a real clock, ValueError for a
+        show them. :class:`~nsqbox.broker.clock.ClockError` on a real clock, ValueError for a
         bad span.
         """
         raise NotImplementedError

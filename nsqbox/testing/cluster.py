@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from ..clock import BrokerClock
+from ..broker.clock import BrokerClock
 from ..lookupd.options import LookupdOptions
 from ..lookupd.server import LookupdAddresses, serve_lookupd
-from ..nsqd.nsqd import NSQD
-from ..nsqd.options import NSQDOptions
+from ..nsqd.domain.nsqd import NSQD
+from ..nsqd.domain.options import NSQDOptions
 from ..nsqd.runner import REGISTER_TIMEOUT, NodeRunner, wait_registered
 from ..nsqd.server import NSQDAddresses, serve_nsqd
 from .config import Address, BoxAddresses, ClusterSpec, SpecError
@@ -126,7 +126,7 @@ def _valid(options: NSQDOptions) -> bool:
 
 def _parsed_nsqd_args(spec: ClusterSpec, base: NSQDOptions) -> NSQDOptions:
     """``spec``'s nsqd flags over ``base``, as nsqd parses and checks them."""
-    from ..goflags import FlagError, HelpRequested
+    from ..go.flags import FlagError, HelpRequested
     from ..nsqd.config import ConfigError, parse_nsqd_args
 
     try:
@@ -159,7 +159,9 @@ def nsqd_options(
     options = base if not spec.nsqd_args and _valid(base) else _parsed_nsqd_args(spec, base)
     for key, value in spec.nsqd_options.items():
         if key not in NSQDOptions.__dataclass_fields__:
-            raise SpecError(f"unknown nsqd option {key!r} (see nsqbox.nsqd.options.NSQDOptions)")
+            raise SpecError(
+                f"unknown nsqd option {key!r} (see nsqbox.nsqd.domain.options.NSQDOptions)"
+            )
         setattr(options, key, value)
     options.lookupd_tcp_addresses = [*lookupd_tcp, *options.lookupd_tcp_addresses]
     try:
@@ -174,7 +176,7 @@ def lookupd_options(spec: ClusterSpec) -> LookupdOptions:
     base = LookupdOptions(tcp_address="127.0.0.1:0", http_address="127.0.0.1:0")
     if not spec.lookupd_args:
         return base  # what parsing no flags gives (nsqlookupd checks nothing more)
-    from ..goflags import FlagError, HelpRequested
+    from ..go.flags import FlagError, HelpRequested
     from ..lookupd.config import ConfigError, parse_lookupd_args
 
     try:

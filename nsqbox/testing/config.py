@@ -161,7 +161,8 @@ class ClusterSpec:
     """What to start: how many nsqd and nsqlookupd, and their options.
 
     ``nsqd_args``/``lookupd_args`` are command-line flags as the real daemons take
-    them (``--msg-timeout=5s``); ``nsqd_options`` are :class:`~nsqbox.nsqd.options.NSQDOptions`
+    them (``--msg-timeout=5s``); ``nsqd_options`` are
+    :class:`~nsqbox.nsqd.domain.options.NSQDOptions`
     fields (``msg_timeout=5.0``), applied after the flags. Every nsqd registers with
     every nsqlookupd.
     """

@@ -1,11 +1,11 @@
 """The test handle's faults: ``nsqbox.faults`` (docs/testing.md, "Testing under faults").
 
 Each call reaches a server's own fault list (nsqd's
-:class:`~nsqbox.nsqd.faults.NodeFaults`, nsqlookupd's
+:class:`~nsqbox.nsqd.domain.faults.NodeFaults`, nsqlookupd's
 :class:`~nsqbox.lookupd.faults.LookupdFaults`) on the servers' loop: in thread
 mode through the box's loop thread, in trio mode directly (the test runs on that
-loop; :class:`~.trio_faults.TrioFaults`). Subprocess and noproc modes go through
-each server's ``/nsqbox/faults`` HTTP routes (:class:`~.http_faults.HTTPFaults`);
+loop; :class:`~.faults_trio.TrioFaults`). Subprocess and noproc modes go through
+each server's ``/nsqbox/faults`` HTTP routes (:class:`~.faults_http.HTTPFaults`);
 against a real nsqd or nsqlookupd, which have none, every call raises
 :class:`FaultsUnsupported`. Lasting faults return an :class:`ActiveFault`, which
 lifts them as a context manager's exit (``with``, or ``async with`` in async tests)
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..faultlist import check_limits
+from ..broker.faults import check_limits
 
 if TYPE_CHECKING:
-    from ..faultlist import FaultList
+    from ..broker.faults import FaultList
     from .cluster import RunningCluster
 
 __all__ = ["ActiveFault", "FaultInfo", "Faults", "FaultsUnsupported", "NodeControl"]

@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
 from .boxes import Box, xdist_worker
-from .capture import Capture
 from .clock import ClockAccess
 from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
-from .http_faults import Faults, faults_for
+from .faults_http import Faults, faults_for
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
+from .tap import Capture
 from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
 
 Bodies = bytes | str | Iterable[bytes | str]

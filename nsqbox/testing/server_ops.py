@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..nsqd.topic import Topic
+from ..nsqd.domain.topic import Topic
 from ..wire.names import is_valid_topic_name
 from .cluster import RunningCluster, wait_registered
 from .config import Cleanup
 from .state import BoxStats, CapturedMessage, ChannelState, TopicState
 
 if TYPE_CHECKING:
-    from ..nsqd.channel import Channel
-    from ..nsqd.message import Message
-    from ..nsqd.nsqd import NSQD
+    from ..nsqd.domain.channel import Channel
+    from ..nsqd.domain.message import Message
+    from ..nsqd.domain.nsqd import NSQD
 
 __all__ = ["ClusterOps", "TapList"]
 

@@ -49,7 +49,7 @@ ONE_PROCESS = (
 def option_flags(options: Mapping[str, Any]) -> list[str]:
     """NSQDOptions field values as the nsqd flags that set them (``msg_timeout=1.5`` ->
     ``--msg-timeout=1.5s``)."""
-    from ..gosyntax import format_duration
+    from ..go.syntax import format_duration
     from ..nsqd.config import NSQD_OPTION_FLAGS, TLS_REQUIRED_KIND, Kind
 
     by_attr = {flag.attr: flag for flag in NSQD_OPTION_FLAGS}
@@ -57,7 +57,9 @@ def option_flags(options: Mapping[str, Any]) -> list[str]:
     for key, value in options.items():
         flag = by_attr.get(key)
         if flag is None:
-            raise SpecError(f"unknown nsqd option {key!r} (see nsqbox.nsqd.options.NSQDOptions)")
+            raise SpecError(
+                f"unknown nsqd option {key!r} (see nsqbox.nsqd.domain.options.NSQDOptions)"
+            )
         values = value if flag.kind in (Kind.STRING_ARRAY, Kind.FLOAT_ARRAY) else [value]
         for item in values:
             if flag.kind is Kind.DURATION:

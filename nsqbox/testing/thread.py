@@ -19,8 +19,8 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
 
-from ..nsqd.nsqd import NSQD
-from ..nsqd.options import NSQDOptions
+from ..nsqd.domain.nsqd import NSQD
+from ..nsqd.domain.options import NSQDOptions
 from ..nsqd.server import NSQDAddresses, serve_nsqd
 from .portal import LoopThread
 

@@ -14,17 +14,17 @@ from typing import Any, Protocol
 import trio
 
 from ..lookupd.core import NSQLookupd
-from ..nsqd.nsqd import NSQD
+from ..nsqd.domain.nsqd import NSQD
 from .boxes import TapCapture
-from .capture import Capture
 from .clock import TrioClock
 from .cluster import RunningCluster, serve_cluster
 from .config import Address, ClusterSpec
 from .discovery import all_listed, producers_message
+from .faults_trio import TrioFaults
 from .handle import Bodies, BoxView, consume_bodies, new_namespace, normalize_bodies
 from .server_ops import ClusterOps
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
-from .trio_faults import TrioFaults
+from .tap import Capture
 
 __all__ = ["TrioBoxFactory", "TrioNSQBox", "open_trio_box"]
 

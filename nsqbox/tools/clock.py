@@ -11,7 +11,7 @@ Both talk to the admin service's ``/api/clock`` (``--admin-http-address``, defau
 service's code) and exits with status 1. ``--json`` prints the answer as JSON.
 
 The span is checked here before it is sent, so that "not a duration", "not forward" and "over
-the cap" (:data:`~nsqbox.clock.MAX_ADVANCE`, a year) each get their own sentence; the server
+the cap" (:data:`~nsqbox.broker.clock.MAX_ADVANCE`, a year) each get their own sentence; the server
 answers all three ``INVALID_BY``. ``advance -5s`` takes ``-5s`` as the span, not as a flag.
 """
 
@@ -27,9 +27,9 @@ from typing import Any, TextIO
 
 import httpx
 
-from ..clock import MAX_ADVANCE
-from ..goflags import FlagSet
-from ..gosyntax import format_duration, parse_duration
+from ..broker.clock import MAX_ADVANCE
+from ..go.flags import FlagSet
+from ..go.syntax import format_duration, parse_duration
 from .common import Fatal, ParsedArgs, run_tool
 
 __all__ = ["clock_flag_set", "explain", "format_clocks", "main", "span_seconds"]

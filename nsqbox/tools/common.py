@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import program_version
-from ..goflags import FlagSet, parse_or_exit
+from ..go.flags import FlagSet, parse_or_exit
 
 __all__ = [
     "DEFAULT_NSQD_HTTP",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from .. import __version__
-from ..goflags import FlagSet
+from ..go.flags import FlagSet
 from .common import DEFAULT_NSQD_TCP, Fatal, ParsedArgs, run_tool, run_trio
 
 __all__ = ["main", "pub_flag_set"]

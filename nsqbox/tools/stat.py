@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..goflags import FlagSet
-from ..gosyntax import parse_int
+from ..go.flags import FlagSet
+from ..go.syntax import parse_int
 from .common import (
     DEFAULT_NSQD_HTTP,
     STOP_SIGNALS,

@@ -9,7 +9,8 @@ every nsqd the ``--lookupd-http-address`` lookupds list for the topic, asking th
 ``--lookupd-poll-interval``. SIGINT or SIGTERM stop it (exit status 0).
 
 On a terminal, each body's control characters (C0 but tab and newline, DEL, C1) and bytes that
-are not UTF-8 are printed as ``\\xNN`` (:mod:`nsqbox.terminal_text`): a body is anybody's, and
+are not UTF-8 are printed as ``\\xNN`` (:mod:`nsqbox.process.terminal_text`): a body is anybody's,
+and
 an escape sequence in it would talk to the terminal. Piped, or with ``--raw``, bodies are
 written as they are, as ``nsq_tail`` writes them.
 
@@ -35,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
 from .. import __version__
-from ..addresses import split_host_port
-from ..goflags import FlagSet
-from ..logs import configure_logging, parse_level
-from ..terminal_text import visible, visible_bytes
+from ..go.flags import FlagSet
+from ..net.addresses import split_host_port
+from ..process.logs import configure_logging, parse_level
+from ..process.terminal_text import visible, visible_bytes
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .common import (
     DEFAULT_NSQD_TCP,

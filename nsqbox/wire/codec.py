@@ -1,6 +1,6 @@
 """The shape of a sans-IO stream codec (snappy, deflate): what both connections layer in.
 
-The trio streams (:mod:`nsqbox.streams`) and the blocking client's socket connection
+The trio streams (:mod:`nsqbox.net.streams`) and the blocking client's socket connection
 (:mod:`nsqbox.client.sync_conn`) wrap any :class:`Encoder` and :class:`Decoder`; the codecs
 in :mod:`nsqbox.wire.snappy` and :mod:`nsqbox.wire.deflate` are such pairs. No I/O here.
 """

@@ -7,7 +7,7 @@ the frame) except E_FIN_FAILED, E_REQ_FAILED and E_TOUCH_FAILED.
 
 from __future__ import annotations
 
-from ..gosyntax import go_quote
+from ..go.syntax import go_quote
 
 __all__ = ["NON_FATAL_CODES", "NSQError", "ProtocolViolation", "go_quote", "invalid"]
 
@@ -21,12 +21,12 @@ class NSQError(Exception):
     Raised by the sans-IO parser and the nsqd command handlers; its
     :meth:`frame_body` is exactly the body of the error frame nsqd sends. Its message
     (``str(error)``, what logs show) has the peer's control characters and undecodable bytes
-    made visible (:func:`~nsqbox.terminal_text.visible`): a log line is UTF-8 and safe for a
+    made visible (:func:`~nsqbox.process.terminal_text.visible`): a log line is UTF-8 and safe for a
     terminal, whatever the peer sent.
     """
 
     def __init__(self, code: str, description: str = "", *, fatal: bool = True) -> None:
-        from ..terminal_text import visible  # on the first error: off the start-up path
+        from ..process.terminal_text import visible  # on the first error: off the start-up path
 
         super().__init__(visible(f"{code} {description}" if description else code))
         self.code = code

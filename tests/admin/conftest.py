@@ -14,14 +14,14 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.addresses import format_address
 from nsqbox.admin.control import ControlledNode, NodeControlError
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import AdminAddresses, serve_admin
-from nsqbox.box import BoxAddresses, BoxOptions, serve_box
+from nsqbox.net.addresses import format_address
+from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.nsqd.lookup import lookup_service
-from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
+from nsqbox.run.box import BoxAddresses, BoxOptions, serve_box
 from nsqbox.wire.lookupd import MAGIC_V1, encode_identify, encode_register
 from tests.helpers import stop_process
 

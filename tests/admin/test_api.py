@@ -15,9 +15,9 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.addresses import format_address
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import AdminAddresses, serve_admin
+from nsqbox.net.addresses import format_address
 from tests.admin.conftest import Box, register_ghost
 
 

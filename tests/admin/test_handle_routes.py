@@ -18,9 +18,9 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.addresses import format_address
-from nsqbox.box import BoxAddresses, BoxOptions, serve_box
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.net.addresses import format_address
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.run.box import BoxAddresses, BoxOptions, serve_box
 
 TIMEOUT = 10.0
 

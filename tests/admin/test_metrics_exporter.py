@@ -14,9 +14,9 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.addresses import format_address
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import AdminAddresses, serve_admin
+from nsqbox.net.addresses import format_address
 from nsqbox.wire import commands
 from tests.admin.conftest import Box, real_nsqd, register_ghost
 from tests.helpers import RawConn, eventually

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nsqbox.admin.api import go_nil_nodes
+from nsqbox.admin.routes.nsqadmin import go_nil_nodes
 from tests.admin.conftest import Box
 
 # nsqadmin's graphiteHandler: reqParams.Get("metric") must be "rate", then "target" must be

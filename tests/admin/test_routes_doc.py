@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsqbox.clock import MAX_ADVANCE
-from nsqbox.nsqd import peek
+from nsqbox.broker.clock import MAX_ADVANCE
+from nsqbox.nsqd.routes import peek
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "routes.md").read_text()
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import trio
 
-from nsqbox.addresses import format_address
-from nsqbox.box import BoxAddresses, BoxOptions, serve_box
-from nsqbox.clock import MAX_ADVANCE, MAX_OFFSET, BrokerClock
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.broker.clock import MAX_ADVANCE, MAX_OFFSET, BrokerClock
+from nsqbox.net.addresses import format_address
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.run.box import BoxAddresses, BoxOptions, serve_box
 from tests.helpers import RawConn
 
 GUARD = 30

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsqbox.faultlist import MAX_FAULTS
+from nsqbox.broker.faults import MAX_FAULTS
 
 from .conftest import Box
 

@@ -18,7 +18,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 
 from nsqbox.metrics.families import MetricFamilies
 from nsqbox.metrics.text import simple, write_families
-from nsqbox.nsqd.metrics import node_snapshot
+from nsqbox.nsqd.routes.metrics import node_snapshot
 from nsqbox.nsqd.server import serve_nsqd
 from nsqbox.testing.trio_box import poll_on_loop
 from tests.conftest import make_options

@@ -17,10 +17,10 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.addresses import format_address
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import AdminAddresses, serve_admin
-from nsqbox.peer_http import MAX_PEER_DOCUMENT
+from nsqbox.net.addresses import format_address
+from nsqbox.net.peer_http import MAX_PEER_DOCUMENT
 from tests.admin.conftest import register_ghost
 
 from .conftest import GUARD, Box
@@ -123,7 +123,7 @@ async def test_a_huge_or_endless_stats_is_that_nodes_error(box: Box, nursery: tr
 
 
 async def test_a_declared_length_over_the_cap_is_refused_unread(box: Box) -> None:
-    from nsqbox.peer_http import DocumentTooLarge, fetch
+    from nsqbox.net.peer_http import DocumentTooLarge, fetch
 
     async def declared(rogue: Rogue, stream: trio.SocketStream) -> None:
         await rogue.send(stream, b"HTTP/1.1 200 OK\r\nContent-Length: 200000000\r\n\r\n")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from nsqbox.nsqd.nsqd import ShutdownError
+from nsqbox.nsqd.domain.nsqd import ShutdownError
 from nsqbox.nsqd.server import serve_nsqd
 from nsqbox.wire import commands
 from tests.conftest import make_options

@@ -13,7 +13,7 @@ from itertools import count
 
 import trio
 
-from nsqbox.streams import Decoder, Encoder
+from nsqbox.net.streams import Decoder, Encoder
 from nsqbox.wire.deflate import DeflateDecoder, DeflateEncoder
 from nsqbox.wire.frames import MAGIC_V2, encode_response
 from nsqbox.wire.message import encode_message_frame

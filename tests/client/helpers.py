@@ -14,8 +14,8 @@ from nsqbox.http import Request, Router, serve_http
 from nsqbox.lookupd.options import LookupdOptions
 from nsqbox.lookupd.server import LookupdAddresses, serve_lookupd
 from nsqbox.nsqd.lookup import lookup_service
-from nsqbox.nsqd.protocol_v2 import ClientV2
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
+from nsqbox.nsqd.tcp.protocol_v2 import ClientV2
 from nsqbox.wire.frames import MAGIC_V2
 from nsqbox.wire.parser import NEED_DATA, Body, Command, CommandParser
 from tests.conftest import make_options

@@ -4,7 +4,7 @@
 it (nsqbox's admin, nsqd and tools never were). The blocking client used ``urllib``, which
 honoured it: with an unreachable proxy in the environment ``lookup_nsqds`` failed. Here the
 proxy is unreachable and the lookup still answers. A rogue "lookupd" that answers too much or
-never finishes is that lookupd's error (:mod:`nsqbox.peer_http`'s bounds); no timing is
+never finishes is that lookupd's error (:mod:`nsqbox.net.peer_http`'s bounds); no timing is
 asserted, the answer's own deadline bounds the test.
 """
 
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from nsqbox.addresses import format_address
 from nsqbox.client.blocking import lookup_nsqds
 from nsqbox.client.discovery import lookup_url, open_lookupd_client, query_lookupd
-from nsqbox.peer_http import MAX_PEER_DOCUMENT
+from nsqbox.net.addresses import format_address
+from nsqbox.net.peer_http import MAX_PEER_DOCUMENT
 from nsqbox.testing import ClusterSpec, NSQBox, ThreadBox
 from tests.bounds.test_peer_documents import Rogue
 from tests.client.helpers import TIMEOUT, TrioThread, start_lookupd

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from nsqbox.nsqd.nsqd import NSQD
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.domain.nsqd import NSQD
+from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.testing import ThreadedNSQD
 
 #: Upper bound for every wait in these tests (the scenarios take well under a second

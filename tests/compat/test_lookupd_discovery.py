@@ -18,8 +18,8 @@ import trio
 
 from nsqbox.lookupd.options import LookupdOptions
 from nsqbox.lookupd.server import LookupdAddresses, serve_lookupd
+from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.nsqd.lookup import LookupService, lookup_loop, lookup_service
-from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 
 TIMEOUT = 20.0

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trustme
 
-from nsqbox.nsqd.nsqd import NSQD
+from nsqbox.nsqd.domain.nsqd import NSQD
 from nsqbox.testing import ThreadedNSQD
 
 nsq = pytest.importorskip("nsq")

@@ -13,9 +13,9 @@ from pathlib import Path
 import trio
 
 from nsqbox.http import serve_http
-from nsqbox.nsqd.http_api import make_app
-from nsqbox.nsqd.nsqd import NSQD
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.domain.nsqd import NSQD
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.nsqd.routes.nsqd import make_app
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 
 TIMEOUT = 10

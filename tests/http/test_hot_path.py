@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from nsqbox.http import Request, Response, Router, ServerConnection, parse_query
 from nsqbox.http.router import App
-from nsqbox.nsqd import http_api
-from nsqbox.nsqd.http_api import make_app
+from nsqbox.nsqd.routes import nsqd as http_api
+from nsqbox.nsqd.routes.nsqd import make_app
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
 from tests.http.test_fastpath import SETTINGS, converse, plain_requests, requests
 from tests.http.test_fastpath import _converse as converse_on_router

@@ -14,11 +14,11 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.goflags import FlagError, HelpRequested
-from nsqbox.logs import unconfigure_logging
+from nsqbox.go.flags import FlagError, HelpRequested
 from nsqbox.lookupd.config import ConfigError, parse_lookupd_args
 from nsqbox.lookupd.options import LookupdOptions
 from nsqbox.lookupd.server import main, version_string
+from nsqbox.process.logs import unconfigure_logging
 
 
 @pytest.fixture(autouse=True)

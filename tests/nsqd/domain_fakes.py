@@ -1,7 +1,8 @@
 """A fake node, backend and consumer, to drive Topic and Channel without sockets or disk.
 
-They implement :class:`nsqbox.nsqd.node.Node`, :class:`nsqbox.nsqd.backend.BackendQueue`
-and :class:`nsqbox.nsqd.channel.Consumer` the way NSQD, DiskQueue and ClientV2 do, minus
+They implement :class:`nsqbox.nsqd.domain.node.Node`,
+:class:`nsqbox.nsqd.domain.backend.BackendQueue`
+and :class:`nsqbox.nsqd.domain.channel.Consumer` the way NSQD, DiskQueue and ClientV2 do, minus
 the I/O, and record what the domain asked of them.
 """
 
@@ -13,12 +14,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from nsqbox.nsqd.backend import BackendQueue
-from nsqbox.nsqd.channel import Channel
-from nsqbox.nsqd.message import Message, encode_messages
-from nsqbox.nsqd.options import NSQDOptions
-from nsqbox.nsqd.quantile import Quantile
-from nsqbox.nsqd.topic import Topic
+from nsqbox.nsqd.domain.backend import BackendQueue
+from nsqbox.nsqd.domain.channel import Channel
+from nsqbox.nsqd.domain.message import Message, encode_messages
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.nsqd.domain.quantile import Quantile
+from nsqbox.nsqd.domain.topic import Topic
 
 
 class MemoryBackend:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nsqbox.nsqd.channel import Channel, ChannelError
-from nsqbox.nsqd.message import Message
+from nsqbox.nsqd.domain.channel import Channel, ChannelError
+from nsqbox.nsqd.domain.message import Message
 
 from .domain_fakes import FakeConsumer, FakeNode
 

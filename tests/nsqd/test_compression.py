@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import trio
 
-from nsqbox.nsqd import negotiate
-from nsqbox.streams import CompressedStream, Decoder, DeflateStream, Encoder
+from nsqbox.net.streams import CompressedStream, Decoder, DeflateStream, Encoder
+from nsqbox.nsqd.tcp import negotiate
 from nsqbox.wire import commands
 from nsqbox.wire.deflate import DeflateDecoder, DeflateEncoder
 from nsqbox.wire.frames import MAGIC_V2

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from nsqbox.goflags import FlagError, HelpRequested
+from nsqbox.go.flags import FlagError, HelpRequested
 from nsqbox.nsqd.config import (
     NSQD_OPTION_FLAGS,
     ConfigError,
     nsqd_flag_set,
     parse_nsqd_args,
 )
-from nsqbox.nsqd.options import (
+from nsqbox.nsqd.domain.options import (
     TLS_NOT_REQUIRED,
     TLS_REQUIRED,
     TLS_REQUIRED_EXCEPT_HTTP,

@@ -13,7 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from nsqbox.nsqd.connection import Connection
+from nsqbox.nsqd.tcp.connection import Connection
 from nsqbox.wire.errors import NSQError
 from nsqbox.wire.frames import FrameType, encode_frame
 from nsqbox.wire.parser import Body, Command, MPUBBody

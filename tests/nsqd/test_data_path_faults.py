@@ -14,14 +14,14 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.nsqd.metadata import (
+from nsqbox.nsqd.domain.metadata import (
     ChannelMetadata,
     Metadata,
     TopicMetadata,
     encode_metadata,
     load_deferred,
 )
-from nsqbox.nsqd.nsqd import ShutdownError
+from nsqbox.nsqd.domain.nsqd import ShutdownError
 from nsqbox.nsqd.server import serve_nsqd
 from nsqbox.wire import commands
 from nsqbox.wire.message import decode_message

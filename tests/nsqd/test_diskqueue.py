@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from nsqbox.nsqd import diskqueue_reader as dq_module
-from nsqbox.nsqd.diskqueue import DiskQueue, DiskQueueClosedError, backend_name
+from nsqbox.nsqd.diskqueue import reader as dq_module
+from nsqbox.nsqd.diskqueue.queue import DiskQueue, DiskQueueClosedError, backend_name
 
 GOLDEN = Path(__file__).parent / "golden"
 BIG = 1 << 30  # a sync_every that never triggers

@@ -1,4 +1,4 @@
-"""nsqd's faults on demand (nsqbox.nsqd.faults) on one NSQD with a hand-moved clock.
+"""nsqd's faults on demand (nsqbox.nsqd.domain.faults) on one NSQD with a hand-moved clock.
 
 The handle-level tests (tests/testing/test_faults.py) observe the faults with real
 clients; these pin the bookkeeping: counts, durations, scopes, listing and lifting.
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from nsqbox.nsqd.faults import DISK_FULL_ERROR
-from nsqbox.nsqd.nsqd import NSQD
-from nsqbox.nsqd.options import NSQDOptions
-from nsqbox.nsqd.topic import TopicError
+from nsqbox.nsqd.domain.faults import DISK_FULL_ERROR
+from nsqbox.nsqd.domain.nsqd import NSQD
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.nsqd.domain.topic import TopicError
 
 
 class Clock:

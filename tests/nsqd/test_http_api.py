@@ -12,8 +12,8 @@ import pytest
 import trio
 
 from nsqbox.http import serve_http
-from nsqbox.nsqd.http_api import make_app
-from nsqbox.nsqd.options import TLS_REQUIRED
+from nsqbox.nsqd.domain.options import TLS_REQUIRED
+from nsqbox.nsqd.routes.nsqd import make_app
 from tests.helpers import RawConn
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
 

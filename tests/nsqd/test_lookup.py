@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from nsqbox.lookupd.server import LookupdAddresses
+from nsqbox.nsqd.domain.nsqd import NSQD
 from nsqbox.nsqd.lookup import (
     PING_INTERVAL,
     LookupService,
@@ -21,7 +22,6 @@ from nsqbox.nsqd.lookup import (
     lookupd_http_addresses,
     set_lookupd_addresses,
 )
-from nsqbox.nsqd.nsqd import NSQD
 from nsqbox.nsqd.server import NSQDAddresses
 from nsqbox.wire.lookupd import (
     NEED_DATA,

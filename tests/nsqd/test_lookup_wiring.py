@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import trio
 
-from nsqbox.addresses import format_address
+from nsqbox.net.addresses import format_address
 from nsqbox.nsqd import lookup
 from nsqbox.nsqd.lookup import lookup_service
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd

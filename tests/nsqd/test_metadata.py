@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqbox.nsqd.metadata import (
+from nsqbox.nsqd.domain.metadata import (
     ChannelMetadata,
     DeferredDeadline,
     Metadata,

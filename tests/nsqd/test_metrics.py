@@ -181,7 +181,7 @@ async def test_kept_with_auth_unlike_the_other_nsqbox_routes(
 def test_prometheus_client_is_loaded_by_the_first_scrape(tmp_path: Path) -> None:
     code = (
         "import sys, httpx, trio\n"
-        "from nsqbox.nsqd.options import NSQDOptions\n"
+        "from nsqbox.nsqd.domain.options import NSQDOptions\n"
         "from nsqbox.nsqd.server import serve_nsqd\n"
         "async def main():\n"
         "    options = NSQDOptions(tcp_address='127.0.0.1:0', http_address='127.0.0.1:0',\n"

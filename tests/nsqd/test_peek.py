@@ -15,8 +15,8 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.nsqd.channel import Channel
-from nsqbox.nsqd.diskqueue import DiskQueue
+from nsqbox.nsqd.diskqueue.queue import DiskQueue
+from nsqbox.nsqd.domain.channel import Channel
 from nsqbox.wire import commands
 from tests.helpers import RawConn, wait_until
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nsqbox.nsqd.nsqd import NSQD
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.domain.nsqd import NSQD
+from nsqbox.nsqd.domain.options import NSQDOptions
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import socket
 
 import trio
 
-from nsqbox.nsqd.connection import SPIN_BACKOFF_MAX
-from nsqbox.nsqd.protocol_v2 import ClientV2
+from nsqbox.nsqd.tcp.connection import SPIN_BACKOFF_MAX
+from nsqbox.nsqd.tcp.protocol_v2 import ClientV2
 from nsqbox.wire import commands
 from nsqbox.wire.frames import OK, FrameType, encode_frame
 from tests.conftest import StartNSQD

@@ -11,8 +11,8 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.nsqd.quantile import Percentile, Quantile, QuantileResult, nanoseconds_to_human
-from nsqbox.nsqd.stats import memory_stats
+from nsqbox.nsqd.domain.quantile import Percentile, Quantile, QuantileResult, nanoseconds_to_human
+from nsqbox.nsqd.domain.stats import memory_stats
 from nsqbox.wire import commands
 from nsqbox.wire.frames import FrameType
 from tests.helpers import RawConn

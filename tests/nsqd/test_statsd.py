@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from nsqbox.nsqd.quantile import Percentile, QuantileResult
-from nsqbox.nsqd.stats import ChannelStats, MemStats, Stats, TopicStats
+from nsqbox.nsqd.domain.quantile import Percentile, QuantileResult
+from nsqbox.nsqd.domain.stats import ChannelStats, MemStats, Stats, TopicStats
 from nsqbox.nsqd.statsd import host_key, pack_lines, render_lines, statsd_loop, statsd_prefix
 from tests.helpers import RawConn
 from tests.http.nsqd_app import TIMEOUT, start_nsqd_http

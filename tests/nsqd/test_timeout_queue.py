@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nsqbox.nsqd.message import Message
-from nsqbox.nsqd.timeout_queue import RESOLUTION, TimeoutQueue
+from nsqbox.nsqd.domain.message import Message
+from nsqbox.nsqd.domain.timeout_queue import RESOLUTION, TimeoutQueue
 
 
 def msg(i: int) -> Message:

@@ -16,8 +16,8 @@ import pytest
 import trio
 import trio.testing
 
-from nsqbox.nsqd import negotiate
-from nsqbox.nsqd.options import TLS_REQUIRED, TLS_REQUIRED_EXCEPT_HTTP
+from nsqbox.nsqd.domain.options import TLS_REQUIRED, TLS_REQUIRED_EXCEPT_HTTP
+from nsqbox.nsqd.tcp import negotiate
 from nsqbox.wire import commands
 from nsqbox.wire.frames import MAGIC_V2, FrameReader, FrameType, encode_frame
 from tests.conftest import StartNSQD

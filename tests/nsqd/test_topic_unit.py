@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nsqbox.nsqd.message import GUIDFactory, Message
-from nsqbox.nsqd.topic import Topic, TopicError
+from nsqbox.nsqd.domain.message import GUIDFactory, Message
+from nsqbox.nsqd.domain.topic import Topic, TopicError
 
 from .domain_fakes import FakeConsumer, FakeNode
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqbox.nsqd.options import TLS_REQUIRED, TLS_REQUIRED_EXCEPT_HTTP
+from nsqbox.nsqd.domain.options import TLS_REQUIRED, TLS_REQUIRED_EXCEPT_HTTP
 from nsqbox.wire import commands
 from nsqbox.wire.frames import FrameType, encode_frame
 from tests.conftest import StartNSQD

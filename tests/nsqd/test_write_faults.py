@@ -1,4 +1,4 @@
-"""Latency and stalls (nsqbox.nsqd.write_faults) on a real nsqd, over real sockets.
+"""Latency and stalls (nsqbox.nsqd.domain.write_faults) on a real nsqd, over real sockets.
 
 The clock is trio's autojump clock: the server and the test share it, so a delay of
 30 s passes at once and "nothing arrived for 5 s" is exact, never a race with a

@@ -10,7 +10,7 @@ from typing import Any
 import trio
 import trustme
 
-from nsqbox.streams import DeflateStream, SnappyStream, upgrade_tls
+from nsqbox.net.streams import DeflateStream, SnappyStream, upgrade_tls
 from nsqbox.wire import commands
 from tests.helpers import RawConn
 

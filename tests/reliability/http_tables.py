@@ -99,7 +99,7 @@ NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("PUT", "/config/:opt"): frozenset(
         {_OK, (400, "INVALID_OPTION"), (400, "INVALID_VALUE"), (413, "INVALID_VALUE")}
     ),
-    # nsqbox's own: list what a topic or channel holds (nsqbox/nsqd/peek.py)
+    # nsqbox's own: list what a topic or channel holds (nsqbox/nsqd/routes/peek.py)
     ("GET", "/nsqbox/peek"): frozenset(
         {
             _OK,
@@ -114,7 +114,7 @@ NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
             (404, "CHANNEL_NOT_FOUND"),
         }
     ),
-    # nsqbox's own: faults on demand (nsqbox/nsqd/fault_routes.py); not fuzzed (FUZZED_NSQD_ROUTES)
+    # nsqbox's own: faults on demand (nsqbox/nsqd/routes/faults.py); not fuzzed (FUZZED_NSQD_ROUTES)
     ("GET", "/nsqbox/faults"): frozenset({_OK}),
     ("DELETE", "/nsqbox/faults"): frozenset({_OK}),
     ("POST", "/nsqbox/faults/fail_publishes"): _FAULT_ADD,
@@ -156,7 +156,7 @@ LOOKUPD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("GET", "/channels"): frozenset({_OK, _BAD_QUERY, _NO_TOPIC}),
     # POST only, as v1.3.0
     **{("POST", path): answers for path, answers in _LOOKUPD_MUTATING.items()},
-    # nsqbox's own: faults on demand (nsqbox/lookupd/fault_routes.py); not fuzzed
+    # nsqbox's own: faults on demand (nsqbox/lookupd/routes/faults.py); not fuzzed
     ("GET", "/nsqbox/faults"): frozenset({_OK}),
     ("DELETE", "/nsqbox/faults"): frozenset({_OK}),
     ("POST", "/nsqbox/faults/hide_producers"): frozenset(

@@ -23,8 +23,8 @@ import trio
 from nsqbox.admin.clusterinfo import ClusterInfo
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import serve_admin
-from nsqbox.nsqd.auth import ConnectionAuth
-from nsqbox.nsqd.protocol_v2 import ClientV2
+from nsqbox.nsqd.tcp.auth import ConnectionAuth
+from nsqbox.nsqd.tcp.protocol_v2 import ClientV2
 from nsqbox.wire import commands
 from nsqbox.wire.frames import FrameType
 from nsqbox.wire.lookupd import encode_register

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from nsqbox.nsqd.metadata import ChannelMetadata, Metadata, TopicMetadata, encode_metadata
+from nsqbox.nsqd.domain.metadata import ChannelMetadata, Metadata, TopicMetadata, encode_metadata
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
 from nsqbox.wire import commands
 from tests.conftest import make_options

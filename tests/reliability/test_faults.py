@@ -11,10 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from nsqbox.nsqd.connection import OUTPUT_HIGH_WATER, RECEIVE_SIZE
+from nsqbox.nsqd.domain.nsqd import NSQD
 from nsqbox.nsqd.lookup import PING_INTERVAL, lookup_service
-from nsqbox.nsqd.nsqd import NSQD
 from nsqbox.nsqd.server import NSQDAddresses
+from nsqbox.nsqd.tcp.connection import OUTPUT_HIGH_WATER, RECEIVE_SIZE
 from nsqbox.wire import commands
 from nsqbox.wire.frames import HEARTBEAT, FrameType
 from nsqbox.wire.message import DecodedMessage, decode_message

@@ -25,8 +25,8 @@ import pytest
 import trio
 
 from nsqbox.http import Request, Response, Router, serve_http
-from nsqbox.nsqd import tap
-from nsqbox.nsqd.connection import COMMANDS_PER_TURN
+from nsqbox.nsqd.routes import tap
+from nsqbox.nsqd.tcp.connection import COMMANDS_PER_TURN
 from nsqbox.wire import commands
 from nsqbox.wire.lookupd import MAGIC_V1, encode_register, encode_response
 from tests.conftest import StartNSQD

@@ -18,9 +18,9 @@ import trio.testing
 
 from nsqbox.http import Request, Router, serve_http
 from nsqbox.lookupd.options import LookupdOptions
-from nsqbox.nsqd.diskqueue import DiskQueue
+from nsqbox.nsqd.diskqueue.queue import DiskQueue
+from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.nsqd.lookup import lookup_service
-from nsqbox.nsqd.options import NSQDOptions
 from nsqbox.nsqd.server import NSQDAddresses
 from nsqbox.wire import commands
 from nsqbox.wire import lookupd as v1

@@ -23,7 +23,9 @@ from nsqbox.client.config import Config
 from nsqbox.client.discovery import parse_lookup_response
 from nsqbox.client.errors import HandshakeError
 from nsqbox.client.handshake import parse_auth_response, parse_identify_response
-from nsqbox.nsqd import auth, http_api, lookup, lookup_peer
+from nsqbox.nsqd import lookup, lookup_peer
+from nsqbox.nsqd.routes import nsqd as http_api
+from nsqbox.nsqd.tcp import auth
 from nsqbox.wire.errors import NSQError
 from nsqbox.wire.frames import FrameType
 from nsqbox.wire.identify import decode_identify
@@ -143,7 +145,7 @@ def test_a_peer_document_gives_a_value_or_the_protocols_error(name: str) -> None
 
 
 def test_admin_request_bodies_give_a_value_or_400() -> None:
-    from nsqbox.admin import api
+    from nsqbox.admin.routes import nsqadmin as api
     from nsqbox.http import HTTPError
 
     statuses: set[int] = set()

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nsqbox.nsqd.options import TLS_REQUIRED
+from nsqbox.nsqd.domain.options import TLS_REQUIRED
 from nsqbox.wire import commands
 from tests.conftest import StartNSQD
 from tests.helpers import RawConn, publish

@@ -23,7 +23,7 @@ pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
 from nsqbox.client.blocking import BlockingConsumer  # noqa: E402
-from nsqbox.nsqd.options import TLS_REQUIRED_EXCEPT_HTTP, NSQDOptions  # noqa: E402
+from nsqbox.nsqd.domain.options import TLS_REQUIRED_EXCEPT_HTTP, NSQDOptions  # noqa: E402
 from nsqbox.spark.batch_reader import NSQBatchReader, NSQPartition  # noqa: E402
 from nsqbox.spark.fetch import discover_nsqd  # noqa: E402
 from nsqbox.spark.options import parse_read_options, parse_write_options  # noqa: E402

@@ -18,10 +18,10 @@ import httpx
 import pytest
 import trio
 
+from nsqbox.broker.clock import ClockError
 from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.client.message import Message
-from nsqbox.clock import ClockError
 from nsqbox.testing import NSQBox
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.clock import ClockUnsupported, HTTPClock

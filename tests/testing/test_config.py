@@ -7,7 +7,7 @@ import re
 import pytest
 
 from nsqbox.nsqd.config import parse_nsqd_args
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.testing.cluster import SpecError, lookupd_options, nsqd_options
 from nsqbox.testing.config import (
     _PARSERS,

@@ -140,7 +140,7 @@ _REFERENCES = {
         "nsqbox.testing.Capture",
         "nsqbox.testing.TrioNSQBox",
         "nsqbox.testing.faults.Faults",
-        "nsqbox.testing.trio_faults.TrioFaults",
+        "nsqbox.testing.faults_trio.TrioFaults",
     },
     "docs/client.md": {"nsqbox.client.blocking.BlockingConsumer"},
 }

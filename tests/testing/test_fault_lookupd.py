@@ -20,7 +20,7 @@ from nsqbox.client.message import Message
 from nsqbox.testing import NSQBox
 from nsqbox.testing.config import Address, BoxAddresses, ClusterSpec
 from nsqbox.testing.faults import FaultInfo, FaultsUnsupported
-from nsqbox.testing.http_faults import HTTPFaults
+from nsqbox.testing.faults_http import HTTPFaults
 from nsqbox.testing.trio_box import open_trio_box
 
 from .conftest import TIMEOUT

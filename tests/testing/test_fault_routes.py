@@ -19,7 +19,7 @@ from nsqbox.client.errors import ConnectionClosed
 from nsqbox.testing import NoProcBox, NSQBox, SubprocessBox
 from nsqbox.testing.config import Address, BoxAddresses
 from nsqbox.testing.faults import FaultsUnsupported
-from nsqbox.testing.http_faults import HTTPFaults
+from nsqbox.testing.faults_http import HTTPFaults
 from nsqbox.wire.errors import NSQError
 
 from .conftest import TIMEOUT

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from nsqbox.nsqd.options import NSQDOptions
+from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.testing import Cleanup, NSQBox, ThreadBox, ThreadedNSQD, WaitTimeout
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.portal import LoopThread

@@ -3,7 +3,7 @@
 The command runs in-process through ``nsqbox.cli.main`` (its own ``trio.run``), so most tests
 are synchronous; node control needs an admin service given a control, which the test runs on
 its own loop (:func:`tests.admin.conftest.start_controlled`) and drives with the command's
-:func:`~nsqbox.tools.fault.run_command`.
+:func:`~nsqbox.tools.faults.run_command`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 import trio
 
 from nsqbox import cli
-from nsqbox.admin.fault_client import AdminFaults
 from nsqbox.admin.faults import FaultError
+from nsqbox.admin.faults_client import AdminFaults
 from nsqbox.tools.common import parse_args
-from nsqbox.tools.fault import fault_flag_set, parse_command, run_command
+from nsqbox.tools.faults import fault_flag_set, parse_command, run_command
 from tests.admin.conftest import start_controlled
 from tests.tools.box_process import TIMEOUT, BoxProcess, admin_command, running_box
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from nsqbox import cli
-from nsqbox.goflags import FlagSet
+from nsqbox.go.flags import FlagSet
 from nsqbox.tools.common import parse_args
 from nsqbox.tools.stat import format_header
 from tests.tools.box_process import TIMEOUT, BoxProcess, running_box

@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 
 from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.widgets import StatusLine
-from nsqbox.clock import BrokerClock
+from nsqbox.broker.clock import BrokerClock
 from nsqbox.testing.handle import NSQBox
 
 from .conftest import make_app, run_app, wait_until

@@ -20,7 +20,7 @@ from nsqbox.admin.tui.cli import (
     tui_argv,
     tui_command,
 )
-from nsqbox.goflags import FlagError
+from nsqbox.go.flags import FlagError
 
 
 def test_defaults_to_the_boxs_lookupd() -> None:

@@ -20,9 +20,9 @@ from nsqbox.admin.tui.guest import TrioGuest
 from nsqbox.admin.tui.logs import LogBuffer, LogScreen
 from nsqbox.admin.tui.nodes import NodesScreen
 from nsqbox.admin.tui.widgets import StatsTable, StatusLine
-from nsqbox.box import BoxOptions
-from nsqbox.nsqd.options import NSQDOptions
-from nsqbox.up_tui import BoxApp, dialable
+from nsqbox.nsqd.domain.options import NSQDOptions
+from nsqbox.run.box import BoxOptions
+from nsqbox.run.up_tui import BoxApp, dialable
 
 from .conftest import TIMEOUT, run_app, wait_until
 

@@ -43,7 +43,7 @@ def test_the_tui_knows_nothing_of_the_box() -> None:
         names = imported(path.stem)
         box = {n for n in names if n.split(".")[:2] in (["nsqbox", "box"], ["nsqbox", "up"])}
         assert not box, (path.name, box)
-        assert not {n for n in names if n.startswith("nsqbox.up_tui")}, path.name
+        assert not {n for n in names if n.startswith("nsqbox.run.up_tui")}, path.name
 
 
 def test_no_view_imports_another() -> None:

@@ -27,7 +27,7 @@ from nsqbox.admin.tui.channel import ChannelScreen
 from nsqbox.admin.tui.faults import FaultsScreen
 from nsqbox.admin.tui.tail import TailScreen, TailSource
 from nsqbox.admin.tui.widgets import StatsTable
-from nsqbox.terminal_text import UNSAFE
+from nsqbox.process.terminal_text import UNSAFE
 from nsqbox.testing.handle import NSQBox
 
 from .conftest import TIMEOUT, make_app, run_app, wait_until

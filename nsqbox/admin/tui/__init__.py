@@ -14,7 +14,7 @@ Modules: :mod:`.app` (the app; the only module that imports every view), :mod:`.
 :mod:`.web` for ``--web``), :mod:`.guest` (trio as a guest of Textual's asyncio loop), and
 :mod:`.demo` / :mod:`.tour` (a fixed cluster and a walk through the views, for screenshots and
 snapshot tests). The TUI knows nothing of the box: ``nsqbox up --tui`` is
-:mod:`nsqbox.up_tui`, above both.
+:mod:`nsqbox.run.up_tui`, above both.
 """
 
 from __future__ import annotations

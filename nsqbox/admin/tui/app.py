@@ -28,8 +28,8 @@ from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.worker import WorkerCancelled, WorkerFailed
 
-from ...clock import BrokerClock
-from ...terminal_text import visible
+from ...broker.clock import BrokerClock
+from ...process.terminal_text import visible
 from ..model import ClusterSnapshot
 from .backend import Backend, BackendFactory, Outcome
 from .channel import ChannelScreen

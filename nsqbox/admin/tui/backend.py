@@ -20,8 +20,8 @@ from typing import Protocol
 import httpx
 
 from ..clusterinfo import UpstreamError, base_url
-from ..fault_client import AdminFaults
 from ..faults import ClusterFaults, FaultSource
+from ..faults_client import AdminFaults
 from ..model import ClusterModel, ClusterSnapshot, open_cluster_model
 from ..peek import PeekQuery, PeekResult, peek_nodes
 from ..stats import Producer

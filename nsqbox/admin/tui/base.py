@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
-from ...terminal_text import visible
+from ...process.terminal_text import visible
 from . import format as fmt
 from .widgets import StatsTable, StatusLine
 

@@ -1,7 +1,7 @@
 """How the Messages view shows a message body: a one-line preview, and the whole body as
 pretty JSON when it parses, text when it is UTF-8, a hex dump otherwise. Pure functions.
 
-Whatever is shown has its control characters made visible (:mod:`nsqbox.terminal_text`): a
+Whatever is shown has its control characters made visible (:mod:`nsqbox.process.terminal_text`): a
 body is UTF-8 text with no C0 control but tab, newline and CR, yet may hold C1 controls, and a
 JSON string may spell any control as ``\\u001b``, which decoding turns into the character.
 """
@@ -15,7 +15,7 @@ from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ...terminal_text import visible
+from ...process.terminal_text import visible
 
 __all__ = ["BodyKind", "body_kind", "hex_dump", "preview", "render_body"]
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ... import program_version
-from ...goflags import FlagSet, parse_or_exit
-from ...gosyntax import format_duration_ns
+from ...go.flags import FlagSet, parse_or_exit
+from ...go.syntax import format_duration_ns
 from .web_access import DEFAULT_WEB_HOST, DEFAULT_WEB_PORT
 
 if TYPE_CHECKING:  # Textual loads only when the app runs, not for -h or --version

@@ -15,7 +15,7 @@ from textual.containers import Horizontal
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label
 
-from ...gosyntax import parse_duration
+from ...go.syntax import parse_duration
 from ...wire.names import is_valid_channel_name, is_valid_topic_name
 from ..faults import is_fault_kind
 from .modals import MODAL_CSS, FormScreen, node_select, pick_node

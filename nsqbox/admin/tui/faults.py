@@ -23,7 +23,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from ...faultlist import left_text
+from ...broker.faults import left_text
 from ..control import NodeAction
 from ..faults import FaultError, FaultListing, FaultSource
 from . import format as fmt

@@ -5,7 +5,7 @@ Textual owns the thread and runs asyncio; trio runs inside it through
 only trio's I/O wait happens in a helper thread. The trap: a guest run left alive when the app
 exits leaves trio's run state behind on the thread, and a later ``trio.run()`` there fails with
 "run() from inside a run()" — so an app cancels the guest run and awaits :meth:`TrioGuest.stop`
-before it finishes unmounting. (``nsqbox up --tui``, :mod:`nsqbox.up_tui`, runs the box so.)
+before it finishes unmounting. (``nsqbox up --tui``, :mod:`nsqbox.run.up_tui`, runs the box so.)
 """
 
 from __future__ import annotations

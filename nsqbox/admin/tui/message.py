@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ...terminal_text import visible
+from ...process.terminal_text import visible
 from .base import AdminHost
 from .bodies import render_body
 from .message_actions import republish

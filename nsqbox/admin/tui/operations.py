@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-from ...terminal_text import visible
+from ...process.terminal_text import visible
 from ..first_channel import first_channel_warning
 from .backend import Backend, Outcome
 from .base import ClusterScreen

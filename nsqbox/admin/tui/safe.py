@@ -4,7 +4,7 @@ Every string that comes from a peer or a user — names in ``/stats``, a client'
 message body, an error — reaches a widget through here. A ``str`` given to ``Static``,
 ``Label``, ``DataTable.add_row`` or ``notify`` is parsed as markup (``[link=…]``, ``[red]``) and
 its control characters reach the terminal; a :class:`~rich.text.Text` made by :func:`safe` is
-neither (see :mod:`nsqbox.terminal_text`).
+neither (see :mod:`nsqbox.process.terminal_text`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from ...terminal_text import UNSAFE, visible
+from ...process.terminal_text import UNSAFE, visible
 
 __all__ = ["safe", "safe_cell", "safe_text"]
 

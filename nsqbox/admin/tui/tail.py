@@ -25,7 +25,7 @@ from textual.widgets import Footer, Header, RichLog, Static
 from textual.worker import get_current_worker
 
 from ... import __version__
-from ...terminal_text import visible
+from ...process.terminal_text import visible
 from . import format as fmt
 from .safe import safe
 

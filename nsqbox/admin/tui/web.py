@@ -31,8 +31,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from ...addresses import format_address
 from ...http.local_guard import LocalGuard, local_guard
+from ...net.addresses import format_address
 from .web_access import (
     DEFAULT_WEB_HOST,
     DEFAULT_WEB_PORT,

@@ -24,8 +24,8 @@ import hmac
 import secrets
 import socket
 
-from ...addresses import format_address
-from ...exposure import reach
+from ...net.addresses import format_address
+from ...net.exposure import reach
 
 #: Where the web TUI listens unless told otherwise.
 DEFAULT_WEB_HOST = "127.0.0.1"
@@ -84,7 +84,7 @@ def public_url(bound_host: str, port: int) -> str:
 
 def exposure_warning(bound_host: str, port: int) -> str | None:
     """The warning to print when the server listens on more than loopback, naming the
-    addresses other machines reach it at (:func:`nsqbox.exposure.reach`; None on loopback)."""
+    addresses other machines reach it at (:func:`nsqbox.net.exposure.reach`; None on loopback)."""
     where = reach(bound_host.strip("[]") or "0.0.0.0", port)
     if where is None:
         return None

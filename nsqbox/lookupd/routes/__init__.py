@@ -1,0 +1,1 @@
+"""nsqlookupd's HTTP routes: NSQ's own (``nsqlookupd``), then nsqbox's faults."""

@@ -1,0 +1,1 @@
+"""nsqd's disk queue (go-diskqueue): the files, the reader, the syncs and peeking at them."""

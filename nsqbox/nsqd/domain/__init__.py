@@ -1,0 +1,1 @@
+"""nsqd's domain: topics, channels, messages, timeouts, stats and faults; no sockets."""

@@ -1,0 +1,1 @@
+"""nsqd's HTTP routes: NSQ's own (``nsqd``), then nsqbox's, one module per feature."""

@@ -1,0 +1,185 @@
+"""A protocol V2 client as the rest of nsqd sees it: its state, settings and counters.
+
+:class:`ClientState` is what channels deliver to (their ``Consumer``), what
+``/stats`` reports (``StatsClient``) and what ``nsqd.clients`` holds. It owns
+no I/O: it holds its :class:`~nsqbox.nsqd.tcp.connection.Connection` and writes
+through its public methods. :class:`ClientSettings` are what IDENTIFY may
+change (:func:`nsqbox.nsqd.tcp.negotiate.identify` computes them, :meth:`ClientState.apply`
+takes them). The commands live in :mod:`nsqbox.nsqd.tcp.protocol_v2`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import trio
+
+    from ..domain.channel import Channel
+    from ..domain.message import Message
+    from ..domain.nsqd import NSQD
+    from .auth import AuthState, ConnectionAuth
+    from .connection import Connection
+
+__all__ = [
+    "DEFAULT_OUTPUT_BUFFER_SIZE",
+    "STATE_CLOSING",
+    "STATE_INIT",
+    "STATE_SUBSCRIBED",
+    "ClientSettings",
+    "ClientState",
+]
+
+# Client states as nsqd numbers them (they show in /stats).
+STATE_INIT = 0
+STATE_SUBSCRIBED = 3
+STATE_CLOSING = 4
+
+DEFAULT_OUTPUT_BUFFER_SIZE = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """What a client may set with IDENTIFY (times in seconds), as nsqd's clientV2 keeps them."""
+
+    client_id: str
+    hostname: str
+    user_agent: str
+    heartbeat_interval: float
+    output_buffer_size: int
+    output_buffer_timeout: float
+    sample_rate: int
+    msg_timeout: float
+
+
+class ClientState:
+    """One client's state and counters, and what a channel calls to deliver to it."""
+
+    #: The connection this client talks through (set by the subclass that makes it).
+    conn: Connection
+
+    def __init__(self, nsqd: NSQD, remote: tuple[str, int]) -> None:
+        opts = nsqd.options
+        self.nsqd = nsqd
+        self.id = nsqd.next_client_id()
+        host = remote[0]
+        self.remote_address = f"[{host}]:{remote[1]}" if ":" in host else f"{host}:{remote[1]}"
+        self.client_id = host
+        self.hostname = host
+        self.user_agent = ""
+        self.state = STATE_INIT
+        self.ready_count = 0
+        self.in_flight_count = 0
+        self.message_count = 0
+        self.finish_count = 0
+        self.requeue_count = 0
+        self.connect_time = time.time()
+        self.sample_rate = 0
+        self.msg_timeout = opts.msg_timeout
+        self.output_buffer_size = DEFAULT_OUTPUT_BUFFER_SIZE
+        self.output_buffer_timeout = opts.output_buffer_timeout
+        self.pub_counts: dict[str, int] = {}
+        self.channel: Channel | None = None
+        self.in_ring = False
+        self._authz: ConnectionAuth | None = None
+
+    def __repr__(self) -> str:
+        return f"ClientV2({self.remote_address})"
+
+    @property
+    def auth_state(self) -> AuthState | None:
+        """The auth server's answer for this client (``identity``, ``authorizations``...)."""
+        return self._authz.state if self._authz is not None else None
+
+    # the transport's layers are the connection's facts; stats read them through these
+    @property
+    def tls_info(self) -> trio.SSLStream[trio.abc.Stream] | None:
+        """The TLS layer once upgraded (cipher(), version(), getpeercert()...)."""
+        return self.conn.transport.tls
+
+    @property
+    def tls(self) -> bool:
+        """The connection was upgraded to TLS."""
+        return self.conn.transport.tls is not None
+
+    @property
+    def snappy(self) -> bool:
+        """The connection was upgraded to snappy."""
+        return self.conn.transport.snappy
+
+    @property
+    def deflate(self) -> bool:
+        """The connection was upgraded to deflate."""
+        return self.conn.transport.deflate
+
+    def settings(self) -> ClientSettings:
+        """The current settings (what IDENTIFY starts from)."""
+        return ClientSettings(
+            client_id=self.client_id,
+            hostname=self.hostname,
+            user_agent=self.user_agent,
+            heartbeat_interval=self.conn.heartbeat_interval,
+            output_buffer_size=self.output_buffer_size,
+            output_buffer_timeout=self.output_buffer_timeout,
+            sample_rate=self.sample_rate,
+            msg_timeout=self.msg_timeout,
+        )
+
+    def apply(self, settings: ClientSettings) -> None:
+        """Take IDENTIFY's settings; the heartbeat ticker restarts, as nsqd's does."""
+        self.client_id = settings.client_id
+        self.hostname = settings.hostname
+        self.user_agent = settings.user_agent
+        self.output_buffer_size = settings.output_buffer_size
+        self.output_buffer_timeout = settings.output_buffer_timeout
+        self.sample_rate = settings.sample_rate
+        self.msg_timeout = settings.msg_timeout
+        self.conn.heartbeat_interval = settings.heartbeat_interval
+        self.conn.restart_heartbeat()
+
+    # -- what a channel calls ------------------------------------------------
+    def can_take(self) -> bool:
+        """Ready for another message: in flight below RDY (CLS and close set RDY to 0),
+        and the output buffer not full (a consumer that does not read gets no more)."""
+        return self.in_flight_count < self.ready_count and self.conn.out_room() > 0
+
+    def out_room(self) -> int:
+        """Bytes the output buffer may still take before deliveries pause."""
+        return self.conn.out_room()
+
+    def send_message(self, msg: Message) -> None:
+        """Buffer a message frame for the writer (the channel did the in-flight bookkeeping)."""
+        self.conn.write_message(msg)
+        self.in_flight_count += 1
+        self.message_count += 1
+
+    def send_messages(self, msgs: list[Message]) -> None:
+        """Buffer several message frames at once."""
+        self.conn.write_messages(msgs)
+        self.in_flight_count += len(msgs)
+        self.message_count += len(msgs)
+
+    def finished(self, count: int) -> None:
+        """``count`` of this client's messages were FINished."""
+        self.finish_count += count
+        self.in_flight_count -= count
+
+    def requeued(self) -> None:
+        """One of this client's messages was REQueued."""
+        self.requeue_count += 1
+        self.in_flight_count -= 1
+
+    def timed_out_message(self) -> None:
+        """One of this client's messages timed out."""
+        self.in_flight_count -= 1
+
+    def empty(self) -> None:
+        """The channel was emptied: nothing of ours is in flight any more."""
+        self.in_flight_count = 0
+
+    def close(self) -> None:
+        """Disconnect (the channel or topic is being deleted, or the server stops)."""
+        self.ready_count = 0
+        self.conn.close()
