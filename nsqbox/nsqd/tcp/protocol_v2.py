@@ -4,18 +4,15 @@
 texts; which command each state accepts is one table (:data:`STATE_COMMANDS`,
 built by :mod:`~nsqbox.nsqd.tcp.command_table`), and parameters are read as nsqd reads
 them (:mod:`~nsqbox.nsqd.tcp.command_params`). It is what a client's commands do, not
-the client: the client is the :class:`~nsqbox.nsqd.tcp.client_state.ClientState` that
-holds it (its state, settings and counters, what channels call to deliver), beside
-the :class:`~nsqbox.nsqd.tcp.connection.Connection` that moves the bytes (the reader
-and writer tasks, heartbeats, commands that must await) and calls it as its session.
-:func:`new_client` puts the three together. IDENTIFY's negotiation and the TLS/compression
-upgrades live in :mod:`~nsqbox.nsqd.tcp.negotiate`; AUTH's bookkeeping in
-:mod:`~nsqbox.nsqd.tcp.auth`. Each layer calls only the ones below it.
+the client: the :class:`~nsqbox.nsqd.tcp.client_state.ClientState` (state, settings,
+counters, what channels deliver to) holds it beside the
+:class:`~nsqbox.nsqd.tcp.connection.Connection` that moves the bytes and calls it as its
+session; :func:`new_client` makes the three. IDENTIFY's negotiation and the upgrades live
+in :mod:`~nsqbox.nsqd.tcp.negotiate`; AUTH's bookkeeping in :mod:`~nsqbox.nsqd.tcp.auth`.
 """
 
 from __future__ import annotations
 
-import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -41,8 +38,6 @@ if TYPE_CHECKING:
     from ..domain.channel import Channel
     from ..domain.nsqd import NSQD
     from .auth import AuthClient
-
-logger = logging.getLogger("nsqbox.nsqd")
 
 __all__ = ["STATE_COMMANDS", "ProtocolV2", "new_client"]
 
@@ -71,6 +66,18 @@ class ProtocolV2:
     """One client's commands (the :class:`~nsqbox.nsqd.tcp.session.Session` its connection
     calls). ``client`` holds it, and its connection (``client.conn``, opened once this is
     made); ``tls_context`` is offered to clients that ask for ``tls_v1``."""
+
+    __slots__ = (
+        "_authz",
+        "_pending",
+        "_publish",
+        "_refill",
+        "_table",
+        "client",
+        "nsqd",
+        "parser",
+        "tls_context",
+    )
 
     def __init__(self, client: ClientState, *, tls_context: ssl.SSLContext | None = None) -> None:
         #: Whose commands these are: every state and counter they change is the client's.
