@@ -39,7 +39,7 @@ def archive_stream(
         .option("nsqd", nsqd)
         .option("topic", topic)
         .option("channel", channel)
-        .option("maxMessagesPerBatch", max_messages_per_batch)
+        .option("maxMessagesPerTrigger", max_messages_per_batch)
         .load()
     )
     rows = messages.select(
