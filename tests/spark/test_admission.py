@@ -146,6 +146,44 @@ def test_probe_asks_each_node_through_nsqd_http_and_lookupd(
     assert DepthProbe(unknown.connection, topic, CHANNEL).depths([tcp[0]]) == {tcp[0]: None}
 
 
+def test_probe_reads_real_nsqd_stats(tmp_path: Path, topic: str) -> None:
+    import os
+    import subprocess
+    import urllib.request
+
+    from nsqbox.testing.waiting import poll
+
+    from .standalone import free_port
+
+    nsqd = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
+    if not os.access(nsqd, os.X_OK):
+        pytest.skip(f"no real nsqd at {nsqd} (set NSQ_BIN)")
+    tcp, http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    args = [f"--tcp-address={tcp}", f"--http-address={http}", f"--data-path={tmp_path}"]
+    with (tmp_path / "nsqd.log").open("wb") as log:
+        proc = subprocess.Popen([str(nsqd), *args], stdout=log, stderr=subprocess.STDOUT)
+    try:
+
+        def up() -> tuple[bool, None]:
+            try:
+                with urllib.request.urlopen(f"http://{http}/ping", timeout=5):
+                    return True, None
+            except OSError:
+                return False, None
+
+        poll(up, TIMEOUT, lambda _: "the real nsqd never answered /ping")
+        create_channel_on(http, topic)
+        request = urllib.request.Request(f"http://{http}/mpub?topic={topic}", b"a\nb\nc")
+        urllib.request.urlopen(request, timeout=10).close()
+        options = parse_read_options(
+            {"nsqd": tcp, "nsqdHttp": http, "topic": topic, "channel": CHANNEL}
+        )
+        assert DepthProbe(options.connection, topic, CHANNEL).depths([tcp]) == {tcp: 3}
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
 def create_channel_on(http: str, topic: str) -> None:
     """Create ``topic`` and its channel CHANNEL on one nsqd."""
     import urllib.request
@@ -175,7 +213,12 @@ def every_trigger_reported(spark: SparkSession) -> Iterator[None]:
 
 
 def start_query(
-    spark: SparkSession, box: NSQBox, topic: str, tmp_path: Path, **options: object
+    spark: SparkSession,
+    box: NSQBox,
+    topic: str,
+    tmp_path: Path,
+    trigger: str = "100 milliseconds",
+    **options: object,
 ) -> StreamingQuery:
     reader = (
         spark.readStream.format("nsq")
@@ -192,7 +235,7 @@ def start_query(
         .writeStream.format("memory")
         .queryName(topic)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="100 milliseconds")
+        .trigger(processingTime=trigger)
         .start()
     )
 
@@ -314,15 +357,34 @@ def test_an_idle_partitioned_stream_plans_no_batch(
     assert WriteAheadLog(tmp_path / "wal").sequences() == []  # no task ever staged
 
 
+def lag(progress: dict[str, Any]) -> int | None:
+    """The depth a batch's progress reports: the partitioned reader's latest offset, the
+    simple reader's end offset (as in docs/spark.md's listener)."""
+    source = progress["sources"][0]
+    for key in ("latestOffset", "endOffset"):
+        offset = json.loads(source[key]) if source.get(key) else None
+        if isinstance(offset, dict) and "depth" in offset:
+            return int(offset["depth"])
+    return None
+
+
 @needs_limits
+@pytest.mark.parametrize("kind", READERS)
 def test_lag_in_last_progress_while_a_backlog_drains(
-    spark: SparkSession, nsqbox: NSQBox, topic: str, tmp_path: Path
+    spark: SparkSession, nsqbox: NSQBox, topic: str, tmp_path: Path, kind: str
 ) -> None:
     n = 1000
     create_channel(nsqbox, topic, CHANNEL)
     publish(nsqbox, topic, [b"l%04d" % i for i in range(n)])
+    # a batch every half second at most: the backlog drains over seconds, read meanwhile
     query = start_query(
-        spark, nsqbox, topic, tmp_path, maxMessagesPerTrigger=250, **partitioned(tmp_path)
+        spark,
+        nsqbox,
+        topic,
+        tmp_path,
+        "500 milliseconds",
+        maxMessagesPerTrigger=200,
+        **reader_options(kind, tmp_path),
     )
     seen: list[int] = []
     try:
@@ -332,16 +394,22 @@ def test_lag_in_last_progress_while_a_backlog_drains(
             assert time.monotonic() < deadline
             progress = query.lastProgress
             if progress and progress["numInputRows"]:
-                depth = json.loads(progress["sources"][0]["latestOffset"])["depth"]
+                depth = lag(progress)
+                assert depth is not None
                 if not seen or seen[-1] != depth:
                     seen.append(depth)
             time.sleep(0.05)
     finally:
         query.stop()
+    assert seen  # read while it drained
+    assert seen[0] > seen[-1]
     # each batch's progress says how many waited when it was planned, its own included
     read_before = 0
     for progress in batches(query):
-        assert json.loads(progress["sources"][0]["latestOffset"])["depth"] == n - read_before
+        depth = lag(progress)
+        assert depth is not None
+        if kind == "partitioned":  # all of it on nsqd, nothing held between batches
+            assert depth == n - read_before
+        else:  # nsqd's depth plus what the reader received; some may be on the wire
+            assert progress["numInputRows"] <= depth <= n - read_before
         read_before += progress["numInputRows"]
-    assert seen  # read while it drained
-    assert seen[0] >= seen[-1]
