@@ -129,7 +129,12 @@ def read_line(stream: IO[str], timeout: float) -> str:
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """An S3 server on 127.0.0.1 (moto's, in a thread), for the session: ``host:port``."""
+    import logging
+
     server_module = pytest.importorskip("moto.server")
+    requests = logging.getLogger("werkzeug")  # one line per request otherwise
+    level = requests.level
+    requests.setLevel(logging.WARNING)
     server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
@@ -137,6 +142,7 @@ def s3_endpoint() -> Iterator[str]:
         yield f"{host}:{port}"
     finally:
         server.stop()
+        requests.setLevel(level)
 
 
 @pytest.fixture
