@@ -184,6 +184,55 @@ def test_probe_reads_real_nsqd_stats(tmp_path: Path, topic: str) -> None:
         proc.wait(30)
 
 
+@needs_limits
+def test_partitioned_plan_follows_depth_and_limits(
+    nsqbox_factory: NSQBoxFactory, topic: str, tmp_path: Path
+) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    from nsqbox.spark.partitioned import NSQPartitionedStreamReader
+
+    box = nsqbox_factory(nsqd=2)
+    tcp = [str(a) for a in box.nsqd_tcp_addresses]
+    http = [str(a) for a in box.nsqd_http_addresses]
+    for node in (0, 1):
+        create_channel_on(http[node], topic)
+    options = {
+        "nsqd": ",".join(tcp),
+        "nsqdHttp": ",".join(http),
+        "topic": topic,
+        "channel": CHANNEL,
+        "reader": "partitioned",
+        "walPath": str(tmp_path / "wal"),
+        "partitionsPerNode": "2",
+        "maxMessagesPerTrigger": "100",
+        "minMessagesPerTrigger": "40",
+        "pollTimeout": "0",
+    }
+    source = NSQPartitionedStreamReader(parse_read_options(options))
+    assert source.getDefaultReadLimit() == ReadMinRows(40)
+    start = source.initialOffset()
+    # both nodes empty: no batch, and the lag says so
+    assert source.latestOffset(start, ReadMaxRows(100)) == start
+    assert source.reportLatestOffset() == {"depth": 0, "nodes": {tcp[0]: 0, tcp[1]: 0}}
+    box.publish(topic, [b"m%02d" % i for i in range(30)], node=1)
+    # 30 wait on node 1 only, fewer than the minimum: no batch yet
+    assert source.latestOffset(start, ReadMinRows(40)) == start
+    # Spark's own maximum: node 1's two slots share it; node 0 has none
+    end = source.latestOffset(start, ReadMaxRows(10))
+    assert (end["seq"], end["slots"], end["quota"]) == (1, [f"{tcp[1]}/0", f"{tcp[1]}/1"], 5)
+    assert source.reportLatestOffset() == {"depth": 30, "nodes": {tcp[0]: 0, tcp[1]: 30}}
+    # all available: the whole depth, split over the slots
+    assert source.latestOffset(start, ReadAllAvailable())["quota"] == 15
+    # more slots than messages: the deepest nodes' slots, one message each
+    box.publish(topic, [b"x"], node=0)
+    end = source.latestOffset(start, ReadMaxRows(3))
+    assert (end["slots"], end["quota"]) == (
+        sorted([f"{tcp[1]}/0", f"{tcp[1]}/1", f"{tcp[0]}/0"]),
+        1,
+    )
+
+
 def create_channel_on(http: str, topic: str) -> None:
     """Create ``topic`` and its channel CHANNEL on one nsqd."""
     import urllib.request
