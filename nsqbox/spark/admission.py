@@ -72,8 +72,9 @@ class Admission:
         """How many messages the next batch may take, or None to plan no batch now.
 
         ``available`` is what waits over all nodes (None: unknown, taken as
-        "some"). With a maximum of None (all available) the batch takes what
-        waits, or ``fallback`` when that is unknown (the caller's own bound).
+        "some"). A batch may take the maximum; with a maximum of None (all
+        available) it takes what waits, or ``fallback`` when that is unknown
+        (the caller's own bound).
         """
         if available == 0:
             self.delay_passed()  # starts the delay's clock on the first idle trigger
@@ -87,4 +88,6 @@ class Admission:
             return None
         if bounds.max_rows is None:
             return fallback if available is None else available
-        return bounds.max_rows if available is None else min(bounds.max_rows, available)
+        # the depth decides whether to plan, not how much: more may have arrived since
+        # (nsqd copies a message to its channels after PUB has answered)
+        return bounds.max_rows

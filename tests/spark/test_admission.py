@@ -48,7 +48,7 @@ class FakeClock:
 def test_admission_plans_nothing_while_empty_and_bounds_each_batch() -> None:
     admission = Admission(10.0, FakeClock())
     assert admission.rows(Bounds(100), 0, 100) is None
-    assert admission.rows(Bounds(100), 30, 100) == 30
+    assert admission.rows(Bounds(100), 30, 100) == 100  # the depth says "plan", not how much
     assert admission.rows(Bounds(100), 5000, 100) == 100
     assert admission.rows(Bounds(100), None, 100) == 100  # unknown depth: plan, bounded
     assert admission.rows(Bounds(None), 5000, 100) == 5000  # all available
@@ -62,12 +62,12 @@ def test_admission_waits_for_the_minimum_until_the_delay() -> None:
     assert admission.rows(bounds, 30, 100) is None  # the delay starts now
     clock.now = 9.9
     assert admission.rows(bounds, 49, 100) is None
-    assert admission.rows(bounds, 50, 100) == 50  # enough: at once
+    assert admission.rows(bounds, 50, 100) == 100  # enough: at once, up to the maximum
     admission.planned()
     clock.now = 15.0
     assert admission.rows(bounds, 10, 100) is None
     clock.now = 20.0
-    assert admission.rows(bounds, 10, 100) == 10  # the delay passed since the last batch
+    assert admission.rows(bounds, 10, 100) == 100  # the delay passed since the last batch
     assert admission.rows(bounds, 0, 100) is None  # never an empty batch
 
 
@@ -126,6 +126,7 @@ def test_probe_asks_each_node_through_nsqd_http_and_lookupd(
     for node in (0, 1):
         create_channel_on(http[node], topic)
     box.publish(topic, [b"a", b"b", b"c"], node=1)
+    wait_depth(http[1], topic, 3)
     by_option = parse_read_options(
         {"nsqd": ",".join(tcp), "nsqdHttp": ",".join(http), "topic": topic, "channel": CHANNEL}
     )
@@ -175,6 +176,7 @@ def test_probe_reads_real_nsqd_stats(tmp_path: Path, topic: str) -> None:
         create_channel_on(http, topic)
         request = urllib.request.Request(f"http://{http}/mpub?topic={topic}", b"a\nb\nc")
         urllib.request.urlopen(request, timeout=10).close()
+        wait_depth(http, topic, 3)
         options = parse_read_options(
             {"nsqd": tcp, "nsqdHttp": http, "topic": topic, "channel": CHANNEL}
         )
@@ -216,6 +218,7 @@ def test_partitioned_plan_follows_depth_and_limits(
     assert source.latestOffset(start, ReadMaxRows(100)) == start
     assert source.reportLatestOffset() == {"depth": 0, "nodes": {tcp[0]: 0, tcp[1]: 0}}
     box.publish(topic, [b"m%02d" % i for i in range(30)], node=1)
+    wait_depth(http[1], topic, 30)
     # 30 wait on node 1 only, fewer than the minimum: no batch yet
     assert source.latestOffset(start, ReadMinRows(40)) == start
     # Spark's own maximum: node 1's two slots share it; node 0 has none
@@ -226,10 +229,30 @@ def test_partitioned_plan_follows_depth_and_limits(
     assert source.latestOffset(start, ReadAllAvailable())["quota"] == 15
     # more slots than messages: the deepest nodes' slots, one message each
     box.publish(topic, [b"x"], node=0)
+    wait_depth(http[0], topic, 1)
     end = source.latestOffset(start, ReadMaxRows(3))
     assert (end["slots"], end["quota"]) == (
         sorted([f"{tcp[1]}/0", f"{tcp[1]}/1", f"{tcp[0]}/0"]),
         1,
+    )
+
+
+def wait_depth(http: str, topic: str, depth: int) -> None:
+    """Until the channel's depth on the nsqd at ``http`` is ``depth``: nsqd copies a message
+    from its topic to the channels in a task of its own, after PUB has answered."""
+    from nsqbox.testing.waiting import poll
+
+    probe = DepthProbe(
+        parse_read_options(
+            {"nsqd": "x:1", "nsqdHttp": http, "topic": topic, "channel": CHANNEL}
+        ).connection,
+        topic,
+        CHANNEL,
+    )
+    poll(
+        lambda: ((d := probe.depths(["x:1"])["x:1"]) == depth, d),
+        TIMEOUT,
+        lambda d: f"the depth of {topic}/{CHANNEL} on {http} stayed {d}, not {depth}",
     )
 
 
