@@ -92,14 +92,21 @@ def open_for_reading(path: str | os.PathLike[str]) -> IO[bytes]:
 
 
 class SnapshotWriter:
-    """Writes a snapshot's lines to ``stream``: the header at once, the end on :meth:`finish`."""
+    """Writes a snapshot's lines to ``stream``: the header at once, the end on :meth:`finish`.
 
-    def __init__(self, stream: IO[bytes], header: Header) -> None:
-        header.nsqbox_snapshot = FORMAT_VERSION
+    With ``header`` None it writes records only, and :meth:`finish` no end line: one node's
+    part of a snapshot, which the caller puts between a header and an end of its own
+    (:meth:`add_counts` counts such a part in).
+    """
+
+    def __init__(self, stream: IO[bytes], header: Header | None) -> None:
         self._stream = stream
-        self._chunks: list[bytes] = [encode(header)]
+        self._chunks: list[bytes] = []
+        if header is not None:
+            header.nsqbox_snapshot = FORMAT_VERSION
+            self._chunks.append(encode(header))
+        self._whole = header is not None
         self._held = 0
-        self.nodes = header.nodes
         self.topics = 0
         self.channels = 0
         self.messages = 0
@@ -109,6 +116,13 @@ class SnapshotWriter:
         self._held += len(line)
         if self._held >= WRITE_CHUNK:
             self.flush()
+
+    def add_counts(self, topics: int, channels: int, messages: int) -> None:
+        """Count records written to the stream by someone else (another node's part)."""
+        self.flush()
+        self.topics += topics
+        self.channels += channels
+        self.messages += messages
 
     def flush(self) -> None:
         """Write what is gathered."""
@@ -136,6 +150,7 @@ class SnapshotWriter:
         attempts: int,
         body: bytes,
         delay_ms: int = 0,
+        disk: bool = False,
     ) -> None:
         """A message line (its topic's and channel's lines came first)."""
         self.messages += 1
@@ -148,14 +163,16 @@ class SnapshotWriter:
             attempts,
             channel,
             delay_ms,
+            disk,
             text,
             b64,
         )
         self._add(encode(record))
 
     def finish(self) -> None:
-        """The end line, and write everything out."""
-        self._add(encode(EndLine(self.topics, self.channels, self.messages)))
+        """The end line (unless writing records only), and write everything out."""
+        if self._whole:
+            self._add(encode(EndLine(self.topics, self.channels, self.messages)))
         self.flush()
 
 

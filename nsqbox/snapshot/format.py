@@ -77,7 +77,9 @@ class Header(msgspec.Struct, forbid_unknown_fields=True):
     clock_offset: float = 0.0
 
 
-class TopicLine(msgspec.Struct, tag="topic", tag_field="kind", forbid_unknown_fields=True):
+class TopicLine(
+    msgspec.Struct, tag="topic", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
+):
     """A topic of node ``node`` (ephemeral ones are never saved, as nsqd's metadata)."""
 
     node: int
@@ -85,7 +87,9 @@ class TopicLine(msgspec.Struct, tag="topic", tag_field="kind", forbid_unknown_fi
     paused: bool = False
 
 
-class ChannelLine(msgspec.Struct, tag="channel", tag_field="kind", forbid_unknown_fields=True):
+class ChannelLine(
+    msgspec.Struct, tag="channel", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
+):
     """A channel of a topic listed before it."""
 
     node: int
@@ -94,12 +98,16 @@ class ChannelLine(msgspec.Struct, tag="channel", tag_field="kind", forbid_unknow
     paused: bool = False
 
 
-class MessageLine(msgspec.Struct, tag="message", tag_field="kind", forbid_unknown_fields=True):
+class MessageLine(
+    msgspec.Struct, tag="message", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
+):
     """A message a channel holds (or, with no ``channel``, the topic itself).
 
     ``delay_ms`` above 0 is a deferred message's remaining delay in broker time (at a topic:
     a DPUB's delay not yet started). ``attempts`` are as nsqd counts them; an in-flight
-    message is saved as queued with the attempts it has.
+    message is saved as queued with the attempts it has. ``disk`` says a queued message was
+    in the disk queue (loading puts it there again; the others go to memory while it has
+    room, as nsqd queues them).
     """
 
     node: int
@@ -109,6 +117,7 @@ class MessageLine(msgspec.Struct, tag="message", tag_field="kind", forbid_unknow
     attempts: int = 0
     channel: str | None = None
     delay_ms: int = 0
+    disk: bool = False
     body: str | None = None
     body_b64: str | None = None
 
