@@ -39,6 +39,7 @@ from .format import (
     decode_header,
     decode_record,
     encode,
+    encode_lines,
 )
 
 __all__ = [
@@ -107,11 +108,15 @@ class SnapshotWriter:
             self._chunks.append(encode(header))
         self._whole = header is not None
         self._held = 0
+        #: Message lines not yet encoded: encoded together, one call per chunk.
+        self._pending: list[MessageLine] = []
         self.topics = 0
         self.channels = 0
         self.messages = 0
 
     def _add(self, line: bytes) -> None:
+        if self._pending:
+            self._encode_pending()
         self._chunks.append(line)
         self._held += len(line)
         if self._held >= WRITE_CHUNK:
@@ -124,8 +129,14 @@ class SnapshotWriter:
         self.channels += channels
         self.messages += messages
 
+    def _encode_pending(self) -> None:
+        self._chunks.append(encode_lines(self._pending))
+        self._pending = []
+
     def flush(self) -> None:
         """Write what is gathered."""
+        if self._pending:
+            self._encode_pending()
         self._stream.write(b"".join(self._chunks))
         self._chunks = []
         self._held = 0
@@ -154,20 +165,29 @@ class SnapshotWriter:
     ) -> None:
         """A message line (its topic's and channel's lines came first)."""
         self.messages += 1
-        text, b64 = body_fields(body)
-        record = MessageLine(
-            node,
-            topic,
-            msg_id.decode("ascii", "replace"),
-            timestamp,
-            attempts,
-            channel,
-            delay_ms,
-            disk,
-            text,
-            b64,
+        text: str | None
+        b64: str | None = None
+        try:
+            text = body.decode()
+        except UnicodeDecodeError:
+            text, b64 = body_fields(body)
+        self._pending.append(
+            MessageLine(
+                node,
+                topic,
+                msg_id.decode("ascii", "replace"),
+                timestamp,
+                attempts,
+                channel,
+                delay_ms,
+                disk,
+                text,
+                b64,
+            )
         )
-        self._add(encode(record))
+        self._held += len(body) + 100
+        if self._held >= WRITE_CHUNK:
+            self.flush()
 
     def finish(self) -> None:
         """The end line (unless writing records only), and write everything out."""
@@ -224,40 +244,47 @@ class SnapshotReader:
         nodes = self.header.nodes
         topics: set[tuple[int, str]] = set()
         channels: set[tuple[int, str, str]] = set()
-        deferred: dict[tuple[int, str, str | None], set[str]] = {}
+        deferred: dict[tuple[int, str, str], set[str]] = {}
         messages = 0
+        next_line = self._next_line
         while True:
-            raw = self._next_line()
+            raw = next_line()
             if raw is None:
                 raise SnapshotError(self.line + 1, "truncated: the file ends before its end line")
             number = self.line
             record = decode_record(raw, number, nodes)
-            if isinstance(record, EndLine):
+            if type(record) is MessageLine:  # the common line first
+                channel = record.channel
+                if channel is None:
+                    if (record.node, record.topic) not in topics:
+                        raise SnapshotError(number, f"topic {record.topic!r} not listed before")
+                else:
+                    key = (record.node, record.topic, channel)
+                    if key not in channels:
+                        raise SnapshotError(
+                            number, f"channel {record.topic}:{channel} not listed before"
+                        )
+                    if record.delay_ms:
+                        ids = deferred.setdefault(key, set())
+                        if record.id in ids:
+                            raise SnapshotError(number, f"deferred message {record.id} twice")
+                        ids.add(record.id)
+                messages += 1
+            elif isinstance(record, EndLine):
                 self._finish(record, len(topics), len(channels), messages)
                 return
-            if isinstance(record, TopicLine):
-                key = (record.node, record.topic)
-                if key in topics:
+            elif isinstance(record, TopicLine):
+                if (record.node, record.topic) in topics:
                     raise SnapshotError(number, f"topic {record.topic!r} listed twice")
-                topics.add(key)
-            elif (record.node, record.topic) not in topics:
-                raise SnapshotError(number, f"topic {record.topic!r} not listed before")
-            elif isinstance(record, ChannelLine):
+                topics.add((record.node, record.topic))
+            else:
+                assert isinstance(record, ChannelLine)
+                if (record.node, record.topic) not in topics:
+                    raise SnapshotError(number, f"topic {record.topic!r} not listed before")
                 ckey = (record.node, record.topic, record.channel)
                 if ckey in channels:
                     raise SnapshotError(number, f"channel {record.channel!r} listed twice")
                 channels.add(ckey)
-            else:
-                if record.channel is not None and (
-                    (record.node, record.topic, record.channel) not in channels
-                ):
-                    raise SnapshotError(number, f"channel {record.channel!r} not listed before")
-                messages += 1
-                if record.delay_ms and record.channel is not None:
-                    ids = deferred.setdefault((record.node, record.topic, record.channel), set())
-                    if record.id in ids:
-                        raise SnapshotError(number, f"deferred message {record.id} twice")
-                    ids.add(record.id)
             yield record
 
     def _finish(self, end: EndLine, topics: int, channels: int, messages: int) -> None:

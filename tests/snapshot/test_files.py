@@ -109,19 +109,31 @@ def test_a_cut_gzip_stream_is_refused(tmp_path: Path) -> None:
         (
             3,
             b'{"kind":"message","node":0,"topic":"orders","id":"xyz","timestamp":1,"body":""}\n',
-            "16 hex digits",
+            "at `$.id`",
         ),
         (
             3,
             b'{"kind":"message","node":0,"topic":"orders","id":"0123456789abcdef",'
             b'"timestamp":1,"attempts":70000,"body":""}\n',
-            "attempts must be",
+            "<= 65535 - at `$.attempts`",
         ),
         (
             3,
             b'{"kind":"message","node":0,"topic":"orders","id":"0123456789abcdef",'
             b'"timestamp":1,"body_b64":"***"}\n',
             "not base64",
+        ),
+        (
+            3,
+            b'{"kind":"message","node":0,"topic":"bad topic","id":"0123456789abcdef",'
+            b'"timestamp":1,"body":""}\n',
+            "not listed before",
+        ),
+        (
+            3,
+            b'{"kind":"message","node":0,"topic":"orders","id":"0123456789abcdef",'
+            b'"timestamp":1,"body":"","body_b64":""}\n',
+            "only one of body and body_b64",
         ),
         (7, b'{"kind":"end","topics":2,"channels":1,"messages":9}\n', "the end line counts"),
     ],

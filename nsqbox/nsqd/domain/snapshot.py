@@ -10,7 +10,7 @@ so it is one consistent cut of the node), every topic and channel but the epheme
   with the attempts they have, then deferred ones with the delay left in broker time.
 
 Disk records are read from the read position on with a file descriptor of their own
-(:func:`~nsqbox.nsqd.diskqueue.peek.scan`): the queues are left as they were.
+(:func:`~nsqbox.nsqd.diskqueue.walk.unread_records`): the queues are left as they were.
 
 :class:`NodeLoader` applies records to an nsqd: topics and channels are created (and paused)
 as nsqd's HTTP API would, queued messages go where they were (memory while it has room, the
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from ...snapshot.format import ChannelLine, MessageLine, Record, TopicLine, message_body
 from ...wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH, MSG_ID_LENGTH
-from ..diskqueue.peek import scan
 from ..diskqueue.reader import DiskQueueReader
+from ..diskqueue.walk import unread_records
 from .message import Message
 
 if TYPE_CHECKING:
@@ -36,11 +36,8 @@ if TYPE_CHECKING:
     from .nsqd import NSQD
     from .topic import Topic
 
-__all__ = ["DISK_PAGE", "NodeLoader", "SnapshotDiskError", "save_node"]
+__all__ = ["NodeLoader", "SnapshotDiskError", "save_node"]
 
-#: Records read from a disk queue at a time (and at most this many bytes of them).
-DISK_PAGE = 1024
-_DISK_PAGE_BYTES = 4 * 1024 * 1024
 #: Queued messages gathered before each write to a queue.
 _BATCH = 1024
 
@@ -102,33 +99,17 @@ def _save_disk(
         return
     if not isinstance(backend, DiskQueueReader):
         raise SnapshotDiskError(f"the disk queue of {topic}:{channel} cannot be read")
-    position: tuple[int, int] | None = None
-    while True:
-        result = scan(backend, position, DISK_PAGE, backend.max_msg_size, _DISK_PAGE_BYTES)
-        if result.error:
-            raise SnapshotDiskError(f"the disk queue of {topic}:{channel}: {result.error}")
-        for record in result.records:
-            data = record.head
+    message = writer.message
+    for batch in unread_records(backend):
+        for data in batch:
             if len(data) < MIN_VALID_MSG_LENGTH:
                 continue  # nsqd skips an undecodable record too
             timestamp, attempts = MESSAGE_HEADER.unpack_from(data)
             msg_id = data[10 : 10 + MSG_ID_LENGTH]
             deadline = restored.get(msg_id) if restored else None
             delay = 0 if deadline is None else max(0, (deadline - wall_ns) // 1_000_000)
-            writer.message(
-                node,
-                topic,
-                channel,
-                msg_id,
-                timestamp,
-                attempts,
-                data[10 + MSG_ID_LENGTH :],
-                delay,
-                disk=not delay,
-            )
-        if result.next is None:
-            return
-        position = result.next
+            body = data[10 + MSG_ID_LENGTH :]
+            message(node, topic, channel, msg_id, timestamp, attempts, body, delay, not delay)
 
 
 class NodeLoader:
