@@ -26,7 +26,7 @@ from nsqbox.snapshot.format import SnapshotError
 from nsqbox.tools import snapshot as snapshot_tool
 from nsqbox.tools.common import Fatal, ParsedArgs
 from nsqbox.wire import commands
-from tests.helpers import RawConn, publish
+from tests.helpers import RawConn, eventually, publish
 
 GUARD = 60
 UTF8 = [b"m1", b"m2", "m3 \u00e9".encode(), b"m4", b"m5"]
@@ -173,6 +173,15 @@ async def test_a_two_node_box_round_trips_through_a_snapshot_file(
         assert sorted((*m[:4], m[5]) for m in again) == sorted(as_queued)
         clock = await fresh.call("GET", 0, "/nsqbox/clock")
         assert clock["offset"] == 10.0  # the broker time it was saved at
+        lookup = f"http://{format_address(fresh.addresses.lookupd.http)}/lookup"
+
+        async def registered() -> bool:  # the loaded topics are announced as any other
+            answers = [
+                await client.get(lookup, params={"topic": t}) for t in ("orders", "payments")
+            ]
+            return all(a.status_code == 200 and a.json()["producers"] for a in answers)
+
+        await eventually(registered, every=0.05)
 
         consumer = await RawConn.open(fresh.tcp(0))
         await consumer.sub("orders", "billing", rdy=10)
