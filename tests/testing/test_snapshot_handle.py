@@ -8,12 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from nsqbox.snapshot.format import SnapshotError
 from nsqbox.testing import NSQBox
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.subprocess_box import SubprocessBox
+from nsqbox.testing.trio_box import open_trio_box
 
 from .conftest import TIMEOUT
 
@@ -55,3 +57,25 @@ def test_the_handle_saves_and_loads_a_box(
             assert second.stats().topics == {}
             assert second.load(path) == 4
             assert second.wait_for(topic, depth=4).depth == 4
+
+
+async def test_the_trio_handle_and_the_async_twins(nursery: trio.Nursery, tmp_path: Path) -> None:
+    first = await open_trio_box(nursery, ClusterSpec(), str(tmp_path / "a"))
+    topic = first.name("jobs")
+    first.nsqds[0].get_topic(topic).get_channel("work")
+    await first.publish(topic, [b"one", b"two"])
+    await first.wait_for(topic, "work", depth=2)
+    path = tmp_path / "jobs.jsonl"
+    assert (await first.snapshot(path)).messages == 2
+    second = await open_trio_box(nursery, ClusterSpec(), str(tmp_path / "b"))
+    assert await second.load(path) == 2
+    assert (await second.wait_for(topic, "work", depth=2)).depth == 2
+    thread_box = ThreadBox(ClusterSpec(), str(tmp_path / "c"))
+    try:
+        with NSQBox(thread_box, timeout=TIMEOUT) as handle:  # the sync handle's async twins
+            assert await handle.aload(path) == 2
+            await handle.await_for(topic, "work", depth=2)
+            assert (await handle.asnapshot(tmp_path / "again.jsonl")).messages == 2
+    finally:
+        await trio.to_thread.run_sync(thread_box.stop)
+    nursery.cancel_scope.cancel()
