@@ -13,12 +13,14 @@ Starts ``nsqbox up`` (a child process, ports the OS picks, a data path of its ow
 - ``up --load``: a fresh box started with ``--load FILE``, timed from start to its ready line,
   its peak RSS beside a fresh box started without a snapshot.
 
-Throughput is the snapshot file's size over the elapsed time. Figures go to stdout as JSON.
+Throughput is the snapshot's bytes (uncompressed, for ``.gz``) and messages over the elapsed
+time. Figures go to stdout as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import resource
@@ -100,6 +102,14 @@ def _publish(address: str, messages: int, body_bytes: int) -> None:
             sent += n
 
 
+def _data_bytes(path: Path) -> int:
+    """The snapshot's bytes, uncompressed."""
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    with gzip.open(path, "rb") as stream:
+        return sum(len(chunk) for chunk in iter(lambda: stream.read(1 << 20), b""))
+
+
 def _timed_child(args: list[str]) -> tuple[float, int, int]:
     """Run a child; its wall time, exit status and peak RSS (bytes)."""
     start = time.perf_counter()
@@ -153,10 +163,12 @@ def main() -> None:
             )
             if status:
                 raise SystemExit(f"snapshot save exited with {status}")
-            size = snapshot.stat().st_size
-            figures["file_mb"] = round(size / mb, 1)
+            figures["file_mb"] = round(snapshot.stat().st_size / mb, 1)
+            size = _data_bytes(snapshot)
+            figures["data_mb"] = round(size / mb, 1)
             figures["save_s"] = round(elapsed, 2)
             figures["save_mb_per_s"] = round(size / mb / elapsed, 1)
+            figures["save_messages_per_s"] = round(args.messages / elapsed)
             figures["save_box_peak_rss_mb"] = round(_status(box.pid, "VmHWM") / mb, 1)
             figures["save_command_peak_rss_mb"] = round(peak / mb, 1)
         finally:
@@ -171,6 +183,7 @@ def main() -> None:
         try:
             figures["up_load_s"] = round(load_s, 2)
             figures["up_load_mb_per_s"] = round(size / mb / load_s, 1)
+            figures["up_load_messages_per_s"] = round(args.messages / load_s)
             figures["up_load_peak_rss_mb"] = round(_status(loaded.pid, "VmHWM") / mb, 1)
         finally:
             _stop(loaded)
