@@ -12,6 +12,7 @@ import httpx
 import pytest
 import trio
 
+from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES
 from nsqbox.snapshot.files import check_snapshot
 from nsqbox.tools import snapshot as snapshot_tool
 from nsqbox.tools.common import parse_args
@@ -107,6 +108,10 @@ async def test_refusals(nursery: trio.Nursery, tmp_path: Path, client: httpx.Asy
         upload, params={"id": unknown, "offset": 2}, content=b"x" * (1024 * 1024 + 1)
     )
     assert too_big.status_code == 413
+    past = await client.post(
+        upload, params={"id": unknown, "offset": MAX_UPLOAD_BYTES}, content=b"x"
+    )
+    assert (past.status_code, past.json()) == (413, {"message": "UPLOAD_TOO_BIG"})
     cut = await client.post(
         server.url + "/nsqbox/snapshot", params={"node": 0}, headers={"Host": "evil.example"}
     )

@@ -14,6 +14,7 @@ a whole snapshot:
   :data:`PIECE_BYTES`; ``DELETE /nsqbox/snapshot?id=X`` removes it.
 - ``POST /nsqbox/snapshot/upload?id=X&offset=O`` appends its body (at most
   :data:`PIECE_BYTES`) to an upload at ``O`` (``offset=0`` starts a new one, replacing any);
+  (an upload holds at most :data:`MAX_UPLOAD_BYTES`: ``413 UPLOAD_TOO_BIG``);
   ``POST /nsqbox/snapshot/load?id=X&node=N`` then reads the whole upload strictly (off the
   event loop) and only if it passed applies node ``N``'s records
   (:class:`~nsqbox.nsqd.domain.snapshot.NodeLoader`), answering ``{"messages", "skipped"}``;
@@ -39,11 +40,20 @@ from ..domain.snapshot import NodeLoader, save_node
 if TYPE_CHECKING:
     from ..domain.nsqd import NSQD
 
-__all__ = ["PIECE_BYTES", "SNAPSHOT_PATH", "Spool", "add_snapshot_routes", "spool_node"]
+__all__ = [
+    "MAX_UPLOAD_BYTES",
+    "PIECE_BYTES",
+    "SNAPSHOT_PATH",
+    "Spool",
+    "add_snapshot_routes",
+    "spool_node",
+]
 
 SNAPSHOT_PATH: Final = "/nsqbox/snapshot"
 #: The most bytes one GET answers or one upload takes.
 PIECE_BYTES: Final = 1024 * 1024
+#: The most bytes an upload may hold in all (about 150 million messages of 100 bytes).
+MAX_UPLOAD_BYTES: Final = 32 * 1024**3
 _SPOOL: Final = "nsqbox.snapshot.{}.spool"
 _UPLOAD: Final = "nsqbox.snapshot.{}.upload"
 _JSON_LINES: Final = (("Content-Type", "application/x-ndjson"),)
@@ -141,6 +151,8 @@ def _read_piece(path: str, offset: int) -> bytes:
 def _append(data_path: str, file_id: str, offset: int, data: bytes) -> None:
     """Add ``data`` to upload ``file_id`` at ``offset`` (0: a new upload, replacing any)."""
     path = os.path.join(data_path, _UPLOAD.format(file_id))
+    if offset + len(data) > MAX_UPLOAD_BYTES:
+        raise HTTPError(413, "UPLOAD_TOO_BIG")
     if offset == 0:
         _remove(data_path, _UPLOAD)
         mode = "wb"
@@ -187,7 +199,7 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
 
     async def upload(request: Request) -> None:
         file_id = _file_id(request)
-        offset = _number(request, "offset", 2**62)
+        offset = _number(request, "offset", MAX_UPLOAD_BYTES)
         _append(nsqd.data_path, file_id, offset, request.body)
 
     async def load(request: Request) -> Response:
