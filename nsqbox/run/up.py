@@ -75,6 +75,12 @@ UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         field="admin_http_address",
     ),
     OptionFlag("clock", Kind.STRING, "the broker clock: real, or manual (nsqbox clock advance)"),
+    OptionFlag(
+        "load",
+        Kind.STRING,
+        "a snapshot file to load at start (nsqbox snapshot save; .gz for gzip)",
+        field="load_path",
+    ),
 )
 
 

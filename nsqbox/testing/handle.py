@@ -1,9 +1,8 @@
-"""The per-test handle: addresses, publish, stats, wait_for, capture and consume.
+"""The per-test handle: addresses, publish, stats, wait_for, capture, consume, snapshots.
 
-:class:`NSQBox` is what the ``nsqbox`` fixture gives a test. Its methods block; each
-one that waits has an async twin (``await_for``, ``aconsume``...) for asyncio and trio
-tests, which runs the wait in a worker thread so the test's own loop (and the app
-under test on it) keeps running.
+:class:`NSQBox` is what the ``nsqbox`` fixture gives a test. Its methods block; each one that
+waits has an async twin (``await_for``, ``aconsume``...) for asyncio and trio tests, which runs
+the wait in a worker thread so the test's own loop (and the app under test on it) keeps running.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from .boxes import Box, xdist_worker
 from .clock import ClockAccess
 from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
 from .faults_http import Faults, faults_for
+from .snapshot import SnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .tap import Capture
 from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
@@ -79,7 +79,7 @@ class BoxView(AddressView):
         return Expectation(topic, channel, {k: v for k, v in counts.items() if v is not None})
 
 
-class NSQBox(ClockAccess, BoxView):
+class NSQBox(ClockAccess, SnapshotAccess, BoxView):
     """A test's handle on a box (the ``nsqbox`` fixture).
 
     It cleans up after the test (see the ``nsqbox_cleanup`` option) when closed.
