@@ -25,6 +25,7 @@ import pytest
 from nsqbox import cli
 from nsqbox.snapshot.files import SnapshotReader, check_snapshot, open_for_reading
 from nsqbox.snapshot.format import MessageLine, message_body
+from nsqbox.tools.record import ROTATE
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
 
 NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
@@ -196,6 +197,33 @@ def test_record_stops_at_sigterm_with_a_whole_file(box: BoxProcess, tmp_path: Pa
     # acknowledged before the signal: the tap had them, and the last read took them
     assert [message_body(m) for m in recorded(path)] == [b"a", b"b", b"c"]
     assert not Path(str(path) + ".part").exists()
+
+
+def test_record_replaces_its_tap_and_keeps_every_message_once(
+    box: BoxProcess, tmp_path: Path
+) -> None:
+    path = tmp_path / "many.jsonl.gz"
+    total = 3 * 5000  # past ROTATE: the tap is replaced while publishing goes on
+    assert total > ROTATE
+    rec = Recorder("rr_many", "--to", str(path), "--count", str(total),
+                   f"--nsqd-http-address={http(box)}")  # fmt: skip
+    try:
+        for batch in range(3):
+            content = b"\n".join(b"%d" % (batch * 5000 + i) for i in range(5000))
+            response = httpx.post(
+                f"http://{http(box)}/mpub",
+                params={"topic": "rr_many"},
+                content=content,
+                timeout=TIMEOUT,
+            )
+            assert response.status_code == 200
+        status, _, err = rec.wait()
+    finally:
+        rec.kill()
+    assert status == 0, err
+    lines = recorded(path)
+    assert [message_body(m) for m in lines] == [b"%d" % i for i in range(total)]
+    assert len({m.id for m in lines}) == total
 
 
 def test_replay_into_one_channel_only(box: BoxProcess, tmp_path: Path) -> None:
