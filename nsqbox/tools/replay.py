@@ -171,6 +171,10 @@ class _Publisher:
 def replay(client: httpx.Client, options: ReplayOptions) -> int:
     """Publish the (checked) file's messages as ``options`` say; how many were published."""
     publisher = _Publisher(client, options)
+    try:  # the connection made before the clock starts: the first message is not late
+        client.get(f"{options.nsqd_http}/ping")
+    except httpx.HTTPError as exc:
+        raise Fatal(f"cannot reach nsqd at {options.nsqd_http}: {exc}") from None
     batch: list[bytes] = []
     size = 0
     first: int | None = None
