@@ -302,6 +302,18 @@ def test_channel_route_refuses_another_origin(box: BoxProcess) -> None:
     assert peek(box, "rr_evil", "c") == [b"hi"]
 
 
+def test_channel_route_is_off_under_auth(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # it publishes without the authorization PUB needs: with auth, nsqd answers 404 as real
+    # nsqd does (the auth server is never asked: no client AUTHs here)
+    for authed in running_box(tmp_path_factory, "--auth-http-address=127.0.0.1:1"):
+        url = f"http://{http(authed)}/nsqbox/channel/mpub"
+        one = b"\x00\x00\x00\x01\x00\x00\x00\x02hi"
+        answer = httpx.post(url, params={"topic": "t", "channel": "c"}, content=one)
+        assert answer.status_code == 404
+        stats = httpx.get(f"http://{http(authed)}/stats", params={"format": "json"}).json()
+        assert stats["topics"] == []
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
