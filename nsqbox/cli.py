@@ -37,6 +37,8 @@ SUBCOMMANDS: dict[str, str] = {
     "fault": "nsqbox.tools.faults:main",
     "clock": "nsqbox.tools.clock:main",
     "snapshot": "nsqbox.tools.snapshot:main",
+    "record": "nsqbox.tools.record:main",
+    "replay": "nsqbox.tools.replay:main",
     "docs": "nsqbox.tools.docs:main",
 }
 
@@ -53,6 +55,8 @@ SUMMARIES: dict[str, str] = {
     "fault": "make the box misbehave on purpose: list, add and lift faults, restart nodes",
     "clock": "read and move the box's broker time (nsqbox up --clock manual)",
     "snapshot": "save the box's state to a file, load one into it (docs/state.md)",
+    "record": "keep every message published to a topic in a file (docs/state.md)",
+    "replay": "publish a recording again, with its spacing or faster (docs/state.md)",
     "docs": "print the documentation that ships with nsqbox (nsqbox docs testing)",
 }
 

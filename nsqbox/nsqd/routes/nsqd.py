@@ -32,6 +32,7 @@ from .documents import config_value, debug_snapshot, duration_ns, render_stats_t
 from .faults import add_fault_routes
 from .metrics import add_metrics_route
 from .peek import add_peek_routes
+from .replay import add_replay_routes
 from .snapshot import add_snapshot_routes
 from .tap import NodeTaps, add_tap_routes
 
@@ -146,6 +147,7 @@ def make_app(
     add_tap_routes(router, taps or NodeTaps(nsqd))
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
     add_snapshot_routes(router, nsqd)  # nsqbox's own /nsqbox/snapshot (save and load state)
+    add_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/channel/mpub (replay into one channel)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
     add_clock_routes(router, nsqd.clock)  # nsqbox's own /nsqbox/clock (time control)
     add_metrics_route(router, nsqd)  # nsqbox's own /metrics (Prometheus)
