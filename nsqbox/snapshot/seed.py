@@ -6,8 +6,8 @@ per line or, with ``whole = true``, as one body; any of them deferred with ``def
 duration. :func:`read_seed` reads and checks the whole seed strictly (an unknown key, a bad
 name or duration, a size over a bound: :class:`SeedError` naming the key path) before anything
 is applied, and :func:`write_seed_snapshot` turns it into a snapshot file (the same records
-``nsqbox snapshot save`` writes), which the snapshot loader applies: a seed is a snapshot a
-person wrote.
+``nsqbox snapshot save`` writes, each message where a PUB would have put it), which the
+snapshot loader applies: a seed is a snapshot a person wrote.
 
 Message ids are made here, deterministically (the same seed gives the same ids): snowflake
 ids whose time part counts up from 1, far below any id an nsqd makes from its clock, so they
@@ -275,23 +275,31 @@ def _message_id(index: int, node: int) -> bytes:
 def write_seed_snapshot(seed: Seed, path: str | os.PathLike[str]) -> SnapshotSummary:
     """Write ``seed`` as a snapshot file at ``path`` (``.gz``: gzip); what it holds.
 
-    Every topic and channel line, then the topic's messages: at the topic (a PUB or a DPUB,
-    which the topic hands to every channel) or, with ``channel``, in that channel alone.
+    Every topic and channel line, then the topic's messages where a PUB (a DPUB, with
+    ``defer``) would have put them: a copy in each channel (one with ``channel``: in that
+    channel alone), in seed order, or held at the topic while it has no channel or is paused.
+    Written into the channels, they are there before the box is ready, whenever the topic
+    starts delivering.
     """
     now = time.time_ns()
     header = Header(nsqbox_snapshot=1, nodes=seed.nodes, saved_at_ns=now)
-    index = 0
+    start = 0
     with open_for_writing(path) as stream:
         writer = SnapshotWriter(stream, header)
         for topic in seed.topics:
-            writer.topic(topic.node, topic.name, topic.paused)
-            for name, paused in topic.channels.items():
-                writer.channel(topic.node, topic.name, name, paused)
-            for msg in topic.messages:
-                msg_id = _message_id(index, topic.node)
-                index += 1
-                writer.message(
-                    topic.node, topic.name, msg.channel, msg_id, now, 0, msg.body, msg.delay_ms
-                )
+            node, name = topic.node, topic.name
+            writer.topic(node, name, topic.paused)
+            for channel, paused in topic.channels.items():
+                writer.channel(node, name, channel, paused)
+            ids = [_message_id(start + i, node) for i in range(len(topic.messages))]
+            start += len(topic.messages)
+            held = topic.paused or not topic.channels
+            for msg_id, msg in zip(ids, topic.messages, strict=True):
+                if held and msg.channel is None:
+                    writer.message(node, name, None, msg_id, now, 0, msg.body, msg.delay_ms)
+            for channel in topic.channels:
+                for msg_id, msg in zip(ids, topic.messages, strict=True):
+                    if msg.channel == channel or (msg.channel is None and not held):
+                        writer.message(node, name, channel, msg_id, now, 0, msg.body, msg.delay_ms)
         writer.finish()
     return SnapshotSummary(header, writer.topics, writer.channels, writer.messages, 0)

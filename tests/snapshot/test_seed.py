@@ -5,7 +5,10 @@ is refused naming its key path, and nothing starts (docs/state.md, "Seeds")."""
 from __future__ import annotations
 
 import base64
+import json
 import re
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -238,3 +241,40 @@ async def test_the_docs_seed_applies_as_it_says(
     shown = re.search(r"nothing applied: (topics\.orders\.messages.*)\n", text)
     assert shown is not None
     assert str(info.value) == shown[1]
+
+
+async def test_the_command_applies_a_seed_before_its_ready_line(
+    tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    write_seed(tmp_path)  # given relative to the working directory, its files to the seed's
+    argv = [sys.executable, "-m", "nsqbox", "up", "--ephemeral-ports", "--ready-json"]
+    argv += ["--nsqd-count=2", "--data-path=data", "--seed=seed.toml"]
+    with trio.fail_after(GUARD):
+        process = await trio.lowlevel.open_process(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path
+        )
+        try:
+            assert process.stdout is not None
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await process.stdout.receive_some(4096)
+                assert chunk, "nsqbox up ended before its ready line"
+                line += chunk
+            ready = json.loads(line)
+            stats = {}
+            for node, address in enumerate(ready["nsqd_http_addresses"]):
+                answer = await client.get(f"http://{address}/stats", params={"format": "json"})
+                stats[node] = {
+                    (t["topic_name"], c["channel_name"]): (c["depth"], c["deferred_count"])
+                    for t in answer.json()["topics"]
+                    for c in t["channels"]
+                } | {
+                    (t["topic_name"], ""): (t["depth"], t["paused"])
+                    for t in answer.json()["topics"]
+                }
+            assert stats[0][("orders", "billing")] == (5, 1)
+            assert stats[0][("orders", "audit")] == (4, 1)
+            assert stats[1] == {("blobs", ""): (1, True)}
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert await process.wait() == 0

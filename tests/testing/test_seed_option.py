@@ -64,13 +64,14 @@ def test_the_ini_option_seeds_the_session_box(pytester: pytest.Pytester) -> None
     run_generated(pytester, ini="nsqbox_seed = seed.toml").assert_outcomes(passed=1)
 
 
+@pytest.mark.parametrize("mode", ["thread", "subprocess"])
 def test_the_factory_keyword_seeds_a_box_and_refuses_a_bad_seed(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, mode: str
 ) -> None:
     pytester.makefile(".toml", seed=SEED)
     pytester.makefile(".txt", two="two\n")
     pytester.makepyfile(test_factory=FACTORY_TEST)
-    result = run_generated(pytester)
+    result = run_generated(pytester, f"--nsqbox-mode={mode}", "--nsqbox-start-timeout=30")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         ["*nsqbox: cannot seed from *bad.toml, nothing started: topics.t.channels.b@d: invalid*"]
