@@ -75,7 +75,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "seed",
         "a seed file (TOML: topics, channels, messages; docs/state.md) applied to the session "
-        "box as it starts; relative to the rootdir",
+        "box as it starts and after each test's cleanup; relative to the rootdir",
         "",
     ),
     Option("nsqd_tcp_address", "noproc: nsqd TCP address(es), comma-separated", "127.0.0.1:4150"),

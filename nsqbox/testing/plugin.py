@@ -213,14 +213,24 @@ def nsqbox(nsqbox_session: Box, nsqbox_config: BoxConfig) -> Iterator[NSQBox]:
     """The test's handle: addresses, publish, wait_for, stats, capture, consume.
 
     Topics the test created are gone after it (``nsqbox_cleanup``), so tests that use
-    the same topic names do not see each other's messages.
+    the same topic names do not see each other's messages. With ``nsqbox_seed``, the
+    session box is seeded again after that cleanup: every test starts from the seed.
     """
+    from .config import Cleanup, Mode
     from .handle import NSQBox
 
     with NSQBox(
         nsqbox_session, timeout=nsqbox_config.timeout, cleanup=nsqbox_config.cleanup
     ) as handle:
         yield handle
+    config = nsqbox_config
+    if config.seed and config.cleanup is not Cleanup.NONE and config.mode is not Mode.NOPROC:
+        from .factories import check_seed
+        from .snapshot import load_seed
+
+        load_seed(
+            nsqbox_session.addresses, check_seed(config.seed, config.nsqd_count), config.timeout
+        )
 
 
 def _spec(

@@ -26,7 +26,11 @@ defer = "1h"
 """
 
 SESSION_TEST = """\
-def test_the_session_box_is_seeded(nsqbox):
+import pytest
+
+
+@pytest.mark.parametrize("run", [1, 2])  # the second starts from the seed again
+def test_the_session_box_is_seeded(nsqbox, run):
     state = nsqbox.stats().topics["orders"]
     assert not state.paused
     assert state.channels["audit"].paused
@@ -61,7 +65,7 @@ def test_the_ini_option_seeds_the_session_box(pytester: pytest.Pytester) -> None
     pytester.makefile(".toml", seed=SEED)
     pytester.makefile(".txt", two="two\n")
     pytester.makepyfile(test_seeded=SESSION_TEST)
-    run_generated(pytester, ini="nsqbox_seed = seed.toml").assert_outcomes(passed=1)
+    run_generated(pytester, ini="nsqbox_seed = seed.toml").assert_outcomes(passed=2)
 
 
 @pytest.mark.parametrize("mode", ["thread", "subprocess"])
