@@ -124,6 +124,14 @@ async def seed_box(
             f"cannot seed from {name}, nothing applied: it seeds nsqd {seed.nodes - 1}; the "
             f"box runs {len(control)} (--nsqd-count {seed.nodes})"
         )
+    for topic in seed.topics:  # nsqd refuses such a PUB (E_BAD_MESSAGE)
+        nsqd = control.nsqd(topic.node)
+        most = max((len(m.body) for m in topic.messages), default=0)
+        if nsqd is not None and most > nsqd.options.max_msg_size:
+            raise ValueError(
+                f"cannot seed from {name}, nothing applied: topics.{topic.name}.messages: a body "
+                f"of {most} bytes is over --max-msg-size ({nsqd.options.max_msg_size})"
+            )
     fd, spool = tempfile.mkstemp(prefix=".nsqbox-seed-", suffix=".jsonl", dir=spool_dir)
     os.close(fd)
     try:

@@ -186,6 +186,17 @@ async def test_a_bad_seed_starts_nothing(
         error = leaf(info.value)
         assert isinstance(error, ValueError)
         assert "nothing applied: topics.empty.messages[0].defer: time: unknown unit" in str(error)
+        # a body over --max-msg-size, as nsqd refuses such a PUB
+        small = NSQDOptions(data_path=str(tmp_path / "small"), node_id=0, max_msg_size=6)
+        good = str(write_seed(tmp_path / "good"))
+        options = BoxOptions(nsqd=small, nsqd_count=2, seed_path=good)
+        options.use_ephemeral_ports()
+        with pytest.raises(ExceptionGroup) as info:
+            async with trio.open_nursery() as inner:
+                await inner.start(serve_box, options)
+        assert "topics.orders.messages: a body of 12 bytes is over --max-msg-size (6)" in str(
+            leaf(info.value)
+        )
         # as a command: refused on stderr, exit status 1, no ready line
         done = await trio.run_process(
             [
