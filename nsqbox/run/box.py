@@ -80,6 +80,8 @@ class BoxOptions:
     clock: str = "real"
     #: A snapshot to load once the nsqds run, before the box is ready (``--load``).
     load_path: str = ""
+    #: A seed (TOML) to apply once the nsqds run, after ``load_path`` (``--seed``).
+    seed_path: str = ""
 
     def use_ephemeral_ports(self) -> None:
         """Put every listener on port 0 (the OS picks free ports)."""
@@ -414,6 +416,10 @@ async def serve_box(
             from nsqbox.run.snapshot import load_box
 
             await load_box(options.load_path, control, clock)
+        if options.seed_path:
+            from nsqbox.run.snapshot import seed_box
+
+            await seed_box(options.seed_path, control, clock, paths[0])
         names = [
             _node_name(runner.options, node) for runner, node in zip(runners, nsqds, strict=True)
         ]

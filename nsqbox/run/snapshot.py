@@ -4,7 +4,8 @@
 loop, so nothing happens on any of them meanwhile): what the admin service's
 ``POST /api/snapshot`` answers (:mod:`nsqbox.admin.routes.snapshot`). :func:`load_box` reads
 a snapshot whole and strictly first (off the event loop: a bad file loads nothing), then
-applies it to the nodes in one pass over the file, before the box reports it is ready. A
+applies it to the nodes in one pass over the file, before the box reports it is ready
+(:func:`seed_box` does the same with a seed, ``nsqbox up --seed FILE``, turned into one). A
 snapshot taken under a manual clock moves a manual clock to the broker time it was saved at,
 so deferred messages fall due at the same broker time as in the box it came from.
 """
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from nsqbox.broker.clock import BrokerClock
     from nsqbox.nsqd.domain.nsqd import NSQD
 
-__all__ = ["BoxNodes", "cut_box", "load_box"]
+__all__ = ["BoxNodes", "cut_box", "load_box", "seed_box"]
 
 
 class BoxNodes(Protocol):
@@ -95,3 +96,46 @@ async def load_box(path: str | os.PathLike[str], control: BoxNodes, clock: Broke
     for loader in loaders:
         loader.finish()
     return summary.messages
+
+
+async def seed_box(
+    path: str | os.PathLike[str], control: BoxNodes, clock: BrokerClock, spool_dir: str
+) -> int:
+    """Apply the seed at ``path`` (:mod:`nsqbox.snapshot.seed`) to the box's nsqds; how many
+    messages it declared.
+
+    The seed is read and checked whole, then written as a snapshot in ``spool_dir`` and
+    loaded (:func:`load_box`); the spool is removed afterwards. ValueError (naming the key
+    path) when the seed does not pass; nothing is applied then.
+    """
+    import tempfile
+
+    import trio
+
+    from nsqbox.snapshot.seed import SeedError, read_seed, write_seed_snapshot
+
+    name = os.fspath(path)
+    try:
+        seed = await trio.to_thread.run_sync(read_seed, path)
+    except SeedError as exc:
+        raise ValueError(f"cannot seed from {name}, nothing applied: {exc}") from exc
+    if seed.nodes > len(control):
+        raise ValueError(
+            f"cannot seed from {name}, nothing applied: it seeds nsqd {seed.nodes - 1}; the "
+            f"box runs {len(control)} (--nsqd-count {seed.nodes})"
+        )
+    for topic in seed.topics:  # nsqd refuses such a PUB (E_BAD_MESSAGE)
+        nsqd = control.nsqd(topic.node)
+        most = max((len(m.body) for m in topic.messages), default=0)
+        if nsqd is not None and most > nsqd.options.max_msg_size:
+            raise ValueError(
+                f"cannot seed from {name}, nothing applied: topics.{topic.name}.messages: a body "
+                f"of {most} bytes is over --max-msg-size ({nsqd.options.max_msg_size})"
+            )
+    fd, spool = tempfile.mkstemp(prefix=".nsqbox-seed-", suffix=".jsonl", dir=spool_dir)
+    os.close(fd)
+    try:
+        await trio.to_thread.run_sync(write_seed_snapshot, seed, spool)
+        return await load_box(spool, control, clock)
+    finally:
+        os.unlink(spool)

@@ -81,6 +81,12 @@ UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         "a snapshot file to load at start (nsqbox snapshot save; .gz for gzip)",
         field="load_path",
     ),
+    OptionFlag(
+        "seed",
+        Kind.STRING,
+        "a seed file (TOML: topics, channels, messages) to apply at start (docs/state.md)",
+        field="seed_path",
+    ),
 )
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
 from .boxes import Box, xdist_worker
 from .clock import ClockAccess
-from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
+from .config import Address, AddressView, BoxAddresses, Cleanup, Mode, SeedPath
 from .faults_http import Faults, faults_for
 from .snapshot import SnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
@@ -33,8 +33,7 @@ _NAMESPACES = itertools.count(1)
 
 def new_namespace() -> str:
     """A namespace unique to one test: worker id, session token, sequence number."""
-    worker = xdist_worker()
-    n = next(_NAMESPACES)
+    worker, n = xdist_worker(), next(_NAMESPACES)
     return f"{worker}-{_SESSION_TOKEN}-{n}" if worker else f"{_SESSION_TOKEN}-{n}"
 
 
@@ -495,6 +494,7 @@ class NSQBoxFactory(Protocol):
         lookupd_args: str | Sequence[str] = (),
         mode: Mode | str | None = None,
         clock: str = "real",
+        seed: SeedPath | None = None,
         **nsqd_options: Any,
     ) -> NSQBox:
         """Start a box (stopped after the test; ``clock="manual"``: time moves on demand)."""

@@ -13,11 +13,15 @@ The sync handle's ``asnapshot`` and ``aload`` are their twins for asyncio and tr
 the trio-native handle's ``snapshot`` and ``load`` are awaited (:class:`TrioSnapshotAccess`):
 each runs the transfer in a worker thread, so the test's loop (and a trio box's servers on it)
 keeps running.
+
+:func:`load_seed` applies a seed (``nsqbox_seed``, ``seed=`` of the factories) the same way: the
+seed written as a snapshot file and loaded.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import TYPE_CHECKING
 
 import httpx
@@ -27,9 +31,24 @@ from ..snapshot.transfer import cut_nodes, load, save
 from .waiting import in_worker_thread
 
 if TYPE_CHECKING:
+    from ..snapshot.seed import Seed
     from .config import BoxAddresses
 
-__all__ = ["SnapshotAccess", "TrioSnapshotAccess"]
+__all__ = ["SnapshotAccess", "TrioSnapshotAccess", "load_seed"]
+
+
+def load_seed(addresses: BoxAddresses, seed: Seed, timeout: float) -> int:
+    """Apply a checked seed to the nsqds at ``addresses`` (node ``i`` into nsqd ``i``), as a
+    snapshot file in a temporary directory; how many messages it held."""
+    from ..snapshot.seed import write_seed_snapshot
+
+    nodes = [str(a) for a in addresses.nsqd_http]
+    with tempfile.TemporaryDirectory(prefix="nsqbox-seed-") as directory:
+        path = os.path.join(directory, "seed.jsonl")
+        write_seed_snapshot(seed, path)
+        with httpx.Client(timeout=max(timeout, 60.0), trust_env=False) as client:
+            answers = load(client, path, nodes)
+    return sum(int(a.get("messages", 0)) for a in answers)
 
 
 class _Transfers:
