@@ -120,9 +120,12 @@ async def seed_box(
     except SeedError as exc:
         raise ValueError(f"cannot seed from {name}, nothing applied: {exc}") from exc
     if seed.nodes > len(control):
+        node = seed.nodes - 1
+        topic = next(t.name for t in seed.topics if t.node == node)
         raise ValueError(
-            f"cannot seed from {name}, nothing applied: it seeds nsqd {seed.nodes - 1}; the "
-            f"box runs {len(control)} (--nsqd-count {seed.nodes})"
+            f"cannot seed from {name}, nothing applied: topics.{topic}.node: nsqd {node} does "
+            f"not exist: the box runs {len(control)} nsqd(s) (start it with --nsqd-count "
+            f"{seed.nodes})"
         )
     for topic in seed.topics:  # nsqd refuses such a PUB (E_BAD_MESSAGE)
         nsqd = control.nsqd(topic.node)

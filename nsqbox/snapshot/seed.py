@@ -146,7 +146,13 @@ class _Reader:
             key = f"topics.{name}"
             if not is_valid_topic_name(name) or name.endswith("#ephemeral"):
                 raise SeedError(
-                    key, f"invalid topic name {name!r} (ephemeral ones cannot be seeded)"
+                    key,
+                    f"invalid topic name {name!r}"
+                    + (
+                        " (an ephemeral topic cannot be seeded)"
+                        if name.endswith("#ephemeral")
+                        else ""
+                    ),
                 )
             self.seed.topics.append(self.topic(name, _table(value, key), key))
 
@@ -182,7 +188,13 @@ class _Reader:
             where = f"{key}.{name}"
             if not is_valid_channel_name(name) or name.endswith("#ephemeral"):
                 raise SeedError(
-                    where, f"invalid channel name {name!r} (ephemeral ones cannot be seeded)"
+                    where,
+                    f"invalid channel name {name!r}"
+                    + (
+                        " (an ephemeral channel cannot be seeded)"
+                        if name.endswith("#ephemeral")
+                        else ""
+                    ),
                 )
             _unknown(table, _CHANNEL_KEYS, where)
             topic.channels[name] = _bool(table, "paused", where)

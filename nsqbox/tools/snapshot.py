@@ -97,9 +97,13 @@ def describe(summary: SnapshotSummary) -> str:
     header = summary.header
     clock = f", manual clock at +{header.clock_offset:g}s" if header.clock == "manual" else ""
     return (
-        f"{summary.messages} messages in {summary.topics} topics and {summary.channels} "
-        f"channels on {header.nodes} nsqd(s){clock}\n"
+        f"{_count(summary.messages, 'message')} in {_count(summary.topics, 'topic')} and "
+        f"{_count(summary.channels, 'channel')} on {header.nodes} nsqd(s){clock}\n"
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:

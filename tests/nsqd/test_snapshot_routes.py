@@ -51,7 +51,7 @@ async def test_save_and_load_node_by_node(
     await publish(one.tcp, "t", *bodies)
     path = tmp_path / "s.jsonl"
     printed = await trio.to_thread.run_sync(tool, "save", str(path), "--nsqd-http-address", one.url)
-    assert printed.endswith("300 messages in 1 topics and 1 channels on 1 nsqd(s)\n")
+    assert printed.endswith("300 messages in 1 topic and 1 channel on 1 nsqd(s)\n")
     assert path.stat().st_size > 1024 * 1024
     assert check_snapshot(path).messages == 300
     assert spools(tmp_path / "one") == []  # the spool is gone
