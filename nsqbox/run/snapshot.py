@@ -121,9 +121,9 @@ async def seed_box(
         raise ValueError(f"cannot seed from {name}, nothing applied: {exc}") from exc
     if seed.nodes > len(control):
         node = seed.nodes - 1
-        topic = next(t.name for t in seed.topics if t.node == node)
+        culprit = next(t.name for t in seed.topics if t.node == node)
         raise ValueError(
-            f"cannot seed from {name}, nothing applied: topics.{topic}.node: nsqd {node} does "
+            f"cannot seed from {name}, nothing applied: topics.{culprit}.node: nsqd {node} does "
             f"not exist: the box runs {len(control)} nsqd(s) (start it with --nsqd-count "
             f"{seed.nodes})"
         )

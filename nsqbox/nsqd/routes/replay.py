@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Final
 
 from ...go.syntax import StrconvError, parse_int
 from ...http import HTTPError, Request, Router
-from ...wire.errors import NSQError
 from ...wire.names import is_valid_channel_name, is_valid_topic_name
-from ...wire.parser import CommandParser, MPUBBody
 from ..domain.channel import ChannelError
+from .mpub_body import read_binary_mpub
 
 if TYPE_CHECKING:
     from ..domain.nsqd import NSQD
@@ -43,22 +42,6 @@ def _arg(request: Request, name: str, error: str) -> str:
     if not values or not values[0]:
         raise HTTPError(400, error)
     return values[0]
-
-
-def _bodies(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
-    """A binary MPUB body's messages, read by the protocol's own MPUB parser (nsqd's
-    readMPUB): its errors, without ``E_``, with status 413."""
-    parser = CommandParser()
-    parser.expect_mpub(max_body_size, max_msg_size, bounded_input=True)
-    parser.receive_data(_UINT32.pack(len(body)) + body)
-    try:
-        event = parser.next_event()
-        if isinstance(event, MPUBBody):
-            return event.bodies
-        error = parser.eof_error()
-    except NSQError as exc:
-        error = exc
-    raise HTTPError(413, error.code.removeprefix("E_") if error else "BAD_BODY")
 
 
 def _defer(request: Request, max_req_timeout: float) -> float:
@@ -87,7 +70,7 @@ def add_replay_routes(router: Router, nsqd: NSQD) -> None:
             raise HTTPError(400, "INVALID_CHANNEL")
         opts = nsqd.options
         defer = _defer(request, opts.max_req_timeout)
-        bodies = _bodies(request.body, opts.max_msg_size, opts.max_body_size)
+        bodies = read_binary_mpub(request.body, opts.max_msg_size, opts.max_body_size)
         if nsqd.exiting:
             raise HTTPError(503, "EXITING")
         topic = nsqd.get_topic(topic_name)
