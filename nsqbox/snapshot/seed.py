@@ -144,16 +144,7 @@ class _Reader:
             raise SeedError("topics", f"a seed declares at most {MAX_SEED_NAMES} topics")
         for name, value in topics.items():
             key = f"topics.{name}"
-            if not is_valid_topic_name(name) or name.endswith("#ephemeral"):
-                raise SeedError(
-                    key,
-                    f"invalid topic name {name!r}"
-                    + (
-                        " (an ephemeral topic cannot be seeded)"
-                        if name.endswith("#ephemeral")
-                        else ""
-                    ),
-                )
+            _check_name("topic", name, is_valid_topic_name(name), key)
             self.seed.topics.append(self.topic(name, _table(value, key), key))
 
     def topic(self, name: str, table: Mapping[str, Any], key: str) -> SeedTopic:
@@ -186,16 +177,7 @@ class _Reader:
             tables = {n: _table(v, f"{key}.{n}") for n, v in _table(value, key).items()}
         for name, table in tables.items():
             where = f"{key}.{name}"
-            if not is_valid_channel_name(name) or name.endswith("#ephemeral"):
-                raise SeedError(
-                    where,
-                    f"invalid channel name {name!r}"
-                    + (
-                        " (an ephemeral channel cannot be seeded)"
-                        if name.endswith("#ephemeral")
-                        else ""
-                    ),
-                )
+            _check_name("channel", name, is_valid_channel_name(name), where)
             _unknown(table, _CHANNEL_KEYS, where)
             topic.channels[name] = _bool(table, "paused", where)
             self.channels += 1
@@ -315,3 +297,11 @@ def write_seed_snapshot(seed: Seed, path: str | os.PathLike[str]) -> SnapshotSum
                         writer.message(node, name, channel, msg_id, now, 0, msg.body, msg.delay_ms)
         writer.finish()
     return SnapshotSummary(header, writer.topics, writer.channels, writer.messages, 0)
+
+
+def _check_name(kind: str, name: str, valid: bool, where: str) -> None:
+    """Refuse a topic or channel name nsqd would refuse, or an ephemeral one (never seeded)."""
+    if valid and not name.endswith("#ephemeral"):
+        return
+    why = f" (an ephemeral {kind} cannot be seeded)" if name.endswith("#ephemeral") else ""
+    raise SeedError(where, f"invalid {kind} name {name!r}{why}")
