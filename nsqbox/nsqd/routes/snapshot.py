@@ -20,12 +20,14 @@ a whole snapshot:
   (:class:`~nsqbox.nsqd.domain.snapshot.NodeLoader`), answering ``{"messages", "skipped"}``;
   a bad file is ``400`` with ``{"message": "INVALID_SNAPSHOT", "line", "reason"}`` and loads
   nothing. The upload is removed either way.
+
+The snapshot format and files (:mod:`nsqbox.snapshot`, gzip) are imported when a route is
+first used, not with nsqd: a box that never saves or loads does not pay for them at start.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import uuid
 from dataclasses import asdict, dataclass
@@ -33,12 +35,10 @@ from typing import TYPE_CHECKING, Final
 
 from ...go.syntax import parse_count
 from ...http import HTTPError, Request, Response, Router
-from ...snapshot.files import SnapshotReader, SnapshotWriter, check_snapshot, open_for_reading
-from ...snapshot.format import MAX_NODES, SnapshotError
-from ..domain.snapshot import NodeLoader, save_node
 
 if TYPE_CHECKING:
     from ..domain.nsqd import NSQD
+    from ..domain.snapshot import NodeLoader
 
 __all__ = [
     "MAX_UPLOAD_BYTES",
@@ -57,6 +57,9 @@ MAX_UPLOAD_BYTES: Final = 32 * 1024**3
 _SPOOL: Final = "nsqbox.snapshot.{}.spool"
 _UPLOAD: Final = "nsqbox.snapshot.{}.upload"
 _JSON_LINES: Final = (("Content-Type", "application/x-ndjson"),)
+#: The highest node number a snapshot holds (:data:`nsqbox.snapshot.format.MAX_NODES` - 1,
+#: kept here so that registering the routes imports no snapshot module).
+_LAST_NODE: Final = 63
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ class Spool:
 
 
 def _remove(data_path: str, pattern: str) -> None:
+    import glob
+
     for stale in glob.glob(os.path.join(glob.escape(data_path), pattern.format("*"))):
         with contextlib.suppress(OSError):
             os.unlink(stale)
@@ -86,6 +91,9 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
     Synchronous: the cut is consistent, and several nodes cut one after the other in the same
     call (a box's) make one consistent cut of them all. OSError when it cannot be written.
     """
+    from ...snapshot.files import SnapshotWriter
+    from ..domain.snapshot import save_node
+
     _remove(nsqd.data_path, _SPOOL)
     spool_id = uuid.uuid4().hex
     path = os.path.join(nsqd.data_path, _SPOOL.format(spool_id))
@@ -168,6 +176,9 @@ def _append(data_path: str, file_id: str, offset: int, data: bytes) -> None:
 
 
 def _apply(path: str, nsqd: NSQD, node: int) -> NodeLoader:
+    from ...snapshot.files import SnapshotReader, open_for_reading
+    from ..domain.snapshot import NodeLoader
+
     loader = NodeLoader(nsqd, node)
     with open_for_reading(path) as stream:
         for record in SnapshotReader(stream):
@@ -180,7 +191,7 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
     """Add the snapshot routes (module doc) for ``nsqd`` to its HTTP router."""
 
     async def cut(request: Request) -> Response:
-        node = _number(request, "node", MAX_NODES - 1)
+        node = _number(request, "node", _LAST_NODE)
         try:
             spool = spool_node(nsqd, node)
         except OSError as exc:
@@ -205,8 +216,11 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
     async def load(request: Request) -> Response:
         import trio
 
+        from ...snapshot.files import check_snapshot
+        from ...snapshot.format import SnapshotError
+
         file_id = _file_id(request)
-        node = _number(request, "node", MAX_NODES - 1)
+        node = _number(request, "node", _LAST_NODE)
         path = _existing(nsqd, _UPLOAD, file_id)
         try:
             try:  # the whole file first, off the loop: a bad one loads nothing
