@@ -34,6 +34,8 @@ NOT_AT_START = (
     "html",  # the first redirect's body
     "nsqbox.process.terminal_text",  # the first NSQError
     "concurrent.futures",  # nsqd's disk-sync thread, made with its first disk queue
+    "nsqbox.snapshot",  # the first snapshot route's request
+    "gzip",  # a snapshot's or a tap's .gz file
 )
 
 #: Loaded by ``nsqbox up`` (its command line), but not to start the fixture's box, whose

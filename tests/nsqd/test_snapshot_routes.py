@@ -134,16 +134,3 @@ def test_the_routes_bound_nodes_as_the_format_does() -> None:
     from nsqbox.snapshot.format import MAX_NODES
 
     assert routes._LAST_NODE == MAX_NODES - 1
-
-
-def test_nsqd_starts_without_the_snapshot_modules() -> None:
-    """Registering the routes imports no snapshot module (they load on first use)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, nsqbox.nsqd.server;"
-        "print(sorted(m for m in sys.modules if m.startswith('nsqbox.snapshot') or m == 'gzip'))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
