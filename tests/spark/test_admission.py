@@ -572,9 +572,9 @@ def test_lag_in_last_progress_while_a_backlog_drains(
                 if not seen or seen[-1] != depth:
                     seen.append(depth)
             time.sleep(0.05)
-        # drained: the next trigger's progress says so, batch or not
+        # drained: the next trigger's progress says so, batch or not, and so do the two after
         drained_at = max(i for i, p in enumerate(query.recentProgress) if p["numInputRows"])
-        while len(query.recentProgress) <= drained_at + 1:
+        while len(query.recentProgress) <= drained_at + 3:
             assert query.exception() is None
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -582,8 +582,10 @@ def test_lag_in_last_progress_while_a_backlog_drains(
         query.stop()
     assert seen  # read while it drained
     assert seen[0] > seen[-1]
-    after = query.recentProgress[drained_at + 1]
+    after, *idle = query.recentProgress[drained_at + 1 : drained_at + 4]
     assert (after["numInputRows"], lag(after)) == (0, 0)
+    # the simple reader planned one empty batch to say so; then, as the partitioned one, none
+    assert [(lag(p), "addBatch" in p["durationMs"]) for p in idle] == [(0, False), (0, False)]
     # each batch's progress says how many waited when it was planned, its own included:
     # with the simple reader, what it prefetched too (in flight for it, in no batch yet)
     read_before = 0
