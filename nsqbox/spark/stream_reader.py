@@ -44,9 +44,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from ..client.message import Message
-from .admission import Admission, Bounds, total_depth
+from .admission import Admission, Bounds
 from .depth import DepthProbe
 from .fetch import Fetcher, discover_nsqd
+from .lag import waiting as waiting_of
 from .options import ReadOptions
 from .pending import PendingBatch, PendingBatches, split_taken
 from .rows import messages_to_batch
@@ -226,33 +227,37 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         self._admission = Admission(options.max_trigger_delay)
 
     def _waiting(self, session: _Session) -> int | None:
-        """Messages waiting for this reader: the nodes' depth plus what it has received."""
+        """Messages no micro-batch holds yet: the nodes' depth plus what this reader has
+        prefetched (buffered, in the socket or still in nsqd's output buffer; see .lag)."""
         with session.fetcher.lock:
-            session.fetcher.drain()
-            nodes = session.fetcher.addresses
-            held = len(session.fetcher.buffered)
-        if not nodes:
+            counts = session.fetcher.connection_counts()
+        if not counts:
             return None
-        depth = total_depth(self._probe.depths(nodes))
-        return None if depth is None else depth + held
+        # What each connection released only changes in this thread (take) or when the
+        # keep-alive hands a stale message back: counted before nsqd answers, it stays true.
+        return waiting_of(self._probe.channel_stats(counts), counts)
 
-    def _admit(self, session: _Session) -> tuple[int | None, int | None]:
-        """``(how many to take or None for no batch, messages waiting)``, after waiting up
-        to ``pollTimeout`` for ``minMessagesPerTrigger`` (or its delay)."""
+    @property
+    def _depth_known(self) -> bool:
+        connection = self.options.connection
+        return bool(connection.nsqd_http or connection.lookupd)
+
+    def _admit(self, session: _Session, waiting: int | None) -> tuple[int | None, int | None]:
+        """``(how many to take or None for no batch, messages waiting)`` from ``waiting``
+        (asked already), after waiting up to ``pollTimeout`` for ``minMessagesPerTrigger``
+        (or its delay), asking again every ``DEPTH_POLL``."""
         options = self.options
         minimum = None if self._cutoff_ns is not None else options.min_messages_per_trigger
         bounds = Bounds(options.max_messages_per_batch, minimum)
-        if minimum is None and not (options.connection.nsqd_http or options.connection.lookupd):
-            return options.max_messages_per_batch, None  # no depth to ask
+        if minimum is None:
+            return options.max_messages_per_batch, waiting
         deadline = time.monotonic() + options.poll_timeout
         while True:
-            waiting = self._waiting(session)
-            if minimum is None:
-                return options.max_messages_per_batch, waiting
             rows = self._admission.rows(bounds, waiting, options.max_messages_per_batch)
             if rows is not None or time.monotonic() >= deadline:
                 return rows, waiting
             time.sleep(min(DEPTH_POLL, max(0.0, deadline - time.monotonic())))
+            waiting = self._waiting(session)
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles readers to executors for readBetweenOffsets: no sockets or threads.
@@ -287,19 +292,28 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         With ``minMessagesPerTrigger``, no batch (``start``) while fewer wait on the
         nodes (asked over HTTP) and ``maxTriggerDelay`` has not passed since the last
         batch. The end offset records the messages waiting when the batch was
-        planned (``depth``, its own included) where the nodes can be asked.
+        planned (``depth``: every message of the channel no earlier batch holds, its
+        own included) where the nodes can be asked; once the channel is empty, one
+        empty batch records a depth of 0.
         """
         position = _position(start)
         session = self._open()
         options = self.options
         with session.fetcher.lock:
+            if not self._exhausted:
+                session.fetcher.connect()
+        # Asked before this call FINs anything: between micro-batches nsqd fills the
+        # reader's in-flight budget and then sends nothing, so no message moves from the
+        # queue to the reader while /stats is read (real nsqd reads its clients' counts
+        # a moment before the depth; a message moving in between would be missed).
+        waiting = self._waiting(session) if self._depth_known and not self._exhausted else None
+        with session.fetcher.lock:
             session.settle(position)
             if self._exhausted:
                 return iter(()), start
-            session.fetcher.connect()
-        limit, waiting = self._admit(session)
+        limit, waiting = self._admit(session, waiting)
         if limit is None:
-            return iter(()), start
+            return self._idle(start, position, waiting)
         with session.fetcher.lock:
             messages = session.fetcher.take(
                 limit,
@@ -310,7 +324,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             if self._cutoff_ns is not None:
                 messages = self._before_cutoff(session, messages)
             if not messages:
-                return iter(()), start
+                return self._idle(start, position, waiting)
             end = position + len(messages)
             pending = session.pending.add(position, end, messages)
         self._admission.planned()
@@ -321,6 +335,21 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         # Spark accepts Arrow record batches where it documents tuples (and converts
         # tuples to Arrow anyway); one batch per micro-batch, no object per cell.
         return cast(Iterator[tuple[Any, ...]], rows), offset
+
+    def _idle(
+        self, start: dict[str, Any], position: int, waiting: int | None
+    ) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        """No batch to plan: ``start`` again, unless the channel just emptied.
+
+        pyspark never asks a simple reader for a latest offset, and an idle trigger's
+        progress repeats the last batch's end offset, whose depth is stale once the
+        channel is empty. So the first idle trigger after a batch that recorded a depth
+        above 0 plans one empty batch whose end offset records 0; later ones plan none.
+        """
+        recorded = start.get(DEPTH_KEY)
+        if waiting == 0 and self._cutoff_ns is None and isinstance(recorded, int) and recorded:
+            return iter([]), {OFFSET_KEY: position, DEPTH_KEY: 0}
+        return iter(()), start
 
     def _before_cutoff(self, session: _Session, messages: list[Message]) -> list[Message]:
         cutoff = self._cutoff_ns
