@@ -125,3 +125,37 @@ def test_the_handle_replaces_every_node_and_merges_by_default(
     assert target.load(saved, replace=True) == 1
     assert target.stats(node=0).topic("kept") == target.wait_for("kept", depth=1)
     assert dict(target.stats(node=1).topics) == {}  # the snapshot has nothing for it: emptied
+
+
+@pytest.mark.parametrize(
+    ("params", "refusal"),
+    [
+        ({"replace": "maybe"}, "INVALID_REPLACE"),
+        ({"name": "n" * 1021}, "INVALID_NAME"),
+        ({"load": "l" * 65}, "INVALID_LOAD"),
+    ],
+)
+async def test_the_load_route_refuses_a_bad_parameter_and_loads_nothing(
+    nursery: trio.Nursery,
+    tmp_path: Path,
+    client: httpx.AsyncClient,
+    params: dict[str, str],
+    refusal: str,
+) -> None:
+    path = tmp_path / "box.jsonl"
+    with trio.fail_after(GUARD):
+        original = await start_box(nursery, tmp_path / "a", client)
+        await publish(original.tcp(0), "orders", b"o1")
+        await trio.to_thread.run_sync(tool, original, "save", str(path))
+        box = await start_box(nursery, tmp_path / "b", client)
+        await publish(box.tcp(0), "kept", b"k1")
+        before = await box.stats(0)
+        upload = {"id": "1" * 32, "offset": 0}
+        url = f"{box.http(0)}/nsqbox/snapshot"
+        answer = await client.post(f"{url}/upload", params=upload, content=path.read_bytes())
+        assert answer.status_code == 200, answer.text
+        load = {"id": "1" * 32, "node": "0", "replace": "true", **params}
+        answer = await client.post(f"{url}/load", params=load)
+        assert (answer.status_code, answer.json()) == (400, {"message": refusal})
+        assert await box.stats(0) == before
+        nursery.cancel_scope.cancel()
