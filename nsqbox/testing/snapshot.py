@@ -7,7 +7,8 @@ every topic in it, other tests' too on a shared session box, so a test that save
 usually has a box of its own (``nsqbox_factory``). The nodes are cut one after the other
 (``nsqbox snapshot save`` through a box's admin service makes one cut of them all).
 Loading checks the whole file first: a damaged one raises
-:class:`~nsqbox.snapshot.format.SnapshotError` naming its line and loads nothing.
+:class:`~nsqbox.snapshot.format.SnapshotError` naming its line and loads nothing. It merges
+with what the box holds; ``load(path, replace=True)`` replaces it (each nsqd in one pass).
 
 The sync handle's ``asnapshot`` and ``aload`` are their twins for asyncio and trio tests, and
 the trio-native handle's ``snapshot`` and ``load`` are awaited (:class:`TrioSnapshotAccess`):
@@ -65,10 +66,10 @@ class _Transfers:
         with self._client() as client:
             return save(client, path, cut_nodes(client, nodes))
 
-    def _load(self, path: str | os.PathLike[str]) -> int:
+    def _load(self, path: str | os.PathLike[str], replace: bool) -> int:
         nodes = [str(a) for a in self.addresses.nsqd_http]
         with self._client() as client:
-            answers = load(client, path, nodes)
+            answers = load(client, path, nodes, replace=replace)
         return sum(int(a.get("messages", 0)) for a in answers)
 
 
@@ -79,18 +80,19 @@ class SnapshotAccess(_Transfers):
         """Save every nsqd of the box to ``path`` (``.gz``: gzip); what it holds."""
         return self._save(path)
 
-    def load(self, path: str | os.PathLike[str]) -> int:
+    def load(self, path: str | os.PathLike[str], *, replace: bool = False) -> int:
         """Load the snapshot at ``path`` into the box's nsqds (node ``i`` into nsqd ``i``,
-        merged with what they hold); how many messages it held."""
-        return self._load(path)
+        merged with what they hold, or with ``replace`` instead of it: every topic, channel
+        and message the file does not hold is removed); how many messages it held."""
+        return self._load(path, replace)
 
     async def asnapshot(self, path: str | os.PathLike[str]) -> SnapshotSummary:
         """:meth:`snapshot` for an asyncio or trio test (in a worker thread)."""
         return await in_worker_thread(lambda: self._save(path))
 
-    async def aload(self, path: str | os.PathLike[str]) -> int:
+    async def aload(self, path: str | os.PathLike[str], *, replace: bool = False) -> int:
         """:meth:`load` for an asyncio or trio test (in a worker thread)."""
-        return await in_worker_thread(lambda: self._load(path))
+        return await in_worker_thread(lambda: self._load(path, replace))
 
 
 class TrioSnapshotAccess(_Transfers):
@@ -100,6 +102,7 @@ class TrioSnapshotAccess(_Transfers):
         """Save every nsqd of the box to ``path`` (``.gz``: gzip); what it holds."""
         return await in_worker_thread(lambda: self._save(path))
 
-    async def load(self, path: str | os.PathLike[str]) -> int:
-        """Load the snapshot at ``path`` into the box's nsqds; how many messages it held."""
-        return await in_worker_thread(lambda: self._load(path))
+    async def load(self, path: str | os.PathLike[str], *, replace: bool = False) -> int:
+        """Load the snapshot at ``path`` into the box's nsqds (with ``replace``, instead of
+        what they hold); how many messages it held."""
+        return await in_worker_thread(lambda: self._load(path, replace))

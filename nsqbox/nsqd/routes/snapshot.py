@@ -17,9 +17,12 @@ a whole snapshot:
   (an upload holds at most :data:`MAX_UPLOAD_BYTES`: ``413 UPLOAD_TOO_BIG``);
   ``POST /nsqbox/snapshot/load?id=X&node=N`` then reads the whole upload strictly (off the
   event loop) and only if it passed applies node ``N``'s records
-  (:class:`~nsqbox.nsqd.domain.snapshot.NodeLoader`), answering ``{"messages", "skipped"}``;
-  a bad file is ``400`` with ``{"message": "INVALID_SNAPSHOT", "line", "reason"}`` and loads
-  nothing. The upload is removed either way.
+  (:class:`~nsqbox.nsqd.domain.snapshot.NodeLoader`), answering ``{"messages", "skipped",
+  "removed"}``; a bad file is ``400`` with ``{"message": "INVALID_SNAPSHOT", "line",
+  "reason"}`` and loads nothing. The upload is removed either way. ``replace=true`` replaces
+  what the node holds (every topic, channel and message the file does not list for node ``N``
+  goes, in the same pass as the load: ``removed`` counts them); ``name`` (the file's name)
+  and ``load`` (an id shared by the nodes of one load) are kept as the node's last load.
 
 The snapshot format and files (:mod:`nsqbox.snapshot`, gzip) are imported when a route is
 first used, not with nsqd: a box that never saves or loads does not pay for them at start.
@@ -175,11 +178,27 @@ def _append(data_path: str, file_id: str, offset: int, data: bytes) -> None:
         stream.write(data)
 
 
-def _apply(path: str, nsqd: NSQD, node: int) -> NodeLoader:
+def _flag(request: Request, name: str) -> bool:
+    value = (request.args().get(name) or ["false"])[0]
+    if value not in ("true", "false", "1", "0"):
+        raise HTTPError(400, f"INVALID_{name.upper()}")
+    return value in ("true", "1")
+
+
+def _bounded(request: Request, name: str, most: int) -> str:
+    value = (request.args().get(name) or [""])[0]
+    if len(value) > most:
+        raise HTTPError(400, f"INVALID_{name.upper()}")
+    return value
+
+
+def _apply(path: str, nsqd: NSQD, node: int, replace: bool) -> NodeLoader:
+    """Apply node ``node``'s records (replacing what ``nsqd`` holds, with ``replace``), in
+    one synchronous pass."""
     from ...snapshot.files import SnapshotReader, open_for_reading
     from ..domain.snapshot import NodeLoader
 
-    loader = NodeLoader(nsqd, node)
+    loader = NodeLoader(nsqd, node, replace=replace)
     with open_for_reading(path) as stream:
         for record in SnapshotReader(stream):
             loader.apply(record)
@@ -218,9 +237,13 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
 
         from ...snapshot.files import check_snapshot
         from ...snapshot.format import SnapshotError
+        from ...snapshot.loaded import MAX_NAME_CHARS
 
         file_id = _file_id(request)
         node = _number(request, "node", _LAST_NODE)
+        replace = _flag(request, "replace")
+        name = _bounded(request, "name", 4 * MAX_NAME_CHARS)
+        load_id = _bounded(request, "load", 64)
         path = _existing(nsqd, _UPLOAD, file_id)
         try:
             try:  # the whole file first, off the loop: a bad one loads nothing
@@ -228,11 +251,18 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
             except SnapshotError as exc:
                 body = {"message": "INVALID_SNAPSHOT", "line": exc.line, "reason": exc.reason}
                 return Response.json(body, 400)
-            loader = _apply(path, nsqd, node)
+            loader = _apply(path, nsqd, node, replace)
+            loader.remember(name, load_id)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        return Response.json({"messages": loader.messages, "skipped": loader.skipped})
+        removed = {
+            "topics": loader.removed_topics,
+            "channels": loader.removed_channels,
+            "messages": loader.removed_messages,
+        }
+        doc = {"messages": loader.messages, "skipped": loader.skipped, "removed": removed}
+        return Response.json(doc)
 
     router.add("POST", SNAPSHOT_PATH, cut)
     router.add("GET", SNAPSHOT_PATH, read, log=False)
