@@ -23,8 +23,14 @@ import httpx
 import pytest
 
 from nsqbox import cli
-from nsqbox.snapshot.files import SnapshotReader, check_snapshot, open_for_reading
-from nsqbox.snapshot.format import MessageLine, message_body
+from nsqbox.snapshot.files import (
+    SnapshotReader,
+    SnapshotWriter,
+    check_snapshot,
+    open_for_reading,
+    open_for_writing,
+)
+from nsqbox.snapshot.format import Header, MessageLine, message_body
 from nsqbox.tools.record import ROTATE
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
 
@@ -314,6 +320,62 @@ def test_channel_route_is_off_under_auth(tmp_path_factory: pytest.TempPathFactor
         assert stats["topics"] == []
 
 
+def test_replay_step_by_step_under_the_manual_clock(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    t0 = 1_795_833_104_000_000_000
+    with open_for_writing(path) as stream:
+        writer = SnapshotWriter(stream, Header(nsqbox_snapshot=1, nodes=1, saved_at_ns=t0))
+        writer.topic(0, "rec", False)
+        for i, body in enumerate(BODIES):  # one a second
+            writer.message(0, "rec", None, b"%016x" % i, t0 + i * 10**9, 0, body)
+        writer.finish()
+    for manual in running_box(tmp_path_factory, "--clock=manual"):
+        url = f"http://{http(manual)}"
+        post(f"{url}/topic/create", topic="rr_step")
+        post(f"{url}/channel/create", topic="rr_step", channel="c")
+        capsys.readouterr()
+        status = cli.main(
+            [
+                "replay",
+                str(path),
+                "--topic",
+                "rr_step",
+                "--step",
+                f"--nsqd-http-address={http(manual)}",
+            ]
+        )
+        assert status == 0
+        out = capsys.readouterr().out
+        assert f"replaying {len(BODIES)} messages to rr_step under the broker clock" in out
+        assert "1 published at once" in out
+        assert depths(manual, "rr_step") == {"c": 1}
+        for second in range(1, len(BODIES)):
+            # each advance answers once the message due in it was published, not before
+            advance = httpx.post(
+                f"{url}/nsqbox/clock/advance", params={"by": "1s"}, timeout=TIMEOUT
+            )
+            assert advance.status_code == 200, advance.text
+            assert depths(manual, "rr_step") == {"c": second + 1}
+        assert peek(manual, "rr_step", "c") == BODIES
+        assert httpx.get(f"{url}/nsqbox/replay/step", timeout=TIMEOUT).json() == {"replays": []}
+
+
+def test_replay_step_needs_the_manual_clock(
+    box: BoxProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rec.jsonl"
+    record_publishes(box, "rr_nostepsrc", path)
+    capsys.readouterr()
+    status = cli.main(
+        ["replay", str(path), "--topic", "rr_nostep", "--step", f"--nsqd-http-address={http(box)}"]
+    )
+    assert status == 1
+    assert "--step follows a manual broker clock" in capsys.readouterr().err
+    assert depths(box, "rr_nostep") == {}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -391,6 +453,11 @@ def test_record_and_replay_against_real_nsqd(
     )
     assert status == 1
     assert "--channel needs nsqbox" in capsys.readouterr().err
+    status = cli.main(
+        ["replay", str(path), "--topic", "other", "--step", f"--nsqd-http-address={web}"]
+    )
+    assert status == 1
+    assert "--step needs nsqbox" in capsys.readouterr().err
     topics = httpx.get(f"http://{web}/stats", params={"format": "json"}).json()["topics"]
     assert "other" not in {t["topic_name"] for t in topics}
 

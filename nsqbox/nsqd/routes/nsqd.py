@@ -32,6 +32,7 @@ from .metrics import add_metrics_route
 from .mpub_body import read_binary_mpub
 from .peek import add_peek_routes
 from .replay import add_replay_routes
+from .replay_step import add_step_replay_routes
 from .snapshot import add_snapshot_routes
 from .tap import NodeTaps, add_tap_routes
 
@@ -147,6 +148,7 @@ def make_app(
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
     add_snapshot_routes(router, nsqd)  # nsqbox's own /nsqbox/snapshot (save and load state)
     add_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/channel/mpub (replay into one channel)
+    add_step_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/replay/step (under the clock)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
     add_clock_routes(router, nsqd.clock)  # nsqbox's own /nsqbox/clock (time control)
     add_metrics_route(router, nsqd)  # nsqbox's own /metrics (Prometheus)
