@@ -23,6 +23,8 @@ import httpx
 import pytest
 
 from nsqbox import cli
+from nsqbox.client import Config
+from nsqbox.client.blocking import Publisher
 from nsqbox.snapshot.files import (
     SnapshotReader,
     SnapshotWriter,
@@ -31,6 +33,7 @@ from nsqbox.snapshot.files import (
     open_for_writing,
 )
 from nsqbox.snapshot.format import Header, MessageLine, message_body
+from nsqbox.snapshot.format import Publisher as Publisher_
 from nsqbox.tools.record import ROTATE
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
 
@@ -172,6 +175,55 @@ def test_record_then_replay_into_a_fresh_topic(box: BoxProcess, tmp_path: Path) 
     )
     assert status == 0
     assert peek(box, "rr_copy10") == [*BODIES, b"later"]
+
+
+def test_record_keeps_each_publisher(box: BoxProcess, tmp_path: Path) -> None:
+    path = tmp_path / "who.jsonl"
+    rec = Recorder("rr_who", "--to", str(path), "--count", "4", f"--nsqd-http-address={http(box)}")
+    config = Config(client_id="billing-7", hostname="billing.example", user_agent="billing/1.0")
+    try:
+        assert "through nsqbox's tap" in rec.ready
+        response = httpx.post(
+            f"http://{http(box)}/pub",
+            params={"topic": "rr_who"},
+            content=b"over http",
+            headers={"User-Agent": "curl/8.5.0"},
+            timeout=TIMEOUT,
+        )
+        assert response.status_code == 200
+        with Publisher(box.ready["nsqd_tcp_addresses"][0], config=config) as producer:
+            producer.pub("rr_who", b"over tcp")
+            producer.mpub("rr_who", [b"batch 1", b"batch 2"])
+        status, _, err = rec.wait()
+    finally:
+        rec.kill()
+    assert status == 0, err
+    lines = recorded(path)
+    assert [message_body(m) for m in lines] == [b"over http", b"over tcp", b"batch 1", b"batch 2"]
+    http_publisher = lines[0].publisher
+    assert http_publisher is not None
+    assert (http_publisher.protocol, http_publisher.user_agent) == ("http", "curl/8.5.0")
+    assert http_publisher.remote_address.startswith("127.0.0.1:")
+    tcp = [m.publisher for m in lines[1:]]
+    assert tcp[0] is not None
+    assert tcp[0].remote_address.startswith("127.0.0.1:")
+    assert tcp[0].remote_address != http_publisher.remote_address  # another connection
+    assert (
+        tcp
+        == [
+            Publisher_(
+                protocol="tcp",
+                client_id="billing-7",
+                hostname="billing.example",
+                user_agent="billing/1.0",
+                remote_address=tcp[0].remote_address,
+            )
+        ]
+        * 3
+    )
+    # the field is the format's: the recording checks, seeds and replays as any snapshot
+    assert check_snapshot(path).messages == 4
+    assert b'"publisher":{"protocol":"tcp","client_id":"billing-7"' in path.read_bytes()
 
 
 def test_a_recording_seeds_a_box(box: BoxProcess, tmp_path: Path) -> None:
@@ -440,6 +492,7 @@ def test_record_and_replay_against_real_nsqd(
         rec.kill()
     assert status == 0, err
     assert [message_body(m) for m in recorded(path)] == [b"r1", b"r2", b"r3"]
+    assert [m.publisher for m in recorded(path)] == [None] * 3  # nsqd does not keep them
 
     # plain replay works on real nsqd; --channel is refused before anything is published
     post(f"http://{web}/topic/create", topic="copy")
