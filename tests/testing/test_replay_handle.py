@@ -21,6 +21,9 @@ import httpx
 import pytest
 import trio
 
+from nsqbox.client import Config
+from nsqbox.client.blocking import BlockingConsumer
+from nsqbox.client.message import Message
 from nsqbox.snapshot.files import SnapshotWriter, open_for_writing
 from nsqbox.snapshot.format import Header, SnapshotError
 from nsqbox.snapshot.replay import ReplayError, ReplayUnsupported
@@ -172,6 +175,39 @@ def test_step_replay_into_one_channel_at_double_speed(box: NSQBox, tmp_path: Pat
     box.clock.advance("10s")
     assert box.wait_for(topic, "billing", depth=6).message_count == 6
     assert box.wait_for(topic, "audit").message_count == 0
+
+
+def test_a_message_published_inside_a_long_jump_is_not_timed_out(
+    box: NSQBox, tmp_path: Path
+) -> None:
+    # a consumer cannot answer inside a jump: a message the replay delivers at 1 s of a
+    # 5-minute advance starts its 60 s msg-timeout when the jump ends, as the clock's own
+    # deliveries do
+    path = write_recording(tmp_path / "rec.jsonl", [(0, b"at once", 0), (1000, b"at 1s", 0)])
+    topic = box.name("consumed")
+    create(box, topic, "work")
+    config = Config(max_in_flight=10, msg_timeout=60.0)
+    with BlockingConsumer(box.nsqd_tcp_address, topic, "work", config=config) as consumer:
+        box.wait_for(topic, "work", clients=1)
+        got: list[Message] = []
+
+        def received(count: int) -> tuple[bool, list[Message]]:
+            got.extend(consumer.receive(0.1))
+            return len(got) >= count, got
+
+        assert box.replay(path, topic, step=True) == 1
+        poll(lambda: received(1), TIMEOUT, repr)
+        got[0].finish()
+        box.wait_for(topic, "work", in_flight=0)
+        box.clock.advance("5m")
+        poll(lambda: received(2), TIMEOUT, repr)
+        assert [(m.body, m.attempts) for m in got] == [(b"at once", 1), (b"at 1s", 1)]
+        state = box.wait_for(topic, "work")
+        assert (state.timeout_count, state.in_flight) == (0, 1)  # in flight since the end
+        box.clock.advance("59s")
+        assert box.wait_for(topic, "work").timeout_count == 0
+        box.clock.advance("2s")  # its 60 s are up now
+        assert box.wait_for(topic, "work").timeout_count == 1
 
 
 def test_a_step_replay_ends_with_its_topic(box: NSQBox, tmp_path: Path) -> None:
