@@ -85,6 +85,13 @@ def create(box: NSQBox, topic: str, *channels: str) -> None:
             client.post(f"{url}/channel/create", params=params).raise_for_status()
 
 
+def replays_of(box: NSQBox, topic: str) -> list[dict[str, Any]]:
+    """The step replays running into ``topic`` (``GET /nsqbox/replay/step``)."""
+    url = f"{box.addresses.nsqd_http[0].url}/nsqbox/replay/step"
+    doc = httpx.get(url, timeout=TIMEOUT, trust_env=False).json()
+    return [r for r in doc["replays"] if r["topic"] == topic]
+
+
 def bodies(box: NSQBox, topic: str, channel: str = "") -> list[bytes]:
     return [m["body"] for m in peek(box, topic, channel)]
 
@@ -157,20 +164,18 @@ def test_step_replay_publishes_exactly_what_the_clock_reaches(box: NSQBox, tmp_p
     stamps = {m["body"]: (m["timestamp"] / 1e9) - start for m in listed}
     for offset_ms, body, _ in RECORDING:
         assert stamps[body] == pytest.approx(offset_ms / 1000, abs=0.002)
-    replays = httpx.get(f"{box.addresses.nsqd_http[0].url}/nsqbox/replay/step").json()
-    assert replays == {"replays": []}  # done: it let go of the clock and its file
+    assert replays_of(box, topic) == []  # done: it let go of the clock and its file
 
 
 def test_step_replay_into_one_channel_at_double_speed(box: NSQBox, tmp_path: Path) -> None:
     path = write_recording(tmp_path / "rec.jsonl")
     topic = box.name("stepch")
-    url = box.addresses.nsqd_http[0].url
     create(box, topic, "billing", "audit")
     assert box.replay(path, topic, step=True, speed="2x", channel="billing") == 2
     box.clock.advance("1.25s")  # 2.5 s of recording at 2x
     assert box.wait_for(topic, "billing").message_count == 4
-    (listed,) = httpx.get(f"{url}/nsqbox/replay/step").json()["replays"]
-    assert (listed["topic"], listed["channel"], listed["published"]) == (topic, "billing", 4)
+    (listed,) = replays_of(box, topic)
+    assert (listed["channel"], listed["messages"], listed["published"]) == ("billing", 6, 4)
     assert listed["next_in"] == pytest.approx(3.75, abs=0.002)  # 10 s / 2 - 1.25 s
     box.clock.advance("10s")
     assert box.wait_for(topic, "billing", depth=6).message_count == 6
@@ -215,15 +220,15 @@ def test_a_step_replay_ends_with_its_topic(box: NSQBox, tmp_path: Path) -> None:
     topic = box.name("gone")
     url = box.addresses.nsqd_http[0].url
     assert box.replay(path, topic, step=True) == 2
-    (listed,) = httpx.get(f"{url}/nsqbox/replay/step").json()["replays"]
+    assert len(replays_of(box, topic)) == 1
     httpx.post(f"{url}/topic/delete", params={"topic": topic}).raise_for_status()
     box.clock.advance("1m")
     assert topic not in box.stats().topics  # not created again by a late publish
-    assert httpx.get(f"{url}/nsqbox/replay/step").json() == {"replays": []}
+    assert replays_of(box, topic) == []
     # one stopped by hand
     other = box.name("stopped")
     assert box.replay(path, other, step=True) == 2
-    (listed,) = httpx.get(f"{url}/nsqbox/replay/step").json()["replays"]
+    (listed,) = replays_of(box, other)
     assert httpx.delete(f"{url}/nsqbox/replay/step", params={"id": listed["id"]}).status_code == 200
     box.clock.advance("1m")
     assert box.wait_for(other).message_count == 2
