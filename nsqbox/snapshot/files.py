@@ -32,6 +32,7 @@ from .format import (
     EndLine,
     Header,
     MessageLine,
+    Publisher,
     Record,
     SnapshotError,
     TopicLine,
@@ -165,6 +166,7 @@ class SnapshotWriter:
         body: bytes,
         delay_ms: int = 0,
         disk: bool = False,
+        publisher: Publisher | None = None,
     ) -> None:
         """A message line (its topic's and channel's lines came first)."""
         self.messages += 1
@@ -186,6 +188,7 @@ class SnapshotWriter:
                 disk,
                 text,
                 b64,
+                publisher,
             )
         )
         self._held += len(body) + 100

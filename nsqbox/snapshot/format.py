@@ -30,6 +30,7 @@ __all__ = [
     "EndLine",
     "Header",
     "MessageLine",
+    "Publisher",
     "Record",
     "SnapshotError",
     "TopicLine",
@@ -63,6 +64,7 @@ _Timestamp = Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]
 _Attempts = Annotated[int, msgspec.Meta(ge=0, le=MAX_ATTEMPTS)]
 _DelayMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_DELAY_MS)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
+_Field = Annotated[str, msgspec.Meta(max_length=1024)]
 
 
 class SnapshotError(ValueError):
@@ -108,6 +110,18 @@ class ChannelLine(
     paused: bool = False
 
 
+class Publisher(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Who published a recorded message (``nsqbox record`` through nsqbox's tap): a TCP
+    client as it identified itself, or an HTTP request's peer."""
+
+    #: ``tcp`` or ``http``.
+    protocol: Annotated[str, msgspec.Meta(pattern="^(tcp|http)$")]
+    client_id: _Field = ""
+    hostname: _Field = ""
+    user_agent: _Field = ""
+    remote_address: _Field = ""
+
+
 class MessageLine(
     msgspec.Struct, tag="message", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
 ):
@@ -117,7 +131,8 @@ class MessageLine(
     a DPUB's delay not yet started). ``attempts`` are as nsqd counts them; an in-flight
     message is saved as queued with the attempts it has. ``disk`` says a queued message was
     in the disk queue (loading puts it there again; the others go to memory while it has
-    room, as nsqd queues them).
+    room, as nsqd queues them). ``publisher`` is who published it, in a recording made through
+    nsqbox's tap (absent: not known; loading and replaying ignore it).
     """
 
     node: _Node
@@ -130,6 +145,7 @@ class MessageLine(
     disk: bool = False
     body: str | None = None
     body_b64: str | None = None
+    publisher: Publisher | None = None
 
 
 class EndLine(msgspec.Struct, tag="end", tag_field="kind", forbid_unknown_fields=True):

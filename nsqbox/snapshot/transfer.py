@@ -34,14 +34,19 @@ from .files import (
 )
 from .format import Header, SnapshotError
 
-__all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save"]
+__all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save", "upload"]
 
 #: Bytes per upload (the most nsqd's upload route takes).
 PIECE_BYTES: Final = 1024 * 1024
 
 
 class SnapshotTransferError(Exception):
-    """A node refused or could not be reached; the message says which and why."""
+    """A node refused or could not be reached; the message says which and why, ``status``
+    the HTTP status it answered (0: none)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +96,8 @@ def _check(response: httpx.Response, url: str) -> httpx.Response:
         if detail == "INVALID_SNAPSHOT":
             raise SnapshotError(int(doc.get("line", 0)), str(doc.get("reason", "")))
         raise SnapshotTransferError(
-            f"{url} answered {response.status_code} {detail or response.text.strip()}"
+            f"{url} answered {response.status_code} {detail or response.text.strip()}",
+            response.status_code,
         )
     return response
 
@@ -185,11 +191,10 @@ def load(
     answers = []
     for index, address in enumerate(addresses if replace else addresses[:nodes]):
         url = _url(address)
-        upload_id = uuid.uuid4().hex
         if index < nodes:
-            with open_for_reading(path) as stream:
-                _upload(client, url, upload_id, stream)
+            upload_id = upload(client, path, url)
         else:
+            upload_id = uuid.uuid4().hex
             _upload(client, url, upload_id, io.BytesIO(_empty_snapshot()))
         params: dict[str, str | int] = {
             "id": upload_id,
@@ -201,3 +206,13 @@ def load(
         answer = _check(client.post(f"{url}/nsqbox/snapshot/load", params=params), url)
         answers.append(answer.json())
     return answers
+
+
+def upload(client: httpx.Client, path: str | os.PathLike[str], address: str) -> str:
+    """Upload the snapshot at ``path`` (gunzipped) to the nsqd at ``address`` in pieces
+    (``POST /nsqbox/snapshot/upload``); the upload's id. SnapshotTransferError when the node
+    refuses (real nsqd: ``404``)."""
+    upload_id = uuid.uuid4().hex
+    with open_for_reading(path) as stream:
+        _upload(client, _url(address), upload_id, stream)
+    return upload_id

@@ -214,3 +214,21 @@ def test_a_line_longer_than_the_bound_is_refused_across_blocks(
     assert (error.line, "line longer than" in error.reason) == (4, True)
     unended = refused(tmp_path, b"".join(lines[:3]) + b" " * (READ_BLOCK * 3))
     assert (unended.line, "line longer than" in unended.reason) == (4, True)
+
+
+def test_a_message_line_may_say_who_published_it(tmp_path: Path) -> None:
+    # recordings made through nsqbox's tap carry it; files without it read as before
+    lines = lines_of(tmp_path)
+    who = b',"publisher":{"protocol":"tcp","client_id":"c","remote_address":"10.0.0.7:5"}}\n'
+    lines[3] = lines[3].rstrip(b"}\n") + who
+    path = tmp_path / "who.jsonl"
+    path.write_bytes(b"".join(lines))
+    with open_for_reading(path) as stream:
+        messages = [r for r in SnapshotReader(stream) if isinstance(r, MessageLine)]
+    publisher = messages[0].publisher
+    assert publisher is not None
+    assert (publisher.protocol, publisher.client_id, publisher.hostname) == ("tcp", "c", "")
+    assert [m.publisher for m in messages[1:]] == [None, None]
+    for bad in (b'{"protocol":"smtp"}', b'{"protocol":"tcp","pid":1}', b'{"client_id":"c"}'):
+        lines[3] = lines[3].split(b',"publisher":')[0] + b',"publisher":' + bad + b"}\n"
+        assert refused(tmp_path, b"".join(lines)).line == 4

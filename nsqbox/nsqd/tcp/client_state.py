@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..domain.topic import publisher_fields
 from .connection import Connection
 
 if TYPE_CHECKING:
@@ -180,6 +181,16 @@ class ClientState:
         self.msg_timeout = settings.msg_timeout
         self.conn.heartbeat_interval = settings.heartbeat_interval
         self.conn.restart_heartbeat()
+
+    def publisher_fields(self) -> dict[str, str]:
+        """This client as a tap records its publishes (IDENTIFY's names, its address)."""
+        return publisher_fields(
+            "tcp",
+            client_id=self.client_id,
+            hostname=self.hostname,
+            user_agent=self.user_agent,
+            remote_address=self.remote_address,
+        )
 
     # -- what a channel calls ------------------------------------------------
     def can_take(self) -> bool:

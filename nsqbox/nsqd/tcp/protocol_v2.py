@@ -420,7 +420,7 @@ class ProtocolV2:
         done = 0
         try:
             for body in bodies:
-                topic.put_messages([body], delay, now)
+                topic.put_messages([body], delay, now, client)
                 done += 1
         except TopicError as err:
             client.conn.respond_ok(done)
@@ -436,7 +436,7 @@ class ProtocolV2:
         topic = self.nsqd.get_topic(topic_name)
         client = self.client
         try:
-            topic.put_messages(bodies, 0.0, client.conn.now)
+            topic.put_messages(bodies, 0.0, client.conn.now, client)
         except TopicError as err:
             raise NSQError("E_MPUB_FAILED", f"MPUB failed {err}") from None
         pub_counts = client.pub_counts
