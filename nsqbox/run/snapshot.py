@@ -16,8 +16,9 @@ import contextlib
 import os
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import IO, TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from nsqbox.snapshot.files import SnapshotReader, check_snapshot, open_for_reading
 from nsqbox.snapshot.format import ChannelLine, MessageLine, SnapshotError, TopicLine
@@ -61,7 +62,7 @@ def cut_box(control: BoxNodes, names: Sequence[str]) -> list[dict[str, Any]]:
 
     cuts = []
     for index, nsqd in enumerate(_running(control)):
-        doc = asdict(spool_node(nsqd, index))
+        doc = msgspec.structs.asdict(spool_node(nsqd, index))
         del doc["path"]
         cuts.append({"node": index, "http_address": names[index], **doc})
     return cuts

@@ -33,8 +33,9 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from ...go.syntax import parse_count
 from ...http import HTTPError, Request, Response, Router
@@ -65,8 +66,7 @@ _JSON_LINES: Final = (("Content-Type", "application/x-ndjson"),)
 _LAST_NODE: Final = 63
 
 
-@dataclass(frozen=True, slots=True)
-class Spool:
+class Spool(msgspec.Struct, frozen=True):
     """One node's cut, written to a file in its data path."""
 
     id: str
@@ -215,7 +215,7 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
             spool = spool_node(nsqd, node)
         except OSError as exc:
             raise HTTPError(500, f"SNAPSHOT_FAILED: {exc}") from None
-        doc = asdict(spool)
+        doc = msgspec.structs.asdict(spool)
         del doc["path"]
         return Response.json(doc)
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ..domain.topic import publisher_fields
 from .connection import Connection
@@ -47,8 +48,7 @@ STATE_CLOSING = 4
 DEFAULT_OUTPUT_BUFFER_SIZE = 16 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class ClientSettings:
+class ClientSettings(msgspec.Struct, frozen=True):
     """What a client may set with IDENTIFY (times in seconds), as nsqd's clientV2 keeps them."""
 
     client_id: str
