@@ -369,9 +369,7 @@ class Fetcher:
 
     def stop_receiving(self) -> None:
         """RDY 0 everywhere, then REQ what is buffered: this fetcher reads nothing more.
-
-        Messages nsqd sent before it saw the RDY 0 are REQ'd as they are drained.
-        """
+        Messages nsqd sent before it saw the RDY 0 are REQ'd as they are drained."""
         with self.lock:
             self._stopped = True
             self.budget.total = 0
@@ -458,11 +456,16 @@ class Fetcher:
             return list(self._buffer)
 
     def close(self, *, requeue_buffered: bool = True) -> None:
-        """REQ what is buffered (unless told not to), then CLS and close every connection."""
+        """RDY 0 (first, or nsqd sends a REQ'd message straight back), REQ the buffer (unless
+        told not to), then each consumer's graceful close: CLS, REQ what nsqd sent meanwhile,
+        wait for CLOSE_WAIT (within ``close_timeout``)."""
         self._closing.set()  # a reader idling in take() gives up the lock
         with self.lock:
             if self._closed:
                 return
+            self._stopped = True
+            self.budget.total = 0
+            self._rebalance()
             if requeue_buffered:
                 self.requeue(list(self._buffer))
             self._buffer.clear()

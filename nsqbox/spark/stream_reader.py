@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 import weakref
@@ -173,9 +176,11 @@ class _Session:
                 self.fetcher.requeue(abandoned)
 
     def close(self) -> None:
-        """Stop the keep-alive thread; REQ everything held; close the connections."""
+        """Stop the keep-alive thread; RDY 0; REQ everything held; close the connections."""
         self._stopping.set()
         with self.fetcher.lock:
+            # RDY 0 first, so what is REQ'd now is not sent straight back to this reader
+            self.fetcher.stop_receiving()
             self.fetcher.requeue([m for b in self.pending.pop_abandoned(-1) for m in b.messages])
             self.fetcher.close(requeue_buffered=True)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -271,6 +276,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             session.open()
             self._session = session
             atexit.register(_close_at_exit, weakref.ref(session))
+            _exit_on_sigterm()
         return self._session
 
     # -- SimpleDataSourceStreamReader --------------------------------------------------------
@@ -386,9 +392,47 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             self._session = None
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+#: The module Spark runs a streaming source's Python process as.
+_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def _in_spark_worker() -> bool:
+    # Spark sets SPARK_PYTHON_RUNTIME for the Python workers it starts (4.1 and later);
+    # the source's process runs the runner module as __main__.
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return bool(os.environ.get("SPARK_PYTHON_RUNTIME")) or getattr(spec, "name", "") == _RUNNER
+
+
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM a normal exit in this process, so :func:`_close_at_exit` runs.
+
+    When a query stops (``query.stop()``, the end of a ``Trigger.Once`` or
+    ``availableNow`` run, ``spark.stop()``), Spark ends the simple reader's process
+    with SIGTERM (its Python worker factory's ``stopWorker``) and never calls
+    :meth:`NSQStreamReader.stop` (pyspark's bridge for simple readers does nothing
+    there). Python's default for SIGTERM ends the process at once, skipping exit
+    handlers, and real nsqd leaves a vanished client's messages in flight until
+    ``msg_timeout``. Only in a Python worker Spark started (not in a program that
+    drives the reader itself), from the main thread (Python's rule), and only where
+    no one else handles SIGTERM.
+    """
+    if not _in_spark_worker() or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminated)
+    except (ValueError, OSError):  # pragma: no cover - no signals here (an embedded interpreter)
+        log.debug("cannot handle SIGTERM in this process")
+
+
 def _close_at_exit(ref: weakref.ref[_Session]) -> None:
     # Spark ends the reader's process when the query stops without calling stop()
-    # on simple readers; hand held messages back at once instead of at msg_timeout.
+    # on simple readers (with SIGTERM: see _exit_on_sigterm); hand held messages back
+    # at once instead of at msg_timeout.
     session = ref()
     if session is not None:
         try:

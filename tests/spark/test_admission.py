@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nsqbox.spark.admission import Admission, Bounds, total_depth
+from nsqbox.spark.admission import Admission, Bounds, lag_report, total_depth
 from nsqbox.spark.depth import (
     DepthProbe,
     parse_lookup_http,
@@ -81,6 +81,16 @@ def test_total_depth_is_unknown_when_one_node_is() -> None:
     assert total_depth({"a": 3, "b": 4}) == 7
     assert total_depth({"a": 3, "b": None}) is None
     assert total_depth({}) == 0
+
+
+def test_lag_report_leaves_an_unknown_depth_out_never_zero() -> None:
+    both = lag_report({"a:4150": 3, "b:4150": 4})
+    assert both == {"depth": 7, "nodes": {"a:4150": 3, "b:4150": 4}}
+    assert lag_report({"a:4150": 0}) == {"depth": 0, "nodes": {"a:4150": 0}}
+    # the channel not created yet, or no HTTP address: unknown, not a lag of 0
+    assert lag_report({"a:4150": None}) == {"nodes": {"a:4150": None}}
+    assert lag_report({"a:4150": 5, "b:4150": None}) == {"nodes": {"a:4150": 5, "b:4150": None}}
+    assert lag_report({}) is None  # no node known yet: no report
 
 
 def test_waiting_counts_what_nsqd_sent_the_reader_and_no_batch_holds() -> None:
@@ -273,8 +283,6 @@ def test_partitioned_plan_follows_depth_and_limits(
     box = nsqbox_factory(nsqd=2)
     tcp = [str(a) for a in box.nsqd_tcp_addresses]
     http = [str(a) for a in box.nsqd_http_addresses]
-    for node in (0, 1):
-        create_channel_on(http[node], topic)
     options = {
         "nsqd": ",".join(tcp),
         "nsqdHttp": ",".join(http),
@@ -290,6 +298,13 @@ def test_partitioned_plan_follows_depth_and_limits(
     source = NSQPartitionedStreamReader(parse_read_options(options))
     assert source.getDefaultReadLimit() == ReadMinRows(40)
     start = source.initialOffset()
+    # no channel yet (a fresh query's first plan): the depth is unknown, not 0, and the
+    # nodes are planned as if they had messages
+    first = source.latestOffset(start, ReadMaxRows(100))
+    assert first["slots"] == sorted(f"{a}/{i}" for a in tcp for i in (0, 1))
+    assert source.reportLatestOffset() == {"nodes": {tcp[0]: None, tcp[1]: None}}
+    for node in (0, 1):
+        create_channel_on(http[node], topic)
     # both nodes empty: no batch, and the lag says so
     assert source.latestOffset(start, ReadMaxRows(100)) == start
     assert source.reportLatestOffset() == {"depth": 0, "nodes": {tcp[0]: 0, tcp[1]: 0}}
