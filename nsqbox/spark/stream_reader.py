@@ -392,8 +392,29 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             self._session = None
 
 
+#: A SIGTERM this soon after the first is ignored: Spark sends its stop twice (see
+#: :func:`_terminated`). A later one ends the process at once (a close that hangs).
+SIGTERM_REPEAT_GRACE = 30.0
+
+#: When this process got its first SIGTERM (``time.monotonic()``), if it has.
+_first_sigterm: float | None = None
+
+
 def _terminated(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    # Spark's PythonStreamingSourceRunner.stop sends SIGTERM twice, a moment apart:
+    # stopWorker destroys the process, then the factory's stop destroys every worker it
+    # started again, while this one still runs. Raising SystemExit again would cut the
+    # exit-time close short (before a single REQ when it lands early): only the first
+    # one counts.
+    global _first_sigterm
+    now = time.monotonic()
+    if _first_sigterm is None:
+        _first_sigterm = now
+        raise SystemExit(128 + signum)
+    if now - _first_sigterm < SIGTERM_REPEAT_GRACE:
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 #: The module Spark runs a streaming source's Python process as.
@@ -416,9 +437,11 @@ def _exit_on_sigterm() -> None:
     :meth:`NSQStreamReader.stop` (pyspark's bridge for simple readers does nothing
     there). Python's default for SIGTERM ends the process at once, skipping exit
     handlers, and real nsqd leaves a vanished client's messages in flight until
-    ``msg_timeout``. Only in a Python worker Spark started (not in a program that
-    drives the reader itself), from the main thread (Python's rule), and only where
-    no one else handles SIGTERM.
+    ``msg_timeout``. Spark's second SIGTERM for the same stop, which often arrives
+    while that close runs, is ignored (within :data:`SIGTERM_REPEAT_GRACE`). Only
+    in a Python worker Spark started (not in a program that drives the reader
+    itself), from the main thread (Python's rule), and only where no one else
+    handles SIGTERM.
     """
     if not _in_spark_worker() or threading.current_thread() is not threading.main_thread():
         return

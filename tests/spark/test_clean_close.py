@@ -33,8 +33,8 @@ from .test_inflight import CHANNEL, WAIT, channels, wait_for
 
 TOTAL, BATCH = 4000, 1000
 
-#: A process that reads as Spark's source process does, then waits for its next call.
-CHILD = """
+#: What a process reads as Spark's source process does (the second batch uncommitted).
+READ = """
 import json, sys
 from nsqbox.spark.options import parse_read_options
 from nsqbox.spark.stream_reader import NSQStreamReader
@@ -44,8 +44,27 @@ taken = sum(b.num_rows for b in rows)
 stream.commit(end)
 second, _ = stream.read(end)
 print(taken, sum(b.num_rows for b in second), flush=True)
-sys.stdin.read()
 """
+
+#: A process that reads as Spark's source process does, then waits for its next call.
+CHILD = READ + "sys.stdin.read()\n"
+
+#: CHILD whose exit-time close first says "closing" and waits for a line on stdin, so a
+#: second SIGTERM can be sent while it runs (as Spark's second one often arrives).
+CHILD_PAUSED_CLOSE = (
+    """
+import sys
+from nsqbox.spark import stream_reader
+close = stream_reader._Session.close
+def paused_close(session):
+    print("closing", flush=True)
+    sys.stdin.readline()
+    close(session)
+stream_reader._Session.close = paused_close
+"""
+    + READ
+    + "import signal\nsignal.pause()\n"
+)
 
 
 def backlog(box: NSQBox) -> dict[str, str]:
@@ -122,6 +141,42 @@ def test_sigterm_as_spark_stops_the_source_process_requeues_everything_held(
             assert child.stdout.readline().split() == [str(BATCH), str(BATCH)]
             wait_for(lambda: stats(box, topic)["in_flight_count"] == 2 * BATCH, "the budget")
             child.send_signal(signal.SIGTERM)  # what Spark's stopWorker does
+            child.wait(WAIT)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 128 + signal.SIGTERM
+    assert_all_handed_back(box, topic)
+
+
+def test_a_second_sigterm_during_the_close_does_not_cut_it_short(
+    nsqbox_factory: NSQBoxFactory,
+) -> None:
+    """Spark's source runner stop sends SIGTERM twice: stopWorker destroys the process,
+    then the worker factory's stop destroys it again while it still runs. The second
+    must not end the close (before it REQs anything, when it lands early)."""
+    box = nsqbox_factory(nsqd=1)
+    options = backlog(box)
+    topic = options["topic"]
+    env = {**os.environ, "SPARK_PYTHON_RUNTIME": "PYTHON_WORKER"}
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD_PAUSED_CLOSE, json.dumps(options)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdin is not None
+            assert child.stdout.readline().split() == [str(BATCH), str(BATCH)]
+            wait_for(lambda: stats(box, topic)["in_flight_count"] == 2 * BATCH, "the budget")
+            child.send_signal(signal.SIGTERM)  # stopWorker
+            assert child.stdout.readline() == "closing\n"
+            child.send_signal(signal.SIGTERM)  # the factory's stop, during the close
+            child.stdin.write("go on\n")
+            child.stdin.flush()
             child.wait(WAIT)
         finally:
             if child.poll() is None:
