@@ -26,6 +26,7 @@ from nsqbox.spark.depth import (
 from nsqbox.spark.lag import ChannelStats, ConnectionCount, waiting
 from nsqbox.spark.options import OptionError, parse_read_options
 from nsqbox.testing import NSQBox, NSQBoxFactory
+from nsqbox.testing.waiting import poll
 
 from .conftest import TIMEOUT, create_channel, publish
 from .session import pyspark_version
@@ -589,10 +590,12 @@ def test_lag_in_last_progress_while_a_backlog_drains(
             time.sleep(0.05)
         # drained: the next trigger's progress says so, batch or not, and so do the two after
         drained_at = max(i for i, p in enumerate(query.recentProgress) if p["numInputRows"])
-        while len(query.recentProgress) <= drained_at + 3:
+
+        def three_more() -> tuple[bool, int]:
             assert query.exception() is None
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+            return len(query.recentProgress) > drained_at + 3, len(query.recentProgress)
+
+        poll(three_more, TIMEOUT, lambda n: f"only {n} progress reports after the drain")
     finally:
         query.stop()
     assert seen  # read while it drained
