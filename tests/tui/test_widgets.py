@@ -56,6 +56,28 @@ def test_show_updates_cells_in_place_and_follows_the_selected_row() -> None:
     asyncio.run(main())
 
 
+def test_rows_drawn_before_the_table_measured_them_are_drawn_again_at_full_width() -> None:
+    # a busy process can draw new rows before the table is idle and measures them: they were
+    # kept drawn at the header's width ("memor" for "memory") until some later change
+    async def main() -> None:
+        app = TableApp()
+        async with app.run_test(size=(80, 10)) as pilot:
+            table = app.query_one(StatsTable)
+            table.show(COLUMNS, [])
+            await pilot.pause()
+            table.show(COLUMNS, [Row("r", ("127.0.0.1:4151", Text("restock shelf 4")))])
+            assert "restock" not in table.render_line(1).text  # drawn before measuring
+            await pilot.pause()
+            assert "127.0.0.1:4151  restock shelf 4" in table.render_line(1).text
+            # a cell that grows, drawn before it is measured, likewise
+            table.show(COLUMNS, [Row("r", ("127.0.0.1:4151", Text("restock shelf 4 and 5")))])
+            table.render_line(1)
+            await pilot.pause()
+            assert "restock shelf 4 and 5" in table.render_line(1).text
+
+    asyncio.run(main())
+
+
 class PlotApp(App[None]):
     def compose(self) -> ComposeResult:
         yield RatePlot(id="rate")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Sparkline, Static
+from textual.widgets.data_table import RowKey
 
 from . import format as fmt
 from .safe import safe, safe_cell
@@ -56,6 +57,23 @@ class StatsTable(DataTable[Any]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, header_height=header_height)
         self._column_keys: tuple[str, ...] = ()
         self._rows: dict[str, tuple[RenderableType, ...]] = {}
+        #: The columns' widths when the table last measured them.
+        self._widths: tuple[int, ...] = ()
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        """Measure as ``DataTable`` does, then drop its rendered cells if a width changed.
+
+        ``DataTable`` measures new and changed cells when it is idle, but keys its cache of
+        rendered cells without their widths: a row drawn between ``add_row`` and that idle
+        moment (a busy process, a screen refreshing first) stayed drawn at the header's width
+        ("memor" for "memory") until some later change. Clearing the cache on a width change
+        draws every row again at the measured widths.
+        """
+        super()._update_dimensions(new_rows)
+        widths = tuple(column.get_render_width(self) for column in self.ordered_columns)
+        if widths != self._widths:
+            self._widths = widths
+            self.notify_style_update()  # DataTable's way to clear its rendered cells and refresh
 
     @property
     def selected_key(self) -> str | None:
