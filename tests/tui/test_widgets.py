@@ -47,6 +47,10 @@ def test_show_updates_cells_in_place_and_follows_the_selected_row() -> None:
             assert where(table) == ("c", 2)
             table.show(COLUMNS, rows(a=0, b=1))  # its row goes: the cursor stays in place
             assert where(table) == ("b", 1)
+            table.show(COLUMNS, [])  # a refresh that failed empties it for a while
+            table.show(COLUMNS, [])
+            table.show(COLUMNS, rows(a=0, b=1))  # back: the cursor is on its row again
+            assert where(table) == ("b", 1)
             table.show((*COLUMNS, Column("extra", "Extra")), [Row("a", ("a", "0", "x"))])
             assert (table.keys, len(table.columns), table.cells("a")) == (["a"], 3, ("a", "0", "x"))
             assert table.select("a")

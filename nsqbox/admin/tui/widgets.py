@@ -42,9 +42,10 @@ class StatsTable(DataTable[Any]):
     The rows are keyed: changed cells are rewritten one by one while the set of rows stays
     the same, so the cursor and the scroll position do not move. When rows come or go, the
     table is rebuilt and the cursor follows the row it was on (or stays at its index when that
-    row went away). Every cell is shown as text, never as markup, its control characters
-    visible (:func:`~nsqbox.admin.tui.safe.safe_cell`): cells hold names and user agents from
-    the wire.
+    row went away); a table that empties for a while (a refresh that failed, a filter) puts
+    the cursor back on that row when it returns. Every cell is shown as text, never as
+    markup, its control characters visible (:func:`~nsqbox.admin.tui.safe.safe_cell`): cells
+    hold names and user agents from the wire.
     """
 
     DEFAULT_CSS = """
@@ -59,6 +60,8 @@ class StatsTable(DataTable[Any]):
         self._rows: dict[str, tuple[RenderableType, ...]] = {}
         #: The columns' widths when the table last measured them.
         self._widths: tuple[int, ...] = ()
+        #: The row the cursor was on before the table emptied (a failed refresh, a filter).
+        self._emptied_on: str | None = None
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         """Measure as ``DataTable`` does, then drop its rendered cells if a width changed.
@@ -97,7 +100,8 @@ class StatsTable(DataTable[Any]):
         """Make the table show ``rows`` under ``columns``, touching only what changed."""
         column_keys = tuple(c.key for c in columns)
         rows = [Row(r.key, tuple(safe_cell(c) for c in r.cells)) for r in rows]
-        selected = self.selected_key
+        selected = self.selected_key if self._rows else self._emptied_on
+        self._emptied_on = selected if not rows else None
         if column_keys != self._column_keys:
             self.clear(columns=True)
             for column in columns:
