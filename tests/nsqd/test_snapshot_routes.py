@@ -63,6 +63,55 @@ async def test_save_and_load_node_by_node(
     assert channel.backend.pop() is not None
 
 
+async def test_a_load_is_staged_and_a_body_over_max_msg_size_loads_nothing(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    # the file is read once: every record is staged (the disk-bound ones in an unlinked file
+    # in the data path) and applied only once the whole file passed
+    for name in ("one", "small"):
+        (tmp_path / name).mkdir()
+    one = await start_nsqd_http(nursery, tmp_path / "one", mem_queue_size=3)
+    small = await start_nsqd_http(nursery, tmp_path / "small", mem_queue_size=3, max_msg_size=100)
+    one.nsqd.get_topic("t").get_channel("c")
+    await publish(one.tcp, "t", *[b"%03d" % i for i in range(20)], b"x" * 101, b"last")
+    path = tmp_path / "s.jsonl"
+    await trio.to_thread.run_sync(tool, "save", str(path), "--nsqd-http-address", one.url)
+    lines = path.read_bytes().splitlines(keepends=True)
+    big = next(n for n, line in enumerate(lines, 1) if b'"body":"xxx' in line)
+    upload = {"id": "0" * 32, "offset": 0}
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/upload", params=upload, content=b"".join(lines)
+    )
+    assert response.status_code == 200, response.text
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/load", params={"id": "0" * 32, "node": 0}
+    )
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "message": "INVALID_SNAPSHOT",
+            "line": big,
+            "reason": "a body of 101 bytes is over --max-msg-size (100)",
+        },
+    )
+    assert small.nsqd.topics == {}
+    assert spools(tmp_path / "small") == []  # nor upload nor stage left behind
+    del lines[big - 1]
+    lines[-1] = lines[-1].replace(b'"messages":22', b'"messages":21')
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/upload", params=upload, content=b"".join(lines)
+    )
+    assert response.status_code == 200, response.text
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/load", params={"id": "0" * 32, "node": 0}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["messages"] == 21
+    channel = small.nsqd.topics["t"].channels["c"]
+    assert (channel.depth(), len(channel.memory), channel.backend_depth()) == (21, 3, 18)
+    assert spools(tmp_path / "small") == []
+
+
 async def answer(
     client: httpx.AsyncClient, server: NSQDWithHTTP, method: str, path: str, **params: object
 ) -> tuple[int, object]:

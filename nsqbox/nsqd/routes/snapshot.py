@@ -15,8 +15,8 @@ a whole snapshot:
 - ``POST /nsqbox/snapshot/upload?id=X&offset=O`` appends its body (at most
   :data:`PIECE_BYTES`) to an upload at ``O`` (``offset=0`` starts a new one, replacing any);
   (an upload holds at most :data:`MAX_UPLOAD_BYTES`: ``413 UPLOAD_TOO_BIG``);
-  ``POST /nsqbox/snapshot/load?id=X&node=N`` then reads the whole upload strictly (off the
-  event loop) and only if it passed applies node ``N``'s records
+  ``POST /nsqbox/snapshot/load?id=X&node=N`` then reads the whole upload once, strictly (off
+  the event loop), staging node ``N``'s records, and only if it passed applies them
   (:class:`~nsqbox.nsqd.domain.snapshot.NodeLoader`), answering ``{"messages", "skipped",
   "removed"}``; a bad file is ``400`` with ``{"message": "INVALID_SNAPSHOT", "line",
   "reason"}`` and loads nothing. The upload is removed either way. ``replace=true`` replaces
@@ -42,7 +42,6 @@ from ...http import HTTPError, Request, Response, Router
 
 if TYPE_CHECKING:
     from ..domain.nsqd import NSQD
-    from ..domain.snapshot import NodeLoader
 
 __all__ = [
     "MAX_UPLOAD_BYTES",
@@ -192,20 +191,6 @@ def _bounded(request: Request, name: str, most: int) -> str:
     return value
 
 
-def _apply(path: str, nsqd: NSQD, node: int, replace: bool) -> NodeLoader:
-    """Apply node ``node``'s records (replacing what ``nsqd`` holds, with ``replace``), in
-    one synchronous pass."""
-    from ...snapshot.files import SnapshotReader, open_for_reading
-    from ..domain.snapshot import NodeLoader
-
-    loader = NodeLoader(nsqd, node, replace=replace)
-    with open_for_reading(path) as stream:
-        for record in SnapshotReader(stream):
-            loader.apply(record)
-    loader.finish()
-    return loader
-
-
 def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
     """Add the snapshot routes (module doc) for ``nsqd`` to its HTTP router."""
 
@@ -235,9 +220,9 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
     async def load(request: Request) -> Response:
         import trio
 
-        from ...snapshot.files import check_snapshot
         from ...snapshot.format import SnapshotError
         from ...snapshot.loaded import MAX_NAME_CHARS
+        from ..domain.snapshot import NodeLoader, stage_file
 
         file_id = _file_id(request)
         node = _number(request, "node", _LAST_NODE)
@@ -245,13 +230,14 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
         name = _bounded(request, "name", 4 * MAX_NAME_CHARS)
         load_id = _bounded(request, "load", 64)
         path = _existing(nsqd, _UPLOAD, file_id)
+        loader = NodeLoader(nsqd, node, replace=replace)
         try:
-            try:  # the whole file first, off the loop: a bad one loads nothing
-                await trio.to_thread.run_sync(check_snapshot, path)
+            try:  # read once, off the loop, staging: a bad file stages nothing, loads nothing
+                await trio.to_thread.run_sync(stage_file, path, lambda _: (loader,))
             except SnapshotError as exc:
                 body = {"message": "INVALID_SNAPSHOT", "line": exc.line, "reason": exc.reason}
                 return Response.json(body, 400)
-            loader = _apply(path, nsqd, node, replace)
+            loader.finish()  # one synchronous pass: nothing happens on the node meanwhile
             loader.remember(name, load_id)
         finally:
             with contextlib.suppress(OSError):
