@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Final
 
+from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH
 from .format import (
     FORMAT_VERSION,
     MAX_LINE_BYTES,
@@ -192,6 +193,49 @@ class SnapshotWriter:
             )
         )
         self._held += len(body) + 100
+        if self._held >= WRITE_CHUNK:
+            self.flush()
+
+    def disk_messages(
+        self, node: int, topic: str, channel: str | None, records: list[bytes]
+    ) -> None:
+        """Message lines for ``records`` as a disk queue holds them (the message encoding:
+        timestamp, attempts, id, body), queued on disk (``disk``), with no delay: the lines
+        :meth:`message` would write, built a batch at a time. A record too short to be a
+        message is skipped, as nsqd skips it."""
+        unpack = MESSAGE_HEADER.unpack_from
+        line = MessageLine
+        pending = self._pending
+        start = len(pending)
+        try:
+            for data in records:
+                if len(data) >= MIN_VALID_MSG_LENGTH:
+                    timestamp, attempts = unpack(data)
+                    pending.append(
+                        line(
+                            node,
+                            topic,
+                            data[10:26].decode("ascii"),
+                            timestamp,
+                            attempts,
+                            channel,
+                            0,
+                            True,
+                            data[26:].decode(),
+                        )
+                    )
+        except UnicodeDecodeError:  # a body that is not text (or a bad id): one at a time
+            del pending[start:]
+            for data in records:
+                if len(data) >= MIN_VALID_MSG_LENGTH:
+                    timestamp, attempts = unpack(data)
+                    self.message(
+                        node, topic, channel, data[10:26], timestamp, attempts, data[26:], 0, True
+                    )
+            return
+        added = len(pending) - start
+        self.messages += added
+        self._held += sum(map(len, records)) + 100 * added
         if self._held >= WRITE_CHUNK:
             self.flush()
 

@@ -135,6 +135,10 @@ def _save_disk(
         return
     if not isinstance(backend, DiskQueueReader):
         raise SnapshotDiskError(f"the disk queue of {topic}:{channel} cannot be read")
+    if not restored:  # the common case: a batch at a time
+        for batch in unread_records(backend):
+            writer.disk_messages(node, topic, channel, batch)
+        return
     message = writer.message
     for batch in unread_records(backend):
         for data in batch:
