@@ -45,6 +45,7 @@ from .format import (
 )
 
 __all__ = [
+    "GZIP_LEVEL",
     "READ_BLOCK",
     "WRITE_CHUNK",
     "SnapshotReader",
@@ -56,6 +57,9 @@ __all__ = [
     "open_for_writing",
 ]
 
+#: gzip's level for a ``.gz`` snapshot: zlib's fastest, about twice level 6's speed for a
+#: file about a fifth bigger (JSON lines of JSON events: 84 MB to 13.5 MB, not 11.0 MB).
+GZIP_LEVEL: Final = 1
 #: Bytes the writer gathers before each write.
 WRITE_CHUNK: Final = 1024 * 1024
 #: Bytes the reader reads at a time (whole lines of them are decoded in one call).
@@ -77,7 +81,7 @@ def open_for_writing(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     raw = open(part, "wb")  # noqa: SIM115 - closed below, before the rename
     try:
         if is_gzip_name(final):
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6) as gz:
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL) as gz:
                 yield gz  # type: ignore[misc]
         else:
             yield raw

@@ -5,9 +5,10 @@ the admin service made in one pass over a box: ``POST /api/snapshot``), then wri
 each node's records as fetched piece by piece (``GET /nsqbox/snapshot?id=&offset=``) and the
 end line; it removes the nodes' spools. (It does not read the file back: loading does, whole,
 before it applies anything.)
-:func:`load` checks the whole file first, then uploads it to each node in pieces
+:func:`load` reads the file's header, then uploads the file to each node in pieces
 (``POST /nsqbox/snapshot/upload``) and has node ``i`` apply its records
-(``POST /nsqbox/snapshot/load?node=i``), which checks it again before it applies anything.
+(``POST /nsqbox/snapshot/load?node=i``), which reads it once, whole and strictly, before it
+applies anything: a bad file is refused by the first node, with its line, and loads nothing.
 With ``replace`` each node replaces what it holds with its records, and a node the file has
 no records for (the box has more nsqds than the snapshot) is emptied as a fresh one would
 be (an empty snapshot is uploaded to it).
@@ -26,9 +27,9 @@ from typing import IO, Any, Final
 import httpx
 
 from .files import (
+    SnapshotReader,
     SnapshotSummary,
     SnapshotWriter,
-    check_snapshot,
     open_for_reading,
     open_for_writing,
 )
@@ -174,13 +175,15 @@ def load(
     """Load the snapshot at ``path`` into the nsqds (node ``i`` into ``addresses[i]``),
     merged with what they hold, or with ``replace`` instead of it (every nsqd given).
 
-    SnapshotError (naming the line) for a file that does not pass, before any node is
-    touched; SnapshotTransferError when the box has fewer nodes than the snapshot. Each
+    SnapshotError (naming the line) for a file that does not pass, before anything is
+    loaded: the first node reads it whole, strictly, before it applies any of it (and the
+    others get the same file); SnapshotTransferError when the box has fewer nodes than the
+    snapshot. Each
     node's answer (``{"messages", "skipped", "removed"}``), in order. Each node records the
     load under the file's base name (the admin service's ``GET /api/snapshot``).
     """
-    summary = check_snapshot(path)
-    nodes = summary.header.nodes
+    with open_for_reading(path) as stream:  # the header: each node checks the whole file
+        nodes = SnapshotReader(stream).header.nodes
     if len(addresses) < nodes:
         raise SnapshotTransferError(
             f"the snapshot holds {nodes} nsqds; the box has {len(addresses)} "
