@@ -334,16 +334,29 @@ class SnapshotReader:
             yield block
 
     def __iter__(self) -> Iterator[Record]:
+        for first, records in self.batches():
+            for number, record in enumerate(records, first):
+                self.line = number
+                yield record
+
+    def batches(self) -> Iterator[tuple[int, list[Record]]]:
+        """The records a block of lines at a time, each block checked whole before it is
+        handed out: ``(first, records)``, ``first`` being the line of its first record.
+
+        Iterating the reader yields the same records one at a time. The end line is not
+        handed out: :attr:`summary` is set when it is reached, and valid.
+        """
         nodes = self.header.nodes
         topics: set[tuple[int, str]] = set()
         channels: set[tuple[int, str, str]] = set()
         deferred: dict[tuple[int, str, str], set[str]] = {}
         messages = 0
+        message = MessageLine
         for block in self._blocks():
             first = self.line + 1
-            for number, record in enumerate(decode_records(block, first, nodes), first):
-                self.line = number
-                if type(record) is MessageLine:  # the common line first
+            records = decode_records(block, first, nodes)
+            for number, record in enumerate(records, first):
+                if type(record) is message:  # the common line first
                     channel = record.channel
                     if channel is None:
                         if (record.node, record.topic) not in topics:
@@ -361,8 +374,11 @@ class SnapshotReader:
                             ids.add(record.id)
                     messages += 1
                 elif isinstance(record, EndLine):
+                    self.line = number
                     after = first + block.count(b"\n") - 1 - number  # lines after it read
                     self._finish(record, len(topics), len(channels), messages, after > 0)
+                    if number > first:
+                        yield first, records[: number - first]
                     return
                 elif isinstance(record, TopicLine):
                     if (record.node, record.topic) in topics:
@@ -376,7 +392,8 @@ class SnapshotReader:
                     if ckey in channels:
                         raise SnapshotError(number, f"channel {record.channel!r} listed twice")
                     channels.add(ckey)
-                yield record
+            self.line = first + len(records) - 1
+            yield first, records
         raise SnapshotError(self.line + 1, "truncated: the file ends before its end line")
 
     def _finish(self, end: EndLine, topics: int, channels: int, messages: int, more: bool) -> None:

@@ -40,6 +40,7 @@ emptying leaves as nsqd's ``/channel/empty`` does.
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 import tempfile
@@ -54,7 +55,6 @@ from ...snapshot.format import (
     Record,
     SnapshotError,
     TopicLine,
-    message_body,
 )
 from ...snapshot.loaded import LoadedSnapshot, load_name
 from ...wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH, MSG_ID_LENGTH
@@ -191,7 +191,6 @@ class NodeLoader:
         self._owner = _Owner()
         self._framed: list[bytes] = []
         self._held = 0
-        self._count = 0
         #: The file's topics of this node, with their channels (what ``replace`` keeps).
         self._listed: dict[str, set[str]] = {}
         #: Deferred messages not loaded because the channel already defers that id.
@@ -203,60 +202,69 @@ class NodeLoader:
         self.removed_channels = 0
 
     def apply(self, record: Record, line: int = 0) -> None:
-        """Stage one record, line ``line`` of its file (records of other nodes are ignored).
+        """Stage one record, line ``line`` of its file (:meth:`stage`)."""
+        self.stage([record], line)
 
-        SnapshotError (with ``line``) for a message whose body is over the node's
+    def stage(self, records: list[Record], first: int) -> None:
+        """Stage ``records``, the first of them line ``first`` of its file (records of other
+        nodes are ignored).
+
+        SnapshotError (with the line) for a message whose body is over the node's
         ``--max-msg-size`` (nsqd refuses such a PUB); OSError when the stage file cannot be
-        written.
+        written. One loop for a whole block of lines: this runs for every message loaded.
         """
-        if type(record) is MessageLine:
-            if record.node == self.node:
-                self._message(record, line)
-            return
-        if not isinstance(record, TopicLine | ChannelLine) or record.node != self.node:
-            return
+        node, mem_limit, max_body = self.node, self._mem_limit, self._max_body
+        message, pack, b64decode = MessageLine, _FRAME.pack, base64.b64decode
+        framed = self._framed
+        owner = self._owner
+        for index, record in enumerate(records):
+            if type(record) is not message:
+                if isinstance(record, TopicLine | ChannelLine) and record.node == node:
+                    self._line(record)
+                continue
+            if record.node != node:
+                continue
+            channel = record.channel
+            if (record.topic, channel) != self._key:
+                self._end_piece()
+                framed = self._framed
+                self._key = (record.topic, channel)
+                owner = self._owner = self._owners.setdefault(self._key, _Owner())
+            text = record.body
+            body = text.encode() if text is not None else b64decode(record.body_b64 or "")
+            if len(body) > max_body:
+                raise SnapshotError(
+                    first + index,
+                    f"a body of {len(body)} bytes is over --max-msg-size ({max_body})",
+                )
+            self.messages += 1
+            data = record.id.encode("ascii") + body
+            delay = record.delay_ms
+            if delay and channel is not None:
+                owner.deferred.append((Message(data, record.timestamp, record.attempts), delay))
+            elif not record.disk and len(owner.memory) < mem_limit:
+                msg = Message(data, record.timestamp, record.attempts)
+                if delay:  # a DPUB held at the topic: the delay rides in the lease until fan-out
+                    msg.lease = (0, 0.0, delay / 1000)
+                owner.memory.append(msg)
+            else:
+                size = len(data) + 10
+                framed.append(pack(size, record.timestamp, record.attempts) + data)
+                self._held += size + 4
+                if self._held >= _PIECE_BYTES:
+                    self._end_piece()
+                    framed = self._framed
+
+    def _line(self, record: TopicLine | ChannelLine) -> None:
         self._lines.append(record)
         if isinstance(record, TopicLine):
             self._listed[record.topic] = set()
         else:
             self._listed[record.topic].add(record.channel)
 
-    def _message(self, record: MessageLine, line: int) -> None:
-        key = (record.topic, record.channel)
-        if key != self._key:
-            self._end_piece()
-            self._key = key
-            self._owner = self._owners.setdefault(key, _Owner())
-        body = message_body(record)
-        if len(body) > self._max_body:
-            raise SnapshotError(
-                line, f"a body of {len(body)} bytes is over --max-msg-size ({self._max_body})"
-            )
-        self.messages += 1
-        msg_id = record.id.encode("ascii")
-        delay = record.delay_ms
-        owner = self._owner
-        if delay and record.channel is not None:
-            owner.deferred.append(
-                (Message(msg_id + body, record.timestamp, record.attempts), delay)
-            )
-            return
-        if not record.disk and len(owner.memory) < self._mem_limit:
-            msg = Message(msg_id + body, record.timestamp, record.attempts)
-            if delay:  # a DPUB held at the topic: the delay rides in the lease until fan-out
-                msg.lease = (0, 0.0, delay / 1000)
-            owner.memory.append(msg)
-            return
-        size = MIN_VALID_MSG_LENGTH + len(body)
-        self._framed.append(_FRAME.pack(size, record.timestamp, record.attempts) + msg_id + body)
-        self._count += 1
-        self._held += size + 4
-        if self._held >= _PIECE_BYTES:
-            self._end_piece()
-
     def _end_piece(self) -> None:
         """Write the disk records gathered for the current owner to the stage file."""
-        if not self._count:
+        if not self._framed:
             return
         assert self._key is not None
         if self._stage_fd < 0:
@@ -270,15 +278,15 @@ class NodeLoader:
         written = os.pwrite(self._stage_fd, data, offset)
         while written < len(data):
             written += os.pwrite(self._stage_fd, memoryview(data)[written:], offset + written)
-        self._pieces.append((self._key, offset, len(data), self._count))
+        self._pieces.append((self._key, offset, len(data), len(self._framed)))
         self._stage_size += len(data)
-        self._framed, self._held, self._count = [], 0, 0
+        self._framed, self._held = [], 0
 
     def discard(self) -> None:
         """Drop what was staged (the file did not pass): the nsqd was never changed."""
         self._owners.clear()
         self._pieces.clear()
-        self._framed, self._held, self._count = [], 0, 0
+        self._framed, self._held = [], 0
         self._close_stage()
 
     def _close_stage(self) -> None:
@@ -407,11 +415,9 @@ def stage_file(
         with open_for_reading(path) as stream:
             reader = SnapshotReader(stream)
             loaders = loaders_for(reader.header)
-            by_node = {loader.node: loader.apply for loader in loaders}
-            for record in reader:
-                apply = by_node.get(record.node)  # type: ignore[union-attr]  # never the end
-                if apply is not None:
-                    apply(record, reader.line)
+            for first, records in reader.batches():
+                for loader in loaders:
+                    loader.stage(records, first)
             assert reader.summary is not None
             return reader.summary, loaders
     except BaseException:
