@@ -12,7 +12,7 @@ applies anything: a bad file is refused by the first node, with its line, and lo
 With ``replace`` each node replaces what it holds with its records, and a node the file has
 no records for (the box has more nsqds than the snapshot) is emptied as a fresh one would
 be (an empty snapshot is uploaded to it).
-Neither side holds more than a piece (:data:`PIECE_BYTES`) of the file.
+Neither side holds more than a piece of the file (4 MiB fetched, :data:`PIECE_BYTES` uploaded).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from .format import Header, SnapshotError
 
 __all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save", "upload"]
 
-#: Bytes per upload (the most nsqd's upload route takes).
+#: Bytes per upload (the most nsqd's upload route takes; a fetch gets what the node answers,
+#: at most 4 MiB).
 PIECE_BYTES: Final = 1024 * 1024
 
 

