@@ -40,6 +40,8 @@ __all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "
 #: Bytes per upload (the most nsqd's upload route takes; a fetch gets what the node answers,
 #: at most 4 MiB).
 PIECE_BYTES: Final = 1024 * 1024
+#: Bytes read from a fetched piece at a time.
+_FETCH_CHUNK: Final = 256 * 1024
 
 
 class SnapshotTransferError(Exception):
@@ -115,6 +117,21 @@ def cut_nodes(client: httpx.Client, addresses: Sequence[str]) -> list[Cut]:
     return cuts
 
 
+def _fetch(client: httpx.Client, cut: Cut, offset: int, stream: IO[bytes]) -> int:
+    """Write the piece of ``cut`` at ``offset`` to ``stream`` as it arrives (a piece is never
+    held whole); how many bytes it had."""
+    params: dict[str, str | int] = {"id": cut.id, "offset": offset}
+    with client.stream("GET", f"{cut.url}/nsqbox/snapshot", params=params) as response:
+        if response.status_code != 200:
+            response.read()
+            _check(response, cut.url)
+        got = 0
+        for data in response.iter_raw(_FETCH_CHUNK):
+            stream.write(data)
+            got += len(data)
+        return got
+
+
 def save(
     client: httpx.Client, path: str | os.PathLike[str], cuts: Sequence[Cut]
 ) -> SnapshotSummary:
@@ -130,12 +147,10 @@ def save(
             for cut in cuts:
                 offset = 0
                 while offset < cut.bytes:
-                    params: dict[str, str | int] = {"id": cut.id, "offset": offset}
-                    piece = _check(client.get(f"{cut.url}/nsqbox/snapshot", params=params), cut.url)
-                    if not piece.content:
+                    got = _fetch(client, cut, offset, stream)
+                    if not got:
                         raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
-                    stream.write(piece.content)
-                    offset += len(piece.content)
+                    offset += got
                 writer.add_counts(cut.topics, cut.channels, cut.messages)
             writer.finish()
     finally:

@@ -204,3 +204,22 @@ def test_the_routes_bound_nodes_as_the_format_does() -> None:
     from nsqbox.snapshot.format import MAX_NODES
 
     assert routes._LAST_NODE == MAX_NODES - 1
+
+
+async def test_a_save_whose_piece_is_refused_says_so_and_leaves_no_file(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    from nsqbox.snapshot.transfer import Cut, SnapshotTransferError, save
+
+    server = await start_nsqd_http(nursery, tmp_path)
+    cut = Cut(server.url, "e" * 32, 10, 0, 0, 0)  # a spool the node does not have
+    path = tmp_path / "s.jsonl"
+
+    def run() -> None:
+        with httpx.Client(trust_env=False, timeout=TIMEOUT) as client:
+            save(client, path, [cut])
+
+    with pytest.raises(SnapshotTransferError, match="answered 404 SNAPSHOT_NOT_FOUND") as info:
+        await trio.to_thread.run_sync(run)
+    assert info.value.status == 404
+    assert await trio.to_thread.run_sync(lambda: list(tmp_path.glob("s.jsonl*"))) == []
