@@ -5,14 +5,17 @@ buffer of :data:`WRITE_CHUNK` bytes: saving a million messages never holds them 
 :func:`open_for_writing` writes ``FILE.part`` and renames it to ``FILE`` only once complete,
 so a failed save leaves no half snapshot under the name.
 
-:class:`SnapshotReader` reads one line at a time and is strict: the header first, every
-record checked alone (:func:`~.format.decode_record`) and against the lines before it (a
-channel's topic, a message's topic and channel listed first, no name twice, no deferred id
-twice in one channel), the end line last with the right counts, nothing after it. It raises
+:class:`SnapshotReader` reads a block of whole lines at a time (:data:`READ_BLOCK` bytes,
+decoded in one call) and is strict: the header first, every record checked alone
+(:func:`~.format.decode_records`) and against the lines before it (a channel's topic, a
+message's topic and channel listed first, no name twice, no deferred id twice in one
+channel), the end line last with the right counts, nothing after it. It raises
 :class:`~.format.SnapshotError` naming the line it failed on, for a damaged gzip stream or a
-file cut short too. Since it only reads, loading is two passes: :func:`check_snapshot` reads
-the whole file first, and only a file that passed is applied (a second reader), so a bad file
-loads nothing.
+file cut short too. It hands out records one at a time or a checked block at a time
+(:meth:`SnapshotReader.batches`). Since it only reads, a load that must change nothing for a
+bad file stages what it reads and applies the stage only once the reader reached a valid
+end (nsqd's loader does); :func:`check_snapshot` only checks.
+:data:`GZIP_LEVEL` is the level ``.gz`` snapshots are written at.
 """
 
 from __future__ import annotations
