@@ -14,7 +14,20 @@ Starts ``nsqbox up`` (a child process, ports the OS picks, a data path of its ow
   its peak RSS beside a fresh box started without a snapshot.
 
 Throughput is the snapshot's bytes (uncompressed, for ``.gz``) and messages over the elapsed
-time. Figures go to stdout as JSON.
+time. Beside them, in the same run, what the machine itself does with the same bytes:
+
+- ``disk_write_mb_per_s``: a ``dd``-like write of a file of that size, 1 MiB at a time,
+  then ``fsync``; ``disk_read_mb_per_s``: reading it back once dropped from the page cache
+  (``posix_fadvise(DONTNEED)`` after the fsync);
+- ``decode_floor_s``: msgspec decoding the file's lines into the format's records, a MiB at
+  a time, nothing else (the least a strict reader in Python does); ``check_s``: the format's
+  own strict read (:func:`~nsqbox.snapshot.files.check_snapshot`);
+- CPU seconds (user + system) beside the elapsed ones: the box's during the save
+  (``/proc/PID/stat``) and the command's, and the loaded box's at its ready line less an
+  empty box's, since elapsed time on a shared machine also counts other work;
+- ``load_average``: the machine's 1-minute load average at the start and at the end.
+
+Figures go to stdout as JSON.
 """
 
 from __future__ import annotations
@@ -111,13 +124,67 @@ def _data_bytes(path: Path) -> int:
         return sum(len(chunk) for chunk in iter(lambda: stream.read(1 << 20), b""))
 
 
-def _timed_child(args: list[str]) -> tuple[float, int, int]:
-    """Run a child; its wall time, exit status and peak RSS (bytes)."""
+def _timed_child(args: list[str]) -> tuple[float, int, int, float]:
+    """Run a child; its wall time, exit status, peak RSS (bytes) and CPU seconds."""
     start = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - start, proc.returncode, usage.ru_maxrss * 1024
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.perf_counter() - start, proc.returncode, usage.ru_maxrss * 1024, cpu
+
+
+def _cpu(pid: int) -> float:
+    """A process's CPU seconds so far (user + system, ``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _disk(directory: Path, size: int) -> tuple[float, float]:
+    """MB/s of writing ``size`` bytes to a new file in ``directory`` (1 MiB writes, then
+    fsync) and of reading it back once dropped from the page cache."""
+    path = directory / "dd.bin"
+    block = os.urandom(1 << 20)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        start = time.perf_counter()
+        left = size
+        while left > 0:
+            left -= os.write(fd, block[: min(left, len(block))])
+        os.fsync(fd)
+        write_s = time.perf_counter() - start
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        start = time.perf_counter()
+        while os.read(fd, 1 << 20):
+            pass
+        read_s = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        path.unlink()
+    return size / 1e6 / write_s, size / 1e6 / read_s
+
+
+def _decode_floor(path: Path) -> float:
+    """Seconds to msgspec-decode the snapshot's records, a MiB of lines per call."""
+    import msgspec
+
+    from nsqbox.snapshot.files import open_for_reading
+    from nsqbox.snapshot.format import Record
+
+    decoder = msgspec.json.Decoder(Record)
+    start = time.perf_counter()
+    with open_for_reading(path) as stream:
+        rest = stream.readline()[:0]  # the header is not a record
+        while block := stream.read(1 << 20):
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            decoder.decode_lines(block[:cut])
+    return time.perf_counter() - start
 
 
 def _create_channel(http: str) -> None:
@@ -139,6 +206,7 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
     mb = 1_000_000
     figures: dict[str, Any] = {"messages": args.messages, "body_bytes": args.body_bytes}
+    load_average = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory(prefix="nsqbox-snapshot-bench-") as tmp:
         root = Path(tmp)
         snapshot = root / ("box.jsonl.gz" if args.gzip else "box.jsonl")
@@ -151,7 +219,8 @@ def main() -> None:
             figures["publish_s"] = round(time.perf_counter() - start, 2)
             figures["box_rss_before_save_mb"] = round(_status(box.pid, "VmRSS") / mb, 1)
             _reset_peak(box.pid)
-            elapsed, status, peak = _timed_child(
+            box_cpu = _cpu(box.pid)
+            elapsed, status, peak, command_cpu = _timed_child(
                 [
                     sys.executable,
                     "-m",
@@ -168,6 +237,8 @@ def main() -> None:
             size = _data_bytes(snapshot)
             figures["data_mb"] = round(size / mb, 1)
             figures["save_s"] = round(elapsed, 2)
+            figures["save_box_cpu_s"] = round(_cpu(box.pid) - box_cpu, 2)
+            figures["save_command_cpu_s"] = round(command_cpu, 2)
             figures["save_mb_per_s"] = round(size / mb / elapsed, 1)
             figures["save_messages_per_s"] = round(args.messages / elapsed)
             figures["save_box_peak_rss_mb"] = round(_status(box.pid, "VmHWM") / mb, 1)
@@ -178,16 +249,29 @@ def main() -> None:
         try:
             figures["empty_box_start_s"] = round(empty_s, 2)
             figures["empty_box_peak_rss_mb"] = round(_status(empty.pid, "VmHWM") / mb, 1)
+            empty_cpu = _cpu(empty.pid)
         finally:
             _stop(empty)
         loaded, _, load_s = _box(root / "b", f"--load={snapshot}")
         try:
             figures["up_load_s"] = round(load_s, 2)
+            figures["up_load_less_empty_start_s"] = round(load_s - empty_s, 2)
+            figures["up_load_cpu_s_less_empty_start"] = round(_cpu(loaded.pid) - empty_cpu, 2)
             figures["up_load_mb_per_s"] = round(size / mb / load_s, 1)
             figures["up_load_messages_per_s"] = round(args.messages / load_s)
             figures["up_load_peak_rss_mb"] = round(_status(loaded.pid, "VmHWM") / mb, 1)
         finally:
             _stop(loaded)
+        from nsqbox.snapshot.files import check_snapshot
+
+        start = time.perf_counter()
+        check_snapshot(snapshot)
+        figures["check_s"] = round(time.perf_counter() - start, 2)
+        figures["decode_floor_s"] = round(_decode_floor(snapshot), 2)
+        write, read = _disk(root, size)
+        figures["disk_write_mb_per_s"] = round(write, 1)
+        figures["disk_read_mb_per_s"] = round(read, 1)
+    figures["load_average"] = [load_average, round(os.getloadavg()[0], 2)]
     print(json.dumps(figures, indent=2))
 
 

@@ -3,8 +3,9 @@
 :func:`cut_box` spools every nsqd's records in one synchronous pass (the nodes share one event
 loop, so nothing happens on any of them meanwhile): what the admin service's
 ``POST /api/snapshot`` answers (:mod:`nsqbox.admin.routes.snapshot`). :func:`load_box` reads
-a snapshot whole and strictly first (off the event loop: a bad file loads nothing), then
-applies it to the nodes in one pass over the file, before the box reports it is ready
+a snapshot once, strictly, off the event loop, staging each node's records
+(:func:`~nsqbox.nsqd.domain.snapshot.stage_file`: a bad file stages nothing and loads
+nothing), then applies what was staged to the nodes, before the box reports it is ready
 (:func:`seed_box` does the same with a seed, ``nsqbox up --seed FILE``, turned into one). A
 snapshot taken under a manual clock moves a manual clock to the broker time it was saved at,
 so deferred messages fall due at the same broker time as in the box it came from.
@@ -20,8 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from nsqbox.snapshot.files import SnapshotReader, check_snapshot, open_for_reading
-from nsqbox.snapshot.format import ChannelLine, MessageLine, SnapshotError, TopicLine
+from nsqbox.snapshot.format import Header, SnapshotError
 
 if TYPE_CHECKING:
     from nsqbox.broker.clock import BrokerClock
@@ -160,32 +160,48 @@ async def load_box(
     """
     import trio
 
-    from nsqbox.nsqd.domain.snapshot import NodeLoader
+    from nsqbox.nsqd.domain.snapshot import NodeLoader, stage_file
 
-    try:
-        summary = await trio.to_thread.run_sync(check_snapshot, path)
+    where = os.fspath(path)
+
+    def loaders_for(header: Header) -> list[NodeLoader]:
+        if header.nodes > len(control):
+            raise _TooFewNodes(
+                f"{where} holds {header.nodes} nsqds; the box runs {len(control)} "
+                f"(--nsqd-count {header.nodes})"
+            )
+        nodes = _running(control)
+        return [NodeLoader(nodes[index], index) for index in range(header.nodes)]
+
+    try:  # read once, off the loop, staging; a bad file stages nothing and loads nothing
+        summary, loaders = await trio.to_thread.run_sync(stage_file, path, loaders_for)
     except SnapshotError as exc:
-        raise ValueError(f"cannot load {os.fspath(path)}, nothing loaded: {exc}") from exc
+        raise ValueError(f"cannot load {where}, nothing loaded: {exc}") from exc
+    except _TooFewNodes as exc:
+        raise ValueError(str(exc)) from None
     header = summary.header
-    if header.nodes > len(control):
-        raise ValueError(
-            f"{os.fspath(path)} holds {header.nodes} nsqds; the box runs {len(control)} "
-            f"(--nsqd-count {header.nodes})"
-        )
-    nodes = _running(control)
     if clock.manual and header.clock == "manual" and header.clock_offset > clock.offset:
-        clock.check_room(header.clock_offset - clock.offset)
+        try:
+            clock.check_room(header.clock_offset - clock.offset)
+        except BaseException:
+            for loader in loaders:
+                loader.discard()
+            raise
         clock.offset = header.clock_offset  # nothing is due yet: the box holds nothing
-    loaders = [NodeLoader(nodes[index], index) for index in range(header.nodes)]
-    with open_for_reading(path) as stream:
-        for record in SnapshotReader(stream):
-            if isinstance(record, TopicLine | ChannelLine | MessageLine):
-                loaders[record.node].apply(record)
     load_id = uuid.uuid4().hex
-    for loader in loaders:
-        loader.finish()
-        loader.remember(os.fspath(path) if name is None else name, load_id)
+    for index, loader in enumerate(loaders):
+        try:
+            loader.finish()
+        except BaseException:
+            for rest in loaders[index + 1 :]:
+                rest.discard()
+            raise
+        loader.remember(where if name is None else name, load_id)
     return summary.messages
+
+
+class _TooFewNodes(Exception):
+    """The snapshot holds more nsqds than the box runs."""
 
 
 async def seed_box(

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import IO, Final
 
-from .files import is_gzip_name
+from .files import GZIP_LEVEL, is_gzip_name
 
 __all__ = [
     "MAX_SAVE_NAME",
@@ -91,7 +91,8 @@ def open_confined(directory: str | os.PathLike[str], name: str) -> Iterator[IO[b
         raw = os.fdopen(os.open(part, flags, 0o600, dir_fd=dir_fd), "wb")
         try:
             if is_gzip_name(name):
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6) as gz:
+                level = GZIP_LEVEL
+                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level) as gz:
                     yield gz  # type: ignore[misc]
             else:
                 yield raw

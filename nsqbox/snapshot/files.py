@@ -5,14 +5,17 @@ buffer of :data:`WRITE_CHUNK` bytes: saving a million messages never holds them 
 :func:`open_for_writing` writes ``FILE.part`` and renames it to ``FILE`` only once complete,
 so a failed save leaves no half snapshot under the name.
 
-:class:`SnapshotReader` reads one line at a time and is strict: the header first, every
-record checked alone (:func:`~.format.decode_record`) and against the lines before it (a
-channel's topic, a message's topic and channel listed first, no name twice, no deferred id
-twice in one channel), the end line last with the right counts, nothing after it. It raises
+:class:`SnapshotReader` reads a block of whole lines at a time (:data:`READ_BLOCK` bytes,
+decoded in one call) and is strict: the header first, every record checked alone
+(:func:`~.format.decode_records`) and against the lines before it (a channel's topic, a
+message's topic and channel listed first, no name twice, no deferred id twice in one
+channel), the end line last with the right counts, nothing after it. It raises
 :class:`~.format.SnapshotError` naming the line it failed on, for a damaged gzip stream or a
-file cut short too. Since it only reads, loading is two passes: :func:`check_snapshot` reads
-the whole file first, and only a file that passed is applied (a second reader), so a bad file
-loads nothing.
+file cut short too. It hands out records one at a time or a checked block at a time
+(:meth:`SnapshotReader.batches`). Since it only reads, a load that must change nothing for a
+bad file stages what it reads and applies the stage only once the reader reached a valid
+end (nsqd's loader does); :func:`check_snapshot` only checks.
+:data:`GZIP_LEVEL` is the level ``.gz`` snapshots are written at.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Final
 
+from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH
 from .format import (
     FORMAT_VERSION,
     MAX_LINE_BYTES,
@@ -44,6 +48,7 @@ from .format import (
 )
 
 __all__ = [
+    "GZIP_LEVEL",
     "READ_BLOCK",
     "WRITE_CHUNK",
     "SnapshotReader",
@@ -55,6 +60,9 @@ __all__ = [
     "open_for_writing",
 ]
 
+#: gzip's level for a ``.gz`` snapshot: zlib's fastest, about twice level 6's speed for a
+#: file about a fifth bigger (JSON lines of JSON events: 84 MB to 13.5 MB, not 11.0 MB).
+GZIP_LEVEL: Final = 1
 #: Bytes the writer gathers before each write.
 WRITE_CHUNK: Final = 1024 * 1024
 #: Bytes the reader reads at a time (whole lines of them are decoded in one call).
@@ -76,7 +84,7 @@ def open_for_writing(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     raw = open(part, "wb")  # noqa: SIM115 - closed below, before the rename
     try:
         if is_gzip_name(final):
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6) as gz:
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL) as gz:
                 yield gz  # type: ignore[misc]
         else:
             yield raw
@@ -195,6 +203,49 @@ class SnapshotWriter:
         if self._held >= WRITE_CHUNK:
             self.flush()
 
+    def disk_messages(
+        self, node: int, topic: str, channel: str | None, records: list[bytes]
+    ) -> None:
+        """Message lines for ``records`` as a disk queue holds them (the message encoding:
+        timestamp, attempts, id, body), queued on disk (``disk``), with no delay: the lines
+        :meth:`message` would write, built a batch at a time. A record too short to be a
+        message is skipped, as nsqd skips it."""
+        unpack = MESSAGE_HEADER.unpack_from
+        line = MessageLine
+        pending = self._pending
+        start = len(pending)
+        try:
+            for data in records:
+                if len(data) >= MIN_VALID_MSG_LENGTH:
+                    timestamp, attempts = unpack(data)
+                    pending.append(
+                        line(
+                            node,
+                            topic,
+                            data[10:26].decode("ascii"),
+                            timestamp,
+                            attempts,
+                            channel,
+                            0,
+                            True,
+                            data[26:].decode(),
+                        )
+                    )
+        except UnicodeDecodeError:  # a body that is not text (or a bad id): one at a time
+            del pending[start:]
+            for data in records:
+                if len(data) >= MIN_VALID_MSG_LENGTH:
+                    timestamp, attempts = unpack(data)
+                    self.message(
+                        node, topic, channel, data[10:26], timestamp, attempts, data[26:], 0, True
+                    )
+            return
+        added = len(pending) - start
+        self.messages += added
+        self._held += sum(map(len, records)) + 100 * added
+        if self._held >= WRITE_CHUNK:
+            self.flush()
+
     def finish(self) -> None:
         """The end line (unless writing records only), and write everything out."""
         if self._whole:
@@ -286,16 +337,29 @@ class SnapshotReader:
             yield block
 
     def __iter__(self) -> Iterator[Record]:
+        for first, records in self.batches():
+            for number, record in enumerate(records, first):
+                self.line = number
+                yield record
+
+    def batches(self) -> Iterator[tuple[int, list[Record]]]:
+        """The records a block of lines at a time, each block checked whole before it is
+        handed out: ``(first, records)``, ``first`` being the line of its first record.
+
+        Iterating the reader yields the same records one at a time. The end line is not
+        handed out: :attr:`summary` is set when it is reached, and valid.
+        """
         nodes = self.header.nodes
         topics: set[tuple[int, str]] = set()
         channels: set[tuple[int, str, str]] = set()
         deferred: dict[tuple[int, str, str], set[str]] = {}
         messages = 0
+        message = MessageLine
         for block in self._blocks():
             first = self.line + 1
-            for number, record in enumerate(decode_records(block, first, nodes), first):
-                self.line = number
-                if type(record) is MessageLine:  # the common line first
+            records = decode_records(block, first, nodes)
+            for number, record in enumerate(records, first):
+                if type(record) is message:  # the common line first
                     channel = record.channel
                     if channel is None:
                         if (record.node, record.topic) not in topics:
@@ -313,8 +377,11 @@ class SnapshotReader:
                             ids.add(record.id)
                     messages += 1
                 elif isinstance(record, EndLine):
+                    self.line = number
                     after = first + block.count(b"\n") - 1 - number  # lines after it read
                     self._finish(record, len(topics), len(channels), messages, after > 0)
+                    if number > first:
+                        yield first, records[: number - first]
                     return
                 elif isinstance(record, TopicLine):
                     if (record.node, record.topic) in topics:
@@ -328,7 +395,8 @@ class SnapshotReader:
                     if ckey in channels:
                         raise SnapshotError(number, f"channel {record.channel!r} listed twice")
                     channels.add(ckey)
-                yield record
+            self.line = first + len(records) - 1
+            yield first, records
         raise SnapshotError(self.line + 1, "truncated: the file ends before its end line")
 
     def _finish(self, end: EndLine, topics: int, channels: int, messages: int, more: bool) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Annotated, Final
 
 import msgspec
@@ -56,10 +57,13 @@ MAX_ATTEMPTS: Final = 0xFFFF
 #: The longest remaining delay a snapshot may hold: ten years, the broker clock's own bound.
 MAX_DELAY_MS: Final = 10 * 365 * 24 * 3600 * 1000
 _INT64_MAX: Final = 2**63 - 1
+_is_hex: Final = re.compile("[0-9a-fA-F]*").fullmatch
 
 # What one field may hold, checked by msgspec while it decodes (in C: a million lines a run).
 _Node = Annotated[int, msgspec.Meta(ge=0, lt=MAX_NODES)]
-_MessageID = Annotated[str, msgspec.Meta(pattern="^[0-9a-fA-F]{16}$")]
+# 16 characters here; that they are hex digits is checked after decoding, a block of ids in
+# one call (a pattern here would cost a regex call per line).
+_MessageID = Annotated[str, msgspec.Meta(min_length=16, max_length=16)]
 _Timestamp = Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]
 _Attempts = Annotated[int, msgspec.Meta(ge=0, le=MAX_ATTEMPTS)]
 _DelayMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_DELAY_MS)]
@@ -110,7 +114,7 @@ class ChannelLine(
     paused: bool = False
 
 
-class Publisher(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+class Publisher(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """Who published a recorded message (``nsqbox record`` through nsqbox's tap): a TCP
     client as it identified itself, or an HTTP request's peer."""
 
@@ -123,7 +127,12 @@ class Publisher(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class MessageLine(
-    msgspec.Struct, tag="message", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
+    msgspec.Struct,
+    tag="message",
+    tag_field="kind",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,  # no cycles: strings, numbers and a Publisher; a million are not tracked
 ):
     """A message a channel holds (or, with no ``channel``, the topic itself).
 
@@ -239,14 +248,16 @@ def decode_records(block: bytes, first: int, nodes: int) -> list[Record]:
         records: list[Record] = _record_decoder.decode_lines(block)
     except (msgspec.ValidationError, msgspec.DecodeError):
         records = []
-    if len(records) != block.count(b"\n"):  # a bad or blank line: find it
+    message = MessageLine
+    if len(records) != block.count(b"\n") or not _is_hex(
+        "".join([r.id for r in records if type(r) is message])
+    ):  # a bad or blank line, or an id that is not hex: find it
         found: list[Record] = []
         for number, line in enumerate(block.split(b"\n")[:-1], first):
             found.append(decode_record(line, number, nodes))
             if type(found[-1]) is EndLine:
                 break  # the reader refuses what follows it
         return found
-    message = MessageLine
     for index, record in enumerate(records):
         # a message with a text body on a node of the header: nothing more to check
         if (
@@ -264,6 +275,8 @@ def check_record(record: Record, number: int, nodes: int) -> None:
     kind = type(record)
     if kind is MessageLine:
         assert isinstance(record, MessageLine)
+        if not _is_hex(record.id):
+            raise SnapshotError(number, "Expected `str` of 16 hex digits - at `$.id`")
         if record.node >= nodes:
             raise SnapshotError(number, f"node {record.node} is not below the header's {nodes}")
         if record.body is None:

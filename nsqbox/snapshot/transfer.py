@@ -5,13 +5,14 @@ the admin service made in one pass over a box: ``POST /api/snapshot``), then wri
 each node's records as fetched piece by piece (``GET /nsqbox/snapshot?id=&offset=``) and the
 end line; it removes the nodes' spools. (It does not read the file back: loading does, whole,
 before it applies anything.)
-:func:`load` checks the whole file first, then uploads it to each node in pieces
+:func:`load` reads the file's header, then uploads the file to each node in pieces
 (``POST /nsqbox/snapshot/upload``) and has node ``i`` apply its records
-(``POST /nsqbox/snapshot/load?node=i``), which checks it again before it applies anything.
+(``POST /nsqbox/snapshot/load?node=i``), which reads it once, whole and strictly, before it
+applies anything: a bad file is refused by the first node, with its line, and loads nothing.
 With ``replace`` each node replaces what it holds with its records, and a node the file has
 no records for (the box has more nsqds than the snapshot) is emptied as a fresh one would
 be (an empty snapshot is uploaded to it).
-Neither side holds more than a piece (:data:`PIECE_BYTES`) of the file.
+Neither side holds more than a piece of the file (4 MiB fetched, :data:`PIECE_BYTES` uploaded).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from typing import IO, Any, Final
 import httpx
 
 from .files import (
+    SnapshotReader,
     SnapshotSummary,
     SnapshotWriter,
-    check_snapshot,
     open_for_reading,
     open_for_writing,
 )
@@ -36,8 +37,11 @@ from .format import Header, SnapshotError
 
 __all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save", "upload"]
 
-#: Bytes per upload (the most nsqd's upload route takes).
+#: Bytes per upload (the most nsqd's upload route takes; a fetch gets what the node answers,
+#: at most 4 MiB).
 PIECE_BYTES: Final = 1024 * 1024
+#: Bytes read from a fetched piece at a time.
+_FETCH_CHUNK: Final = 256 * 1024
 
 
 class SnapshotTransferError(Exception):
@@ -113,6 +117,21 @@ def cut_nodes(client: httpx.Client, addresses: Sequence[str]) -> list[Cut]:
     return cuts
 
 
+def _fetch(client: httpx.Client, cut: Cut, offset: int, stream: IO[bytes]) -> int:
+    """Write the piece of ``cut`` at ``offset`` to ``stream`` as it arrives (a piece is never
+    held whole); how many bytes it had."""
+    params: dict[str, str | int] = {"id": cut.id, "offset": offset}
+    with client.stream("GET", f"{cut.url}/nsqbox/snapshot", params=params) as response:
+        if response.status_code != 200:
+            response.read()
+            _check(response, cut.url)
+        got = 0
+        for data in response.iter_raw(_FETCH_CHUNK):
+            stream.write(data)
+            got += len(data)
+        return got
+
+
 def save(
     client: httpx.Client, path: str | os.PathLike[str], cuts: Sequence[Cut]
 ) -> SnapshotSummary:
@@ -128,12 +147,10 @@ def save(
             for cut in cuts:
                 offset = 0
                 while offset < cut.bytes:
-                    params: dict[str, str | int] = {"id": cut.id, "offset": offset}
-                    piece = _check(client.get(f"{cut.url}/nsqbox/snapshot", params=params), cut.url)
-                    if not piece.content:
+                    got = _fetch(client, cut, offset, stream)
+                    if not got:
                         raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
-                    stream.write(piece.content)
-                    offset += len(piece.content)
+                    offset += got
                 writer.add_counts(cut.topics, cut.channels, cut.messages)
             writer.finish()
     finally:
@@ -174,13 +191,15 @@ def load(
     """Load the snapshot at ``path`` into the nsqds (node ``i`` into ``addresses[i]``),
     merged with what they hold, or with ``replace`` instead of it (every nsqd given).
 
-    SnapshotError (naming the line) for a file that does not pass, before any node is
-    touched; SnapshotTransferError when the box has fewer nodes than the snapshot. Each
+    SnapshotError (naming the line) for a file that does not pass, before anything is
+    loaded: the first node reads it whole, strictly, before it applies any of it (and the
+    others get the same file); SnapshotTransferError when the box has fewer nodes than the
+    snapshot. Each
     node's answer (``{"messages", "skipped", "removed"}``), in order. Each node records the
     load under the file's base name (the admin service's ``GET /api/snapshot``).
     """
-    summary = check_snapshot(path)
-    nodes = summary.header.nodes
+    with open_for_reading(path) as stream:  # the header: each node checks the whole file
+        nodes = SnapshotReader(stream).header.nodes
     if len(addresses) < nodes:
         raise SnapshotTransferError(
             f"the snapshot holds {nodes} nsqds; the box has {len(addresses)} "

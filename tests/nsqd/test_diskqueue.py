@@ -354,6 +354,36 @@ def test_put_many_writes_once_per_file(tmp_path: Path, monkeypatch: pytest.Monke
         assert (one / name).read_bytes() == (many / name).read_bytes(), name
 
 
+def test_put_framed_writes_the_same_files_as_put_many(tmp_path: Path) -> None:
+    # records framed by the caller (a snapshot's stage): one write while they fit in the
+    # write file, split and rolled as put_many when they do not
+    msgs = [bytes([i]) * (5 + i % 7) for i in range(40)]
+    framed = b"".join(struct.pack(">i", len(m)) + m for m in msgs)
+    one, framed_dir = tmp_path / "one", tmp_path / "framed"
+    one.mkdir()
+    framed_dir.mkdir()
+    q = make_queue(one, max_bytes_per_file=140)
+    q.put_many(msgs[:4])
+    q.put_many(msgs[4:])
+    q.close()
+    q = make_queue(framed_dir, max_bytes_per_file=140)
+    head = sum(4 + len(m) for m in msgs[:4])
+    q.put_framed(framed[:head], 4)  # fits: written as given
+    q.put_framed(b"", 0)
+    q.put_framed(framed[head:], 36)  # rolls
+    assert q.depth == 40
+    q.close()
+    assert listing(one) == listing(framed_dir)
+    for name in listing(one):
+        assert (one / name).read_bytes() == (framed_dir / name).read_bytes(), name
+    q = make_queue(framed_dir, max_bytes_per_file=140)
+    assert pop_all(q) == msgs
+    with pytest.raises(ValueError, match="invalid framed record at 0"):
+        q.put_framed(struct.pack(">i", 500) + b"x" * 200, 1)  # over the file: split, refused
+    assert q.depth == 0
+    q.close()
+
+
 def test_failed_write_is_not_counted_and_is_overwritten(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

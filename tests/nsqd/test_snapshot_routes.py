@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES
+from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES, READ_PIECE_BYTES
 from nsqbox.snapshot.files import check_snapshot
 from nsqbox.tools import snapshot as snapshot_tool
 from nsqbox.tools.common import parse_args
@@ -61,6 +61,76 @@ async def test_save_and_load_node_by_node(
     assert (channel.depth(), len(channel.memory), channel.backend_depth()) == (300, 3, 297)
     assert spools(tmp_path / "two") == []  # the upload is gone
     assert channel.backend.pop() is not None
+
+
+async def test_a_cut_is_fetched_in_pieces_of_at_most_read_piece_bytes(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    server.nsqd.get_topic("t").get_channel("c")
+    for half in range(2):  # 5.4 MB, in two MPUBs under --max-body-size
+        await publish(
+            server.tcp, "t", *[b"%03d" % i * 20_000 for i in range(45 * half, 45 * half + 45)]
+        )
+    cut = (await client.post(f"{server.url}/nsqbox/snapshot", params={"node": 0})).json()
+    assert cut["bytes"] > READ_PIECE_BYTES
+    pieces = []
+    while (offset := sum(map(len, pieces))) < cut["bytes"]:
+        params = {"id": cut["id"], "offset": offset}
+        response = await client.get(f"{server.url}/nsqbox/snapshot", params=params)
+        assert response.status_code == 200
+        pieces.append(response.content)
+    assert [len(p) for p in pieces] == [READ_PIECE_BYTES, cut["bytes"] - READ_PIECE_BYTES]
+    assert b"".join(pieces).count(b"\n") == 1 + 1 + 90  # a topic, a channel, the messages
+
+
+async def test_a_load_is_staged_and_a_body_over_max_msg_size_loads_nothing(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    # the file is read once: every record is staged (the disk-bound ones in an unlinked file
+    # in the data path) and applied only once the whole file passed
+    for name in ("one", "small"):
+        (tmp_path / name).mkdir()
+    one = await start_nsqd_http(nursery, tmp_path / "one", mem_queue_size=3)
+    small = await start_nsqd_http(nursery, tmp_path / "small", mem_queue_size=3, max_msg_size=100)
+    one.nsqd.get_topic("t").get_channel("c")
+    await publish(one.tcp, "t", *[b"%03d" % i for i in range(20)], b"x" * 101, b"last")
+    path = tmp_path / "s.jsonl"
+    await trio.to_thread.run_sync(tool, "save", str(path), "--nsqd-http-address", one.url)
+    lines = path.read_bytes().splitlines(keepends=True)
+    big = next(n for n, line in enumerate(lines, 1) if b'"body":"xxx' in line)
+    upload = {"id": "0" * 32, "offset": 0}
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/upload", params=upload, content=b"".join(lines)
+    )
+    assert response.status_code == 200, response.text
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/load", params={"id": "0" * 32, "node": 0}
+    )
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "message": "INVALID_SNAPSHOT",
+            "line": big,
+            "reason": "a body of 101 bytes is over --max-msg-size (100)",
+        },
+    )
+    assert small.nsqd.topics == {}
+    assert spools(tmp_path / "small") == []  # nor upload nor stage left behind
+    del lines[big - 1]
+    lines[-1] = lines[-1].replace(b'"messages":22', b'"messages":21')
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/upload", params=upload, content=b"".join(lines)
+    )
+    assert response.status_code == 200, response.text
+    response = await client.post(
+        f"{small.url}/nsqbox/snapshot/load", params={"id": "0" * 32, "node": 0}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["messages"] == 21
+    channel = small.nsqd.topics["t"].channels["c"]
+    assert (channel.depth(), len(channel.memory), channel.backend_depth()) == (21, 3, 18)
+    assert spools(tmp_path / "small") == []
 
 
 async def answer(
@@ -134,3 +204,22 @@ def test_the_routes_bound_nodes_as_the_format_does() -> None:
     from nsqbox.snapshot.format import MAX_NODES
 
     assert routes._LAST_NODE == MAX_NODES - 1
+
+
+async def test_a_save_whose_piece_is_refused_says_so_and_leaves_no_file(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    from nsqbox.snapshot.transfer import Cut, SnapshotTransferError, save
+
+    server = await start_nsqd_http(nursery, tmp_path)
+    cut = Cut(server.url, "e" * 32, 10, 0, 0, 0)  # a spool the node does not have
+    path = tmp_path / "s.jsonl"
+
+    def run() -> None:
+        with httpx.Client(trust_env=False, timeout=TIMEOUT) as client:
+            save(client, path, [cut])
+
+    with pytest.raises(SnapshotTransferError, match="answered 404 SNAPSHOT_NOT_FOUND") as info:
+        await trio.to_thread.run_sync(run)
+    assert info.value.status == 404
+    assert await trio.to_thread.run_sync(lambda: list(tmp_path.glob("s.jsonl*"))) == []

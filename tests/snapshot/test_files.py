@@ -232,3 +232,39 @@ def test_a_message_line_may_say_who_published_it(tmp_path: Path) -> None:
     for bad in (b'{"protocol":"smtp"}', b'{"protocol":"tcp","pid":1}', b'{"client_id":"c"}'):
         lines[3] = lines[3].split(b',"publisher":')[0] + b',"publisher":' + bad + b"}\n"
         assert refused(tmp_path, b"".join(lines)).line == 4
+
+
+@pytest.mark.parametrize("channel", ["billing", None])
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        [b"plain", b"", b'q"uote \\ back', "é \u2028".encode(), b"\x00\x01\x7f"],
+        [b"text", b"\xff\xfe not utf-8", b"more text"],  # a batch with a binary body
+    ],
+    ids=["text", "binary"],
+)
+def test_disk_messages_writes_the_lines_message_writes(
+    channel: str | None, bodies: list[bytes]
+) -> None:
+    import io
+    import struct
+
+    records = [
+        struct.pack(">qH", 1_700_000_000_000_000_000 + i, (0, 1, 65535)[i % 3]) + ID + body
+        for i, body in enumerate(bodies)
+    ]
+    records.insert(1, b"too short")  # not a message: skipped, as nsqd skips it
+    one, batch = io.BytesIO(), io.BytesIO()
+    by_one, by_batch = SnapshotWriter(one, None), SnapshotWriter(batch, None)
+    for data in records:
+        if len(data) >= 26:
+            stamp, attempts = struct.unpack_from(">qH", data)
+            by_one.message(3, "orders", channel, data[10:26], stamp, attempts, data[26:], 0, True)
+    by_batch.message(3, "orders", channel, ID, 1, 0, b"before")  # pending lines stay first
+    by_batch.disk_messages(3, "orders", channel, records)
+    by_one.finish()
+    by_batch.finish()
+    before = batch.getvalue().split(b"\n", 1)
+    assert b'"body":"before"' in before[0]
+    assert before[1] == one.getvalue()
+    assert by_batch.messages == by_one.messages + 1 == len(bodies) + 1

@@ -28,7 +28,7 @@ from itertools import chain
 
 from .reader import DiskQueueReader
 
-__all__ = ["DiskQueue", "DiskQueueClosedError", "backend_name"]
+__all__ = ["DiskQueue", "DiskQueueClosedError", "backend_name", "split_framed"]
 
 log = logging.getLogger("nsqbox.nsqd.diskqueue")
 
@@ -117,6 +117,27 @@ class DiskQueue(DiskQueueReader):
             self._commit_batch([framed], nbytes, len(sizes))
         else:
             self._put_rolling(items)
+        if self._count >= self.sync_every:
+            self._sync_counted()
+
+    def put_framed(self, framed: bytes, count: int) -> None:
+        """Append ``count`` records given already framed as on disk (``[int32 BE length]
+        [record]``, back to back): one write when they fit in the write file, else as
+        :meth:`put_many` (which splits them and checks every size).
+
+        The caller built ``framed`` itself with every length in ``[min_msg_size,
+        max_msg_size]`` (a snapshot's staged records): on the one-write path they are not
+        read again. Raises as :meth:`put_many`.
+        """
+        if self._closed:
+            raise DiskQueueClosedError
+        if not count:
+            return
+        nbytes = len(framed)
+        if self._write_pos + nbytes > self.max_bytes_per_file:
+            self.put_many(split_framed(framed))
+            return
+        self._commit_batch([framed], nbytes, count)
         if self._count >= self.sync_every:
             self._sync_counted()
 
@@ -251,3 +272,20 @@ class DiskQueue(DiskQueueReader):
             f"read={self._read_file_num},{self._read_pos} "
             f"write={self._write_file_num},{self._write_pos}>"
         )
+
+
+_unpack_len = struct.Struct(">i").unpack_from
+
+
+def split_framed(framed: bytes) -> list[bytes]:
+    """The records of ``framed`` (:meth:`DiskQueue.put_framed`); ValueError if a length
+    runs past the end."""
+    items = []
+    off, end = 0, len(framed)
+    while off < end:
+        size = _unpack_len(framed, off)[0]
+        if size < 0 or off + 4 + size > end:
+            raise ValueError(f"invalid framed record at {off}")
+        items.append(framed[off + 4 : off + 4 + size])
+        off += 4 + size
+    return items
