@@ -110,6 +110,7 @@ class Channel:
         #: Deadlines (wall-clock ns by id) of deferred messages flushed to disk at the last
         #: shutdown; they wait out their delay when read back.
         self.restored_deadlines = node.restored_deadlines(topic_name, name)
+        self.journal = node.journal  # None: --journal-size=0
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -160,6 +161,8 @@ class Channel:
         if room > 0:
             memory.extend(msgs[:room])
             msgs = msgs[room:]
+        if (journal := self.journal) is not None:
+            journal.queued_on_disk(self.topic_name, self.name, msgs, now)
         if not self.node.write_to_backend(self.backend, msgs):
             raise ChannelError(self.node.health_error or "failed to write message to backend")
 
@@ -167,6 +170,8 @@ class Channel:
         """A new DPUB message: held for ``delay`` seconds, then queued."""
         self.message_count += 1
         self.deferred.add(msg.data[:16], msg, now + delay)
+        if (journal := self.journal) is not None:
+            journal.deferred(self.topic_name, self.name, msg, delay, now)
 
     def _put(self, msg: Message, now: float) -> None:
         if self._ring and not self.paused and self._dispatch(msg, now):
@@ -192,6 +197,8 @@ class Channel:
             msg.lease = (client.id, now, now + client.msg_timeout)
             self.in_flight.add(msg.data[:16], msg, msg.lease[2])
             client.send_message(msg)
+            if (journal := self.journal) is not None:
+                journal.delivered(self.topic_name, self.name, client, msg.lease, msg, len(msg.data))
             if client.can_take():
                 ring.append(client)
             else:
@@ -220,7 +227,7 @@ class Channel:
             room = client.ready_count - client.in_flight_count
             if client.sample_rate:
                 room = 1
-            out_room = client.out_room()  # bytes: a batch never overfills its buffer
+            out_room = start_room = client.out_room()  # bytes: a batch never overfills
             batch: list[Message] = []
             if memory:
                 while memory and len(batch) < room and out_room > 0:
@@ -250,19 +257,24 @@ class Channel:
                     memory.appendleft(batch[0])
                     return
                 continue
-            self._deliver(client, batch, now)
+            self._deliver(client, batch, now, start_room - out_room)
             if client.can_take():
                 ring.rotate(-1)
             else:
                 ring.popleft()
                 client.in_ring = False
 
-    def _deliver(self, client: Consumer, batch: list[Message], now: float) -> None:
-        """Hand ``batch`` (no more than its RDY allows) to ``client`` in one tight loop."""
+    def _deliver(self, client: Consumer, batch: list[Message], now: float, sent: int) -> None:
+        """Hand ``batch`` (no more than its RDY allows, ``sent`` bytes as frames) to
+        ``client`` in one tight loop."""
         for msg in batch:
             msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
-        self.in_flight.add_batch(batch, (client.id, now, now + client.msg_timeout))
+        lease = (client.id, now, now + client.msg_timeout)
+        self.in_flight.add_batch(batch, lease)
         client.send_messages(batch)
+        if (journal := self.journal) is not None:
+            nbytes = (MESSAGE_FRAME_HEADER.size * -len(batch)) + sent
+            journal.delivered(self.topic_name, self.name, client, lease, batch, nbytes)
 
     def _stored_message(self, data: bytes, now: float) -> Message | None:
         """A record read from the backend, unless undecodable or deferred again."""
@@ -303,6 +315,8 @@ class Channel:
         """FIN each, in one pass over the in-flight messages; the ids that failed, each
         with why, in order."""
         taken, refused = self.in_flight.take(msg_ids, client_id)
+        if (journal := self.journal) is not None and taken:
+            journal.finished(self.topic_name, self.name, client_id, msg_ids, taken)
         if self.e2e_latency is not None:
             for msg in taken:
                 self.e2e_latency.insert(msg.timestamp)
@@ -315,6 +329,8 @@ class Channel:
         """REQ: queue the message again, now (``delay == 0``) or after ``delay`` seconds."""
         msg = self._pop_in_flight(client_id, msg_id)
         self.requeue_count += 1
+        if (journal := self.journal) is not None:
+            journal.requeued(self.topic_name, self.name, msg, client_id, delay, now)
         if delay == 0:
             if self.exiting:
                 raise ChannelError("exiting")
@@ -330,6 +346,8 @@ class Channel:
         if deadline - msg.delivery_ts >= max_msg_timeout:
             deadline = msg.delivery_ts + max_msg_timeout
         self.in_flight.add(msg_id, msg, deadline)
+        if (journal := self.journal) is not None:
+            journal.touched(self.topic_name, self.name, msg, client_id, now)
 
     # -- periodic scan -------------------------------------------------------
     def process_in_flight(self, now: float, *, cutoff: float | None = None) -> bool:
@@ -341,6 +359,8 @@ class Channel:
         if self.exiting:
             return False
         expired = self.in_flight.pop_expired(now if cutoff is None else cutoff)
+        if expired and (journal := self.journal) is not None:
+            journal.timed_out(self.topic_name, self.name, expired, now)
         for msg in expired:
             self.timeout_count += 1
             client = self.clients.get(msg.client_id)
@@ -358,6 +378,8 @@ class Channel:
         if self.exiting:
             return False
         expired = self.deferred.pop_expired(now)
+        if expired and (journal := self.journal) is not None:
+            journal.due(self.topic_name, self.name, expired, now)
         for msg in expired:
             self._put_logged(msg, now)
         return bool(expired)
@@ -409,8 +431,12 @@ class Channel:
 
     def empty(self) -> None:
         """Drop every queued, in-flight and deferred message."""
-        self.in_flight.clear()
-        self.deferred.clear()
+        held = self.in_flight.clear() + self.deferred.clear()
+        if (journal := self.journal) is not None:
+            why = "channel deleted" if self.exiting else "channel emptied"
+            journal.dropped(
+                self.topic_name, self.name, [*held, *self.memory], why, self.backend.depth
+            )
         self.memory.clear()
         self.backend.empty()
         now = self.node.now()

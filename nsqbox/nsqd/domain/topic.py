@@ -52,6 +52,7 @@ class Topic:
         self.ephemeral = is_ephemeral(name)
         self.channels: dict[str, Channel] = {}
         self._channel_list: list[Channel] = []
+        self._channel_names: tuple[str, ...] = ()  # the journal's record of a fan-out
         self.memory: deque[Message] = deque()
         self.mem_limit = node.options.mem_queue_size
         self.backend: BackendQueue = node.new_backend(name, self.ephemeral)
@@ -112,13 +113,17 @@ class Topic:
             for tap in self.taps:
                 tap.extend(msgs)
         channels = self._channel_list
-        if (  # _delivering, spelt out on the hot path, and nothing held before these
+        delivering = (  # _delivering, spelt out on the hot path, and nothing held before these
             channels
             and self.started
             and not self.paused
             and not self.memory
             and not self.backend.depth
-        ):
+        )
+        if (journal := node.journal) is not None:
+            names = self._channel_names if delivering and not defer else None
+            journal.published(self.name, msgs, size, defer, names)
+        if delivering:
             if now is None:
                 now = node.now()
             try:
@@ -202,6 +207,8 @@ class Topic:
                 self._fan_out_logged(batch, now)
 
     def _fan_out_logged(self, msgs: list[Message], now: float) -> None:
+        if (journal := self.node.journal) is not None:
+            journal.fanned_out(self.name, msgs, self._channel_names)
         try:
             self._fan_out(msgs, now)
         except ChannelError as err:  # the publisher already had its OK: log, as nsqd does
@@ -227,6 +234,7 @@ class Topic:
             )
             self.channels[name] = channel
             self._channel_list = list(self.channels.values())
+            self._channel_names = tuple(self.channels)
             self.node.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
             self._notify(channel)
             self.pump()
@@ -245,6 +253,7 @@ class Topic:
         channel.delete()
         self.channels.pop(name, None)
         self._channel_list = list(self.channels.values())
+        self._channel_names = tuple(self.channels)
         if not self.channels and self.ephemeral:
             self._on_delete(self)
         return True
@@ -267,6 +276,9 @@ class Topic:
 
     def empty(self) -> None:
         """Drop the messages held by the topic itself."""
+        if (journal := self.node.journal) is not None:
+            why = "topic deleted" if self.exiting else "topic emptied"
+            journal.dropped(self.name, "", [*self.memory], why, self.backend.depth)
         self.memory.clear()
         self.backend.empty()
 
@@ -280,6 +292,7 @@ class Topic:
             channel.delete()
         self.channels.clear()
         self._channel_list = []
+        self._channel_names = ()
         self.empty()
         self.backend.delete()
 

@@ -30,6 +30,7 @@ from ..domain.stats import get_stats, memory_stats, stats_document
 from ..domain.topic import TopicError
 from .documents import config_value, debug_snapshot, duration_ns, render_stats_text
 from .faults import add_fault_routes
+from .journal import add_journal_routes
 from .metrics import add_metrics_route
 from .peek import add_peek_routes
 from .tap import NodeTaps, add_tap_routes
@@ -144,6 +145,7 @@ def make_app(
     # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
     add_tap_routes(router, taps or NodeTaps(nsqd))
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
+    add_journal_routes(router, nsqd)  # nsqbox's own /nsqbox/journal (what happened to each)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
     add_clock_routes(router, nsqd.clock)  # nsqbox's own /nsqbox/clock (time control)
     add_metrics_route(router, nsqd)  # nsqbox's own /metrics (Prometheus)
@@ -231,7 +233,7 @@ class _NSQDHTTP:
             raise HTTPError(400, query.error)
         topic = self.nsqd.get_topic(query.topic)
         defer = 0.0 if query.defer_ms is None else self._defer(query.defer_ms)
-        self._put(topic, [request.body], defer)
+        self._put(request, topic, [request.body], defer)
         return topic
 
     def _defer(self, ms: int | Literal[False]) -> float:
@@ -259,7 +261,7 @@ class _NSQDHTTP:
             # No line is longer than the body: only a long body needs the check.
             if len(request.body) > opts.max_msg_size and max(map(len, bodies)) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
-        self._put(topic, bodies, 0.0)
+        self._put(request, topic, bodies, 0.0)
         await self._announced(topic)
         return _OK
 
@@ -270,11 +272,13 @@ class _NSQDHTTP:
         if announced is not None:
             await announced()
 
-    def _put(self, topic: Topic, bodies: list[bytes], defer: float) -> None:
+    def _put(self, request: Request, topic: Topic, bodies: list[bytes], defer: float) -> None:
         if self.nsqd.exiting or topic.exiting:
             raise HTTPError(503, "EXITING")
         if not bodies:
             return
+        if (journal := self.nsqd.journal) is not None:  # who published, for the journal
+            journal.source = (request.remote_address, request.headers)
         try:
             topic.put_messages(bodies, defer)
         except TopicError:

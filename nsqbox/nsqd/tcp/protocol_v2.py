@@ -399,6 +399,8 @@ class ClientV2(ClientState):
         topic = self.nsqd.get_topic(topic_name)
         now = self.conn.now
         done = 0
+        if (journal := self.nsqd.journal) is not None:
+            journal.publisher(self)  # who publishes, for the journal
         try:
             for body in bodies:
                 topic.put_messages([body], delay, now)
@@ -414,6 +416,8 @@ class ClientV2(ClientState):
     def _publish_batch(self, topic_name: str, bodies: list[bytes]) -> None:
         """MPUB: the bodies as one batch, one ``OK``."""
         topic = self.nsqd.get_topic(topic_name)
+        if (journal := self.nsqd.journal) is not None:
+            journal.publisher(self)  # who publishes, for the journal
         try:
             topic.put_messages(bodies, 0.0, self.conn.now)
         except TopicError as err:

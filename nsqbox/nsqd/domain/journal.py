@@ -1,0 +1,389 @@
+"""The journal: what happened to each message, in broker time (issue #33).
+
+A bounded ring of *entries*, each one event of a batch of messages, recorded where the code
+already works per batch: an MPUB's or a PUB's publish, a topic's fan-out, a delivery batch,
+a run of FINs, the timeouts of one scan. Recording appends one tuple that refers to objects
+that exist anyway (the batch's :class:`~.message.Message` list, the FIN run's id list, a
+delivery's lease tuple) and builds nothing per message; :mod:`.journal_views` turns an
+entry into one event per message when the journal is read. The ring holds at most ``size``
+entries (``--journal-size``) and :data:`ENTRY_BYTES` of the messages they refer to;
+:meth:`Journal.trim` drops the oldest past either bound, every queue scan.
+
+The messages whose delivery went wrong (requeued or timed out) are also kept apart, bodies
+and all, until finished or dropped (:class:`Trouble`, at most :data:`TROUBLE_BYTES` of
+bodies); one finished after such failures has been *given up* on and stays in
+:attr:`Journal.given_up` (at most :data:`GIVEN_UP_BYTES` of bodies), so it can be shown
+and published again whatever the ring has dropped since.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from .message import Lease, Message
+
+__all__ = [
+    "DEFAULT_JOURNAL_SIZE",
+    "ENTRY_BYTES",
+    "GIVEN_UP_BYTES",
+    "KINDS",
+    "TROUBLE_BYTES",
+    "Entry",
+    "GivenUp",
+    "Journal",
+    "Trouble",
+]
+
+#: ``--journal-size``'s default, in entries (events of batches): many minutes of a test's
+#: or a development box's traffic, a second or so of a benchmark's; about 10 MB besides
+#: the messages it keeps alive, which :data:`ENTRY_BYTES` bounds.
+DEFAULT_JOURNAL_SIZE: Final = 100_000
+#: The most message bytes the ring's entries may keep alive (bodies, and what a message
+#: costs besides); past it the oldest entries go, whatever the number of events.
+ENTRY_BYTES: Final = 64 * 1024 * 1024
+#: The most body bytes kept for messages in trouble (requeued or timed out, not finished).
+TROUBLE_BYTES: Final = 16 * 1024 * 1024
+#: The most body bytes kept for messages given up on, and the most such messages.
+GIVEN_UP_BYTES: Final = 16 * 1024 * 1024
+GIVEN_UP_COUNT: Final = 10_000
+#: Clients whose identity (address, user agent, hostname) the journal remembers.
+MAX_CLIENTS: Final = 10_000
+
+# The kinds of event, as the journal numbers them (KINDS names them).
+PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
+FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
+#: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
+KINDS: Final = (
+    "published",
+    "queued",
+    "delivered",
+    "touched",
+    "requeued",
+    "timed_out",
+    "finished",
+    "dropped",
+    "deferred",
+    "due",
+)
+
+
+class Entry(NamedTuple):
+    """One step of a batch of messages, as :mod:`.journal_views` reads it.
+
+    The ring holds the same fields from ``kind`` on as a plain tuple (what recording
+    builds); ``first`` is the number of its first event: the entry's number times 2**32.
+    ``refs`` is a list of messages, one message, or (``finished``) a list of ids; ``a``,
+    ``b`` and ``c`` depend on the kind.
+    """
+
+    first: int
+    kind: int
+    #: When, on the node's monotonic clock (seconds); None for a publish, whose messages
+    #: carry their broker wall time.
+    now: float | None
+    topic: str
+    channel: str
+    refs: Any
+    a: Any
+    b: Any
+    c: Any
+    nbytes: int
+
+
+class Who(NamedTuple):
+    """A TCP client as the journal remembers it."""
+
+    remote_address: str
+    user_agent: str
+    hostname: str
+    client_id: str
+
+
+class Trouble:
+    """A message whose delivery went wrong, not yet finished or dropped."""
+
+    __slots__ = (
+        "data",
+        "held_longest",
+        "last_client",
+        "requeues",
+        "since",
+        "timeouts",
+        "timestamp",
+    )
+
+    def __init__(self, data: bytes, timestamp: int, since: int) -> None:
+        self.data = data
+        self.timestamp = timestamp
+        self.since = since  #: broker wall ns of its first failure
+        self.requeues = 0
+        self.timeouts = 0
+        self.last_client = 0
+        self.held_longest = 0.0  #: seconds, the longest a client held it before a failure
+
+
+class GivenUp(NamedTuple):
+    """A message finished after earlier deliveries of it failed."""
+
+    time: int
+    topic: str
+    channel: str
+    data: bytes
+    timestamp: int
+    attempts: int
+    client: int
+    requeues: int
+    timeouts: int
+
+
+class Journal:
+    """One nsqd's journal. ``wall_ns`` and ``now`` are broker wall time and the node's
+    monotonic clock; ``clients`` is the node's live clients by id (who published or was
+    delivered to is looked up there once)."""
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        wall_ns: Callable[[], int],
+        now: Callable[[], float],
+        clients: dict[int, Any],
+        entry_bytes: int = ENTRY_BYTES,
+        trouble_bytes: int = TROUBLE_BYTES,
+        given_up_bytes: int = GIVEN_UP_BYTES,
+    ) -> None:
+        self.size = size
+        self.entry_bytes = entry_bytes
+        self.trouble_bytes = trouble_bytes
+        self.given_up_bytes = given_up_bytes
+        self.wall_ns = wall_ns
+        self.now = now
+        self._clients = clients
+        #: The ring: one plain tuple per step of a batch (:class:`Entry` without ``first``).
+        self.entries: deque[tuple[Any, ...]] = deque()
+        self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
+        self.nbytes = 0  #: message bytes the entries counted by :meth:`trim` keep alive
+        self._counted = 0  #: entries at the ring's end :meth:`trim` has not counted yet
+        #: Who publishes next: a TCP client, an HTTP request's (remote address, headers),
+        #: 0 in-process; set by the edge before it hands bodies to a topic.
+        self.source: object = 0
+        #: The clients seen, by id: who they were when first seen.
+        self.who: dict[int, Who] = {}
+        #: Messages in trouble, by (topic, channel), then by id.
+        self.troubles: dict[tuple[str, str], dict[bytes, Trouble]] = {}
+        self.trouble_held = 0
+        self.given_up: deque[GivenUp] = deque()
+        self.given_up_held = 0
+
+    @property
+    def recorded(self) -> int:
+        """Entries ever recorded (the newest one's number)."""
+        return self.evicted + len(self.entries)
+
+    # -- the ring ------------------------------------------------------------
+    def trim(self) -> None:
+        """Count what was recorded since the last call, then drop the oldest entries while
+        the ring holds more than ``size`` entries or ``entry_bytes`` of messages.
+
+        Recording only appends a tuple (the hot path's whole cost); this runs every queue
+        scan and before each read, so the ring passes its bound by at most what one queue
+        scan interval records.
+        """
+        entries = self.entries
+        new = len(entries) - self._counted
+        if new:
+            self.nbytes += sum([e[8] for e in islice(reversed(entries), new)])
+            self._counted = len(entries)
+        while len(entries) > 1 and (len(entries) > self.size or self.nbytes > self.entry_bytes):
+            self.nbytes -= entries.popleft()[8]
+            self.evicted += 1
+            self._counted -= 1
+
+    def _seen(self, client_id: int, client: Any) -> None:
+        """Remember who ``client_id`` is, the first time it shows."""
+        who = self.who
+        if len(who) >= MAX_CLIENTS:
+            del who[next(iter(who))]
+        who[client_id] = Who(
+            getattr(client, "remote_address", ""),
+            getattr(client, "user_agent", ""),
+            getattr(client, "hostname", ""),
+            getattr(client, "client_id", ""),
+        )
+
+    def publisher(self, client: Any) -> None:
+        """``client`` (a TCP connection) publishes what comes next."""
+        self.source = client.id
+        if client.id not in self.who:
+            self._seen(client.id, client)
+
+    # -- recording: topics -----------------------------------------------------
+    def published(
+        self,
+        topic: str,
+        msgs: list[Message],
+        size: int,
+        defer: float,
+        channels: tuple[str, ...] | None,
+    ) -> None:
+        """``msgs`` (``size`` body bytes) were published to ``topic`` by :attr:`source`;
+        ``channels`` took them straight into memory (None: the topic held them, or they
+        were deferred)."""
+        self.entries.append((PUBLISHED, None, topic, "", msgs, self.source, defer, channels, size))
+
+    def fanned_out(self, topic: str, msgs: list[Message], channels: tuple[str, ...]) -> None:
+        """A topic handed messages it held to its ``channels``' memory."""
+        self.entries.append((QUEUED, self.now(), topic, "", msgs, None, None, channels, 0))
+
+    # -- recording: channels ---------------------------------------------------
+    def queued_on_disk(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
+        """A channel put its copies of ``msgs`` in its disk queue (its memory was full)."""
+        self.entries.append((QUEUED, now, topic, channel, msgs, "disk", None, None, 0))
+
+    def delivered(
+        self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int
+    ) -> None:
+        """``msgs`` (a list, or one message sent as it was published) went to ``client``
+        under ``lease`` (``nbytes`` of messages)."""
+        if client.id not in self.who:
+            self._seen(client.id, client)
+        self.entries.append((DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
+
+    def finished(
+        self, topic: str, channel: str, client_id: int, msg_ids: list[bytes], taken: list[Message]
+    ) -> None:
+        """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused)."""
+        ids = msg_ids if len(taken) == len(msg_ids) else [m.data[:16] for m in taken]
+        self.entries.append((FINISHED, self.now(), topic, channel, ids, client_id, None, None, 0))
+        if self.troubles:
+            troubles = self.troubles.get((topic, channel))
+            if troubles:
+                self._gave_up(topic, channel, client_id, taken, troubles)
+
+    def _add(
+        self, kind: int, now: float, topic: str, channel: str, refs: Any, a: Any, b: Any
+    ) -> None:
+        msgs = refs if refs.__class__ is list else [refs]
+        nbytes = sum(len(m.data) for m in msgs)
+        self.entries.append((kind, now, topic, channel, refs, a, b, None, nbytes))
+
+    def touched(self, topic: str, channel: str, msg: Message, client_id: int, now: float) -> None:
+        """``client_id`` restarted ``msg``'s timeout (its new deadline is in its lease)."""
+        self._add(TOUCHED, now, topic, channel, msg, client_id, msg.deadline - now)
+
+    def requeued(
+        self, topic: str, channel: str, msg: Message, client_id: int, delay: float, now: float
+    ) -> None:
+        """``client_id`` sent ``msg`` back (REQ), to be queued after ``delay`` seconds."""
+        held = now - msg.delivery_ts
+        self._add(REQUEUED, now, topic, channel, msg, client_id, (delay, held))
+        trouble = self._trouble(topic, channel, msg)
+        if trouble is not None:
+            trouble.requeues += 1
+            trouble.last_client = client_id
+            trouble.held_longest = max(trouble.held_longest, held)
+
+    def timed_out(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
+        """``msgs`` were not finished in time (each still holds the lease it timed out under)."""
+        leases = [m.lease for m in msgs]
+        self._add(TIMED_OUT, now, topic, channel, msgs, leases, None)
+        for msg, lease in zip(msgs, leases, strict=True):
+            trouble = self._trouble(topic, channel, msg)
+            if trouble is not None:
+                trouble.timeouts += 1
+                trouble.last_client = lease[0]
+                trouble.held_longest = max(trouble.held_longest, now - lease[1])
+
+    def deferred(self, topic: str, channel: str, msg: Message, delay: float, now: float) -> None:
+        """A DPUB's copy of ``msg`` waits ``delay`` seconds in a channel."""
+        self._add(DEFERRED, now, topic, channel, msg, delay, None)
+
+    def due(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
+        """``msgs``' deferral (a DPUB's, a REQ's delay) ended: they are queued."""
+        self._add(DUE, now, topic, channel, msgs, None, None)
+
+    def dropped(
+        self, topic: str, channel: str, msgs: list[Message], why: str, on_disk: int
+    ) -> None:
+        """A delete or an empty dropped ``msgs`` (the newest ``size`` of them are listed) and
+        ``on_disk`` more from the disk queue, which are counted, not listed."""
+        if len(msgs) > self.size:
+            msgs = msgs[-self.size :]
+        if msgs or on_disk:
+            self._add(DROPPED, self.now(), topic, channel, msgs, why, on_disk)
+        gone = self.troubles.pop((topic, channel), None) if channel else None
+        if gone:  # a channel's messages in trouble went with it
+            self.trouble_held -= sum(len(t.data) for t in gone.values())
+
+    # -- troubles and the given up -------------------------------------------------
+    def _trouble(self, topic: str, channel: str, msg: Message) -> Trouble | None:
+        """The trouble record of ``msg`` in this channel, made on its first failure (None
+        when its body cannot be kept)."""
+        key = (topic, channel)
+        held = self.troubles.get(key)
+        if held is None:
+            held = self.troubles[key] = {}
+        msg_id = msg.data[:16]
+        trouble = held.get(msg_id)
+        if trouble is None:
+            if len(msg.data) > self.trouble_bytes:
+                return None
+            trouble = held[msg_id] = Trouble(msg.data, msg.timestamp, self.wall_ns())
+            self.trouble_held += len(msg.data)
+            while self.trouble_held > self.trouble_bytes:
+                self._forget_oldest_trouble()
+        return trouble
+
+    def _forget_oldest_trouble(self) -> None:
+        oldest: tuple[tuple[str, str], bytes, Trouble] | None = None
+        for key, held in self.troubles.items():
+            for msg_id, trouble in held.items():  # each dict's first is its oldest
+                if oldest is None or trouble.since < oldest[2].since:
+                    oldest = (key, msg_id, trouble)
+                break
+        if oldest is None:
+            self.trouble_held = 0
+            return
+        key, msg_id, trouble = oldest
+        del self.troubles[key][msg_id]
+        self.trouble_held -= len(trouble.data)
+
+    def _gave_up(
+        self,
+        topic: str,
+        channel: str,
+        client_id: int,
+        taken: list[Message],
+        troubles: dict[bytes, Trouble],
+    ) -> None:
+        now = self.wall_ns()
+        for msg in taken:
+            trouble = troubles.pop(msg.data[:16], None)
+            if trouble is None:
+                continue
+            size = len(trouble.data)
+            self.trouble_held -= size
+            self.given_up.append(
+                GivenUp(
+                    now,
+                    topic,
+                    channel,
+                    trouble.data,
+                    msg.timestamp,
+                    msg.attempts,
+                    client_id,
+                    trouble.requeues,
+                    trouble.timeouts,
+                )
+            )
+            self.given_up_held += size
+            while self.given_up and (
+                self.given_up_held > self.given_up_bytes or len(self.given_up) > GIVEN_UP_COUNT
+            ):
+                self.given_up_held -= len(self.given_up.popleft().data)
+        if not troubles:
+            self.troubles.pop((topic, channel), None)
