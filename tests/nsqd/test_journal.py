@@ -239,7 +239,7 @@ def test_the_ring_keeps_its_bounds() -> None:
     journal = Journal(10, wall_ns=lambda: 1, now=lambda: 1.0, clients={})
     factory = GUIDFactory(1)
     for _ in range(25):
-        journal.published("t", factory.messages([b"x", b"y", b"z"], 1), 3, 0.0, None)
+        journal.append((("t", None), factory.messages([b"x", b"y", b"z"], 1), 0.0, 3))
     journal.trim()  # entries past the bound go at the next queue scan
     assert (len(journal.entries), journal.evicted, journal.recorded, journal.nbytes) == (
         10,
@@ -249,10 +249,10 @@ def test_the_ring_keeps_its_bounds() -> None:
     )
     bytes_bound = Journal(1000, wall_ns=lambda: 1, now=lambda: 1.0, clients={}, entry_bytes=1000)
     for _ in range(10):
-        bytes_bound.published("t", factory.messages([b"a" * 300], 1), 300, 0.0, None)
+        bytes_bound.append((("t", None), factory.messages([b"a" * 300], 1), 0.0, 300))
     bytes_bound.trim()
     assert (len(bytes_bound.entries), bytes_bound.nbytes) == (3, 900)
     huge = factory.messages([b"h" * 5000], 1)
-    bytes_bound.published("t", huge, 5000, 0.0, None)
+    bytes_bound.append((("t", None), huge, 0.0, 5000))
     bytes_bound.trim()  # one entry over the bound: kept alone, the newest
     assert (len(bytes_bound.entries), bytes_bound.nbytes) == (1, 5000)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from itertools import islice
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ MAX_CLIENTS: Final = 10_000
 # The kinds of event, as the journal numbers them (KINDS names them).
 PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
 FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
+#: An entry's bytes: its last field.
+_BYTES: Final = itemgetter(-1)
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
 KINDS: Final = (
     "published",
@@ -168,6 +171,12 @@ class Journal:
         self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
         self.nbytes = 0  #: message bytes the entries counted by :meth:`trim` keep alive
         self._counted = 0  #: entries at the ring's end :meth:`trim` has not counted yet
+        #: Record one entry: what a topic calls for a publish, ``(key, msgs, defer, size)``
+        #: with ``key`` its ``(topic, channels taking them or None)``; the other kinds are
+        #: ``(kind, now, topic, channel, refs, a, b, c, nbytes)``. Each ends with its bytes.
+        self.append = self.entries.append
+        #: Who publishes from which entry on: ``(entry number, source)``, oldest first.
+        self.sources: deque[tuple[int, object]] = deque([(1, 0)])
         #: Who publishes next: a TCP client, an HTTP request's (remote address, headers),
         #: 0 in-process; set by the edge before it hands bodies to a topic.
         self.source: object = 0
@@ -191,17 +200,24 @@ class Journal:
 
         Recording only appends a tuple (the hot path's whole cost); this runs every queue
         scan and before each read, so the ring passes its bound by at most what one queue
-        scan interval records.
+        scan interval records. Its work per entry is a step of C loops.
         """
         entries = self.entries
         new = len(entries) - self._counted
         if new:
-            self.nbytes += sum([e[8] for e in islice(reversed(entries), new)])
-            self._counted = len(entries)
-        while len(entries) > 1 and (len(entries) > self.size or self.nbytes > self.entry_bytes):
-            self.nbytes -= entries.popleft()[8]
+            self.nbytes += sum(map(_BYTES, islice(reversed(entries), new)))
+        excess = len(entries) - self.size
+        if excess > 0:
+            popleft = entries.popleft
+            self.nbytes -= sum(map(_BYTES, [popleft() for _ in range(excess)]))
+            self.evicted += excess
+        while len(entries) > 1 and self.nbytes > self.entry_bytes:
+            self.nbytes -= entries.popleft()[-1]
             self.evicted += 1
-            self._counted -= 1
+        self._counted = len(entries)
+        sources = self.sources
+        while len(sources) > 1 and sources[1][0] <= self.evicted + 1:
+            sources.popleft()  # the publisher of the oldest entry stays
 
     def _seen(self, client_id: int, client: Any) -> None:
         """Remember who ``client_id`` is, the first time it shows."""
@@ -216,25 +232,26 @@ class Journal:
         )
 
     def publisher(self, client: Any) -> None:
-        """``client`` (a TCP connection) publishes what comes next."""
-        self.source = client.id
-        if client.id not in self.who:
-            self._seen(client.id, client)
+        """``client`` (a TCP connection) publishes what comes next (once per command or run
+        of PUBs; recorded only when the publisher changes)."""
+        if self.source != client.id:
+            if client.id not in self.who:
+                self._seen(client.id, client)
+            self.source = client.id
+            self.sources.append((self.recorded + 1, client.id))
+
+    def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
+        """An HTTP request (its remote address and headers) publishes what comes next."""
+        self.source = (remote, headers)
+        self.sources.append((self.recorded + 1, self.source))
+
+    def publisher_in_process(self) -> None:
+        """Code in this process publishes what comes next (a test handle)."""
+        if self.source != 0:
+            self.source = 0
+            self.sources.append((self.recorded + 1, 0))
 
     # -- recording: topics -----------------------------------------------------
-    def published(
-        self,
-        topic: str,
-        msgs: list[Message],
-        size: int,
-        defer: float,
-        channels: tuple[str, ...] | None,
-    ) -> None:
-        """``msgs`` (``size`` body bytes) were published to ``topic`` by :attr:`source`;
-        ``channels`` took them straight into memory (None: the topic held them, or they
-        were deferred)."""
-        self.entries.append((PUBLISHED, None, topic, "", msgs, self.source, defer, channels, size))
-
     def fanned_out(self, topic: str, msgs: list[Message], channels: tuple[str, ...]) -> None:
         """A topic handed messages it held to its ``channels``' memory."""
         self.entries.append((QUEUED, self.now(), topic, "", msgs, None, None, channels, 0))

@@ -78,6 +78,25 @@ def _ids(entry: Entry) -> list[bytes]:
     return [m.data[:_ID] for m in _msgs(entry)]
 
 
+def _entries(journal: Journal, base: int) -> Iterator[Entry]:
+    """The ring's entries as :class:`Entry`, a publish with who published it."""
+    sources = list(journal.sources)
+    at = 0
+    source = sources[0][1]
+    for i, raw in enumerate(journal.entries):
+        number = base + i
+        while at + 1 < len(sources) and sources[at + 1][0] <= number:
+            at += 1
+            source = sources[at][1]
+        if len(raw) == 4:  # a publish: (key, msgs, defer, size)
+            (topic, channels), msgs, defer, size = raw
+            yield Entry(
+                number << 32, PUBLISHED, None, topic, "", msgs, source, defer, channels, size
+            )
+        else:
+            yield Entry(number << 32, *raw)
+
+
 class _Reading:
     """One pass over the ring: what the entries say together (see the module docstring)."""
 
@@ -86,7 +105,7 @@ class _Reading:
         self.want = want
         journal.trim()
         base = journal.evicted + 1
-        self.entries = [Entry(base + i << 32, *raw) for i, raw in enumerate(journal.entries)]
+        self.entries = list(_entries(journal, base))
         #: broker wall ns = monotonic seconds * 1e9 + offset (a manual clock moves both)
         self.offset = journal.wall_ns() - round(journal.now() * 1e9)
         #: each delivery's attempt, by event number

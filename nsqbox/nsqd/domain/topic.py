@@ -52,7 +52,10 @@ class Topic:
         self.ephemeral = is_ephemeral(name)
         self.channels: dict[str, Channel] = {}
         self._channel_list: list[Channel] = []
-        self._channel_names: tuple[str, ...] = ()  # the journal's record of a fan-out
+        #: What the journal records a publish under: the topic, and the channels that take
+        #: its messages straight into memory (None: the topic holds them).
+        self._held_key: tuple[str, tuple[str, ...] | None] = (name, None)
+        self._journal_key: tuple[str, tuple[str, ...] | None] = self._held_key
         self.memory: deque[Message] = deque()
         self.mem_limit = node.options.mem_queue_size
         self.backend: BackendQueue = node.new_backend(name, self.ephemeral)
@@ -120,9 +123,9 @@ class Topic:
             and not self.memory
             and not self.backend.depth
         )
-        if (journal := node.journal) is not None:
-            names = self._channel_names if delivering and not defer else None
-            journal.published(self.name, msgs, size, defer, names)
+        if (journal := node.journal) is not None:  # one tuple: the journal's whole cost
+            key = self._journal_key if delivering and not defer else self._held_key
+            journal.append((key, msgs, defer, size))
         if delivering:
             if now is None:
                 now = node.now()
@@ -208,7 +211,7 @@ class Topic:
 
     def _fan_out_logged(self, msgs: list[Message], now: float) -> None:
         if (journal := self.node.journal) is not None:
-            journal.fanned_out(self.name, msgs, self._channel_names)
+            journal.fanned_out(self.name, msgs, self._journal_key[1] or ())
         try:
             self._fan_out(msgs, now)
         except ChannelError as err:  # the publisher already had its OK: log, as nsqd does
@@ -234,7 +237,7 @@ class Topic:
             )
             self.channels[name] = channel
             self._channel_list = list(self.channels.values())
-            self._channel_names = tuple(self.channels)
+            self._journal_key = (self.name, tuple(self.channels))
             self.node.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
             self._notify(channel)
             self.pump()
@@ -253,7 +256,7 @@ class Topic:
         channel.delete()
         self.channels.pop(name, None)
         self._channel_list = list(self.channels.values())
-        self._channel_names = tuple(self.channels)
+        self._journal_key = (self.name, tuple(self.channels))
         if not self.channels and self.ephemeral:
             self._on_delete(self)
         return True
@@ -292,7 +295,7 @@ class Topic:
             channel.delete()
         self.channels.clear()
         self._channel_list = []
-        self._channel_names = ()
+        self._journal_key = self._held_key
         self.empty()
         self.backend.delete()
 

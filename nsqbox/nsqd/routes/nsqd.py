@@ -278,7 +278,7 @@ class _NSQDHTTP:
         if not bodies:
             return
         if (journal := self.nsqd.journal) is not None:  # who published, for the journal
-            journal.source = (request.remote_address, request.headers)
+            journal.publisher_http(request.remote_address, request.headers)
         try:
             topic.put_messages(bodies, defer)
         except TopicError:
