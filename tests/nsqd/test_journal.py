@@ -256,3 +256,41 @@ def test_the_ring_keeps_its_bounds() -> None:
     bytes_bound.append((("t", None), huge, 0.0, 5000))
     bytes_bound.trim()  # one entry over the bound: kept alone, the newest
     assert (len(bytes_bound.entries), bytes_bound.nbytes) == (1, 5000)
+
+
+async def test_held_then_copied_to_two_channels_and_a_dpub_falls_due(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    async with open_producer(server.tcp) as producer:
+        await producer.pub("t", b"held")  # no channel yet: the topic holds it
+        for name in ("a", "b"):
+            response = await client.post(
+                f"{server.url}/channel/create", params={"topic": "t", "channel": name}
+            )
+            assert response.status_code == 200
+        await wait_until(lambda: server.nsqd.topics["t"].depth() == 0)
+        await producer.pub("t", b"copied")  # straight into both channels' memory
+        conn = await RawConn.open(server.tcp)
+        await conn.send(commands.dpub("t", 50, b"later"))
+        assert await conn.response() == b"OK"
+        await conn.aclose()
+    channels = server.nsqd.topics["t"].channels
+    await wait_until(lambda: all(c.deferred_count() == 0 for c in channels.values()))
+
+    doc = await get(client, server, "/nsqbox/journal", kind="published")
+    assert [e["via"] for e in doc["events"]] == ["PUB", "PUB", "DPUB"]
+    assert doc["events"][2]["defer_ms"] == 50
+    held, copied, later = (doc["events"][i]["id"] for i in range(3))
+    # the topic handed what it held to its first channel, as soon as it had one
+    for msg_id, copies in ((held, ["a"]), (copied, ["a", "b"])):
+        events = await journey(client, server, msg_id)
+        queued = sorted((e["channel"], e["to"]) for e in events if e["kind"] == "queued")
+        assert queued == [(name, "memory") for name in copies], msg_id
+    events = await journey(client, server, later)
+    assert [e["kind"] for e in events] == ["published", *["deferred"] * 2, *["due"] * 2]
+    assert {e["channel"] for e in events[1:3]} == {e["channel"] for e in events[3:]} == {"a", "b"}
+    assert events[3]["time"] - events[1]["time"] >= 50_000_000  # its delay, in broker time
+    only_b = await get(client, server, "/nsqbox/journal", id=later, channel="b")
+    assert [e["kind"] for e in only_b["events"]] == ["deferred", "due"]
+    assert len({held, copied, later}) == 3

@@ -175,6 +175,9 @@ class Journal:
         #: with ``key`` its ``(topic, channels taking them or None)``; the other kinds are
         #: ``(kind, now, topic, channel, refs, a, b, c, nbytes)``. Each ends with its bytes.
         self.append = self.entries.append
+        #: broker wall ns = monotonic seconds * 1e9 + this, fixed on first use (a manual
+        #: clock moves both alike): every read then gives an event the same time
+        self._offset: int | None = None
         #: Who publishes from which entry on: ``(entry number, source)``, oldest first.
         self.sources: deque[tuple[int, object]] = deque([(1, 0)])
         #: Who publishes next: a TCP client, an HTTP request's (remote address, headers),
@@ -187,6 +190,12 @@ class Journal:
         self.trouble_held = 0
         self.given_up: deque[GivenUp] = deque()
         self.given_up_held = 0
+
+    def wall_of(self, now: float) -> int:
+        """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""
+        if self._offset is None:
+            self._offset = self.wall_ns() - round(self.now() * 1e9)
+        return round(now * 1e9) + self._offset
 
     @property
     def recorded(self) -> int:

@@ -106,8 +106,6 @@ class _Reading:
         journal.trim()
         base = journal.evicted + 1
         self.entries = list(_entries(journal, base))
-        #: broker wall ns = monotonic seconds * 1e9 + offset (a manual clock moves both)
-        self.offset = journal.wall_ns() - round(journal.now() * 1e9)
         #: each delivery's attempt, by event number
         self.attempts: dict[int, int] = {}
         #: (channel, id) of copies that did not wait in memory: sent on at once, deferred,
@@ -115,6 +113,7 @@ class _Reading:
         self.not_in_memory: set[tuple[str, bytes]] = set()
         #: the last delivery of each (channel, id) met so far, for a FIN's attempt
         self.delivered: dict[tuple[str, bytes], Message] = {}
+        self._last = 0  #: the time of the last entry read
         self._scan()
 
     def _wanted(self, msg_id: bytes) -> bool:
@@ -148,7 +147,7 @@ class _Reading:
         """When ``entry`` happened, broker wall ns."""
         if entry.now is None:  # a publish: its messages' timestamp
             return _msgs(entry)[0].timestamp
-        return round(entry.now * 1e9) + self.offset
+        return self.journal.wall_of(entry.now)
 
     def events(self, after: int) -> Iterator[Doc]:
         """Every event that matches, numbered after ``after``, oldest first."""
@@ -163,7 +162,9 @@ class _Reading:
                         self.delivered[entry.channel, msg_id] = msg
             if entry.first | _LOW <= after:
                 continue
-            time = self.time(entry)
+            # in ring order: a publish's time is its messages' timestamp, taken a little
+            # after the turn's clock reading that the steps beside it carry
+            time = self._last = max(self.time(entry), self._last)
             if time < want.since or (want.until and time >= want.until):
                 continue
             yield from self._entry_events(entry, ids, time, after)

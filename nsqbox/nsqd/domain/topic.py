@@ -125,7 +125,8 @@ class Topic:
         )
         if (journal := node.journal) is not None:  # one tuple: the journal's whole cost
             key = self._journal_key if delivering and not defer else self._held_key
-            journal.append((key, msgs, defer, size))
+            # a PUB's message alone: the collector tracks a list, never a message
+            journal.append((key, msgs if len(msgs) > 1 else msgs[0], defer, size))
         if delivering:
             if now is None:
                 now = node.now()
