@@ -283,7 +283,9 @@ class Journal:
         self, topic: str, channel: str, client_id: int, msg_ids: list[bytes], taken: list[Message]
     ) -> None:
         """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused)."""
-        ids = msg_ids if len(taken) == len(msg_ids) else [m.data[:16] for m in taken]
+        ids: Any = msg_ids if len(taken) == len(msg_ids) else [m.data[:16] for m in taken]
+        if len(ids) == 1:  # a lone FIN's id, not its list: the collector tracks lists
+            ids = ids[0]
         self.entries.append((FINISHED, self.now(), topic, channel, ids, client_id, None, None, 0))
         if self.troubles:
             troubles = self.troubles.get((topic, channel))

@@ -74,7 +74,8 @@ def _msgs(entry: Entry) -> list[Message]:
 
 def _ids(entry: Entry) -> list[bytes]:
     if entry.kind == FINISHED:
-        return entry.refs  # type: ignore[no-any-return]
+        refs = entry.refs
+        return refs if refs.__class__ is list else [refs]
     return [m.data[:_ID] for m in _msgs(entry)]
 
 
@@ -261,7 +262,7 @@ class _Reading:
 
 def ids_of(entry: Entry) -> list[Any]:
     """The messages (or, for a FIN, the ids) an entry is about."""
-    return entry.refs if entry.kind == FINISHED else _msgs(entry)
+    return _ids(entry) if entry.kind == FINISHED else _msgs(entry)
 
 
 def _who(journal: Journal, client: int) -> Doc:
