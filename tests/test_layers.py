@@ -25,6 +25,7 @@ NOT_ABOVE_NSQD: Final = (
     "nsqbox.net",
     "nsqbox.process",
     "nsqbox.broker",
+    "nsqbox.snapshot",
     "nsqbox.http",
     "nsqbox.metrics",
     "nsqbox.lookupd",

@@ -39,7 +39,7 @@ from .lookup import LookupService
 from .routes.nsqd import make_app
 from .routes.tap import NodeTaps
 from .statsd import statsd_loop
-from .tcp.protocol_v2 import ClientV2
+from .tcp.protocol_v2 import new_client
 from .tcp.tls import server_context
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ async def handle_tcp(
                 await stream.send_all(encode_frame(FrameType.ERROR, b"E_BAD_PROTOCOL"))
             await trio.aclose_forcefully(stream)
             return
-        client = ClientV2(
+        client = new_client(
             nsqd, stream, (str(remote[0]), int(remote[1])), tls_context=tls_context, auth=auth
         )
         nsqd.faults.gates.attach(client)  # latency and stalls hold its writer (if any)

@@ -78,6 +78,10 @@ class BoxOptions:
     admin_http_address: str = "127.0.0.1:4171"
     #: The box's broker clock, ``real`` or ``manual`` (``nsqbox clock advance`` moves it).
     clock: str = "real"
+    #: A snapshot to load once the nsqds run, before the box is ready (``--load``).
+    load_path: str = ""
+    #: A seed (TOML) to apply once the nsqds run, after ``load_path`` (``--seed``).
+    seed_path: str = ""
 
     def use_ephemeral_ports(self) -> None:
         """Put every listener on port 0 (the OS picks free ports)."""
@@ -362,6 +366,12 @@ class AdminNodeControl:
         self._require(index, False, "start")
         await self._control.start(index)
 
+    def cut_snapshot(self) -> list[dict[str, Any]]:
+        """Every nsqd's snapshot cut, in one synchronous pass (``POST /api/snapshot``)."""
+        from nsqbox.run.snapshot import cut_box
+
+        return cut_box(self._control, self._names)
+
 
 async def serve_box(
     options: BoxOptions,
@@ -402,6 +412,14 @@ async def serve_box(
         ]
         nsqds = [await runner.start(register=False) for runner in runners]
         control = BoxControl(runners)
+        if options.load_path:
+            from nsqbox.run.snapshot import load_box
+
+            await load_box(options.load_path, control, clock)
+        if options.seed_path:
+            from nsqbox.run.snapshot import seed_box
+
+            await seed_box(options.seed_path, control, clock, paths[0])
         names = [
             _node_name(runner.options, node) for runner, node in zip(runners, nsqds, strict=True)
         ]

@@ -75,6 +75,18 @@ UP_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         field="admin_http_address",
     ),
     OptionFlag("clock", Kind.STRING, "the broker clock: real, or manual (nsqbox clock advance)"),
+    OptionFlag(
+        "load",
+        Kind.STRING,
+        "a snapshot file to load at start (nsqbox snapshot save; .gz for gzip)",
+        field="load_path",
+    ),
+    OptionFlag(
+        "seed",
+        Kind.STRING,
+        "a seed file (TOML: topics, channels, messages) to apply at start (docs/state.md)",
+        field="seed_path",
+    ),
 )
 
 

@@ -37,6 +37,7 @@ StreamReaderKind = Literal["simple", "partitioned"]
 #: case-insensitively).
 _CONNECTION_KEYS = {
     "nsqd",
+    "nsqdhttp",
     "lookupd",
     "tls",
     "tlscafile",
@@ -55,6 +56,9 @@ _READ_KEYS = {
     "topic",
     "channel",
     "maxmessagesperbatch",
+    "maxmessagespertrigger",
+    "minmessagespertrigger",
+    "maxtriggerdelay",
     "msgtimeout",
     "polltimeout",
     "maxmessages",
@@ -82,6 +86,9 @@ class ConnectionOptions:
     """
 
     nsqd: tuple[str, ...] = ()
+    #: nsqd HTTP addresses (``host:port`` or URLs), one per ``nsqd`` address, in order:
+    #: where the readers ask the channel's depth (lookupd lists them by itself).
+    nsqd_http: tuple[str, ...] = ()
     lookupd: tuple[str, ...] = ()
     tls: bool = False
     tls_ca_file: str | None = None
@@ -145,8 +152,13 @@ class ReadOptions:
     topic: str
     channel: str
     connection: ConnectionOptions = field(default_factory=ConnectionOptions)
-    #: Streaming: the most messages one micro-batch holds.
+    #: Streaming: the most messages one micro-batch holds (``maxMessagesPerTrigger``, or
+    #: its older name ``maxMessagesPerBatch``): the default read limit.
     max_messages_per_batch: int = 1000
+    #: Streaming: plan no batch while fewer messages wait, until ``max_trigger_delay``.
+    min_messages_per_trigger: int | None = None
+    #: Streaming with a minimum: the longest a trigger waits for it after the last batch.
+    max_trigger_delay: float = 900.0
     #: nsqd's in-flight timeout for this consumer (None: nsqd's ``--msg-timeout``, which
     #: it tells in IDENTIFY); held messages are TOUCHed well within it.
     msg_timeout: float | None = None
@@ -269,8 +281,12 @@ def _connection(opts: Mapping[str, str]) -> ConnectionOptions:
     deflate_level = _int(opts, "deflatelevel", 6)
     if deflate_level > 9:
         raise OptionError("option 'deflateLevel' must be in [1, 9]")
+    nsqd_http = _addresses(opts.get("nsqdhttp"))
+    if nsqd_http and len(nsqd_http) != len(nsqd):
+        raise OptionError("option 'nsqdHttp' needs one HTTP address per 'nsqd' address")
     return ConnectionOptions(
         nsqd=nsqd,
+        nsqd_http=nsqd_http,
         lookupd=_addresses(opts.get("lookupd")),
         tls=_bool(opts, "tls", False)
         or any(k in opts for k in ("tlscafile", "tlscertfile", "tlsservername")),
@@ -292,6 +308,16 @@ def _topic(value: str) -> str:
     if not is_valid_topic_name(value):
         raise OptionError(f"invalid topic name {value!r}")
     return value
+
+
+def _max_per_trigger(opts: Mapping[str, str]) -> int:
+    new = _int(opts, "maxmessagespertrigger", 0) if "maxmessagespertrigger" in opts else 0
+    old = _int(opts, "maxmessagesperbatch", 0) if "maxmessagesperbatch" in opts else 0
+    if new and old and new != old:
+        raise OptionError(
+            "options 'maxMessagesPerTrigger' and 'maxMessagesPerBatch' (its older name) disagree"
+        )
+    return new or old or 1000
 
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -316,11 +342,19 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
             "reader 'partitioned' needs the option 'walPath' (a directory every executor "
             "and the driver can write, e.g. next to the checkpoint)"
         )
+    max_per_trigger = _max_per_trigger(opts)
+    min_per_trigger = (
+        _int(opts, "minmessagespertrigger", 1) if "minmessagespertrigger" in opts else None
+    )
+    if min_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise OptionError("option 'minMessagesPerTrigger' must not exceed 'maxMessagesPerTrigger'")
     return ReadOptions(
         topic=_topic(topic),
         channel=channel,
         connection=connection,
-        max_messages_per_batch=_int(opts, "maxmessagesperbatch", 1000),
+        max_messages_per_batch=max_per_trigger,
+        min_messages_per_trigger=min_per_trigger,
+        max_trigger_delay=_duration(opts, "maxtriggerdelay", 900.0) or 0.0,
         msg_timeout=_positive(opts, "msgtimeout", 0.0) if "msgtimeout" in opts else None,
         poll_timeout=_duration(opts, "polltimeout", 1.0) or 0.0,
         max_messages=_int(opts, "maxmessages", 10_000),

@@ -40,6 +40,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from ..client.errors import ClientError
 from ..client.message import Message
 from ..wire.errors import NSQError
+from .admission import Admission, Bounds, total_depth
+from .depth import MAX_DEPTH, DepthProbe
 from .fetch import discover_nsqd, node_fetcher
 from .options import ReadOptions
 from .rows import messages_to_batch
@@ -66,6 +68,9 @@ PULL_LINGER = 0.2
 #: With no nsqd known for the topic, lookupd is asked again after this long (Spark asks
 #: for the latest offset every few milliseconds while there is no data).
 NO_NODES_RETRY = 1.0
+#: While the channel is empty (or below ``minMessagesPerTrigger``), its depth is asked this
+#: often, up to ``pollTimeout`` per trigger.
+DEPTH_POLL = 0.1
 
 
 class SegmentPartition(InputPartition):
@@ -134,6 +139,28 @@ def pull_segment(options: ReadOptions, partition: SegmentPartition) -> Segment:
         fetcher.close(requeue_buffered=True)
 
 
+def default_read_limit(options: ReadOptions) -> ReadLimit:
+    """``ReadMinRows`` with ``minMessagesPerTrigger``, else ``ReadMaxRows`` of the maximum."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows, ReadMinRows  # pyspark >= 4.2
+
+    if options.min_messages_per_trigger is not None:
+        return ReadMinRows(options.min_messages_per_trigger)
+    return ReadMaxRows(options.max_messages_per_batch)
+
+
+def bounds_of(limit: ReadLimit, options: ReadOptions) -> Bounds:
+    """What Spark's ``limit`` allows: its own number, the options for the rest."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    if isinstance(limit, ReadAllAvailable):
+        return Bounds(None)
+    if isinstance(limit, ReadMaxRows):
+        return Bounds(max(1, int(limit.max_rows)))
+    if isinstance(limit, ReadMinRows):
+        return Bounds(options.max_messages_per_batch, max(1, int(limit.min_rows)))
+    return Bounds(options.max_messages_per_batch)  # files and bytes mean nothing here
+
+
 def _wal_root(options: ReadOptions) -> str:
     if options.wal_path is None:
         raise ValueError("the partitioned reader needs 'walPath'")
@@ -156,13 +183,17 @@ class NSQPartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._cutoff_ns: int | None = None
         #: Sequences planned in this availableNow run (their segments tell when it is done).
         self._planned: set[int] = set()
+        self._probe = DepthProbe(options.connection, options.topic, options.channel)
+        self._admission = Admission(options.max_trigger_delay)
+        #: The depths asked at the last planning (reported as the latest offset: the lag).
+        self._depths: dict[str, int | None] = {}
 
     # -- the driver side ---------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
         """A new query starts after the last sequence in the log (none: 0)."""
         return {"seq": max([*self.wal.sequences(), self.wal.committed()]), "slots": []}
 
-    def _slots(self) -> list[str]:
+    def _known_nodes(self) -> list[str]:
         now = time.monotonic()
         connection = self.options.connection
         interval = self.options.lookupd_poll_interval
@@ -173,8 +204,7 @@ class NSQPartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             if nodes or not connection.lookupd:  # lookupd unreachable: keep the nodes known
                 self._nodes = sorted(nodes)
             self._nodes_at = now
-        per_node = self.options.partitions_per_node
-        return [f"{node}/{i}" for node in self._nodes for i in range(per_node)]
+        return self._nodes
 
     def prepareForTriggerAvailableNow(self) -> None:
         """availableNow: read what was published before now, then report no more data."""
@@ -192,20 +222,60 @@ class NSQPartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             newer for _, newer in filter(None, summaries)
         )
 
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxMessagesPerTrigger`` (``ReadMaxRows``), or ``ReadMinRows`` with a minimum."""
+        return default_read_limit(self.options)
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The next sequence over the nsqd nodes known now (``start`` when there is none)."""
+        """The next sequence, or ``start`` (no batch) while nothing or too little waits.
+
+        Asks every node for the channel's depth first: nodes known to be empty get
+        no slot; the batch takes at most the limit's messages, split evenly
+        over the slots (the deepest nodes first when there are more slots than
+        messages).
+        """
         seq, slots = _offset(start)
         if self._cutoff_ns is not None and self._run_is_over(seq, slots):
             return start
-        slots = self._slots()
-        if not slots:
-            return start
-        end: dict[str, Any] = {"seq": seq + 1, "slots": slots}
-        end["quota"] = max(1, self.options.max_messages_per_batch // len(slots))
+        bounds = bounds_of(limit, self.options)
+        if self._cutoff_ns is not None:  # availableNow: what is there, however little
+            bounds = Bounds(bounds.max_rows)
+        # Idle (or too little): ask again every DEPTH_POLL, up to pollTimeout, as the simple
+        # reader waits for its first message; Spark asks again at once after a "no batch".
+        deadline = time.monotonic() + self.options.poll_timeout
+        while True:
+            nodes = self._known_nodes()
+            self._depths = self._probe.depths(nodes)
+            rows = self._admission.rows(
+                bounds, total_depth(self._depths), self.options.max_messages_per_batch
+            )
+            busy = [n for n in nodes if self._depths.get(n) != 0]
+            if rows is not None and busy:
+                break
+            if not nodes or time.monotonic() >= deadline or self._cutoff_ns is not None:
+                return start
+            time.sleep(min(DEPTH_POLL, max(0.0, deadline - time.monotonic())))
+        busy.sort(key=lambda n: -(self._depths.get(n) or MAX_DEPTH))  # unknown: as deep
+        per_node = self.options.partitions_per_node
+        slots = [f"{node}/{i}" for node in busy for i in range(per_node)][: max(rows, 1)]
+        end: dict[str, Any] = {"seq": seq + 1, "slots": sorted(slots)}
+        end["quota"] = max(1, rows // len(slots))
         if self._cutoff_ns is not None:
             end["cutoff"] = self._cutoff_ns
             self._planned.add(seq + 1)
+        self._admission.planned()
         return end
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The lag: messages waiting in the channel over all nodes when the batch was planned.
+
+        ``{"depth": n, "nodes": {address: n}}`` (a node that could not be asked is
+        left out, and ``depth`` counts the others); None before the first look.
+        """
+        known = {node: d for node, d in self._depths.items() if d is not None}
+        if not self._depths:
+            return None
+        return {"depth": sum(known.values()), "nodes": known}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One partition per slot and sequence after ``start`` up to ``end``."""

@@ -44,6 +44,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from ..client.message import Message
+from .admission import Admission, Bounds, total_depth
+from .depth import DepthProbe
 from .fetch import Fetcher, discover_nsqd
 from .options import ReadOptions
 from .pending import PendingBatch, PendingBatches, split_taken
@@ -65,6 +67,10 @@ __all__ = ["NSQStreamReader"]
 log = logging.getLogger("nsqbox.spark")
 
 OFFSET_KEY = "messages"
+#: The end offset's record of the lag: messages waiting when the batch was planned.
+DEPTH_KEY = "depth"
+#: While fewer than ``minMessagesPerTrigger`` wait, the depth is asked this often.
+DEPTH_POLL = 0.1
 #: TOUCH held messages at least this often, whatever msg_timeout is (nsqd's
 #: heartbeats, answered by the same thread, come every 30 s by default).
 MAX_KEEPALIVE_INTERVAL = 10.0
@@ -216,6 +222,37 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         #: Set by prepareForTriggerAvailableNow: publish times after it are not read.
         self._cutoff_ns: int | None = None
         self._exhausted = False
+        self._probe = DepthProbe(options.connection, options.topic, options.channel)
+        self._admission = Admission(options.max_trigger_delay)
+
+    def _waiting(self, session: _Session) -> int | None:
+        """Messages waiting for this reader: the nodes' depth plus what it has received."""
+        with session.fetcher.lock:
+            session.fetcher.drain()
+            nodes = session.fetcher.addresses
+            held = len(session.fetcher.buffered)
+        if not nodes:
+            return None
+        depth = total_depth(self._probe.depths(nodes))
+        return None if depth is None else depth + held
+
+    def _admit(self, session: _Session) -> tuple[int | None, int | None]:
+        """``(how many to take or None for no batch, messages waiting)``, after waiting up
+        to ``pollTimeout`` for ``minMessagesPerTrigger`` (or its delay)."""
+        options = self.options
+        minimum = None if self._cutoff_ns is not None else options.min_messages_per_trigger
+        bounds = Bounds(options.max_messages_per_batch, minimum)
+        if minimum is None and not (options.connection.nsqd_http or options.connection.lookupd):
+            return options.max_messages_per_batch, None  # no depth to ask
+        deadline = time.monotonic() + options.poll_timeout
+        while True:
+            waiting = self._waiting(session)
+            if minimum is None:
+                return options.max_messages_per_batch, waiting
+            rows = self._admission.rows(bounds, waiting, options.max_messages_per_batch)
+            if rows is not None or time.monotonic() >= deadline:
+                return rows, waiting
+            time.sleep(min(DEPTH_POLL, max(0.0, deadline - time.monotonic())))
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles readers to executors for readBetweenOffsets: no sockets or threads.
@@ -245,7 +282,13 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         self._cutoff_ns = time.time_ns()
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
-        """FIN what Spark committed, then the next micro-batch (up to ``maxMessagesPerBatch``)."""
+        """FIN what Spark committed, then the next micro-batch (up to ``maxMessagesPerTrigger``).
+
+        With ``minMessagesPerTrigger``, no batch (``start``) while fewer wait on the
+        nodes (asked over HTTP) and ``maxTriggerDelay`` has not passed since the last
+        batch. The end offset records the messages waiting when the batch was
+        planned (``depth``, its own included) where the nodes can be asked.
+        """
         position = _position(start)
         session = self._open()
         options = self.options
@@ -254,8 +297,12 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             if self._exhausted:
                 return iter(()), start
             session.fetcher.connect()
+        limit, waiting = self._admit(session)
+        if limit is None:
+            return iter(()), start
+        with session.fetcher.lock:
             messages = session.fetcher.take(
-                options.max_messages_per_batch,
+                limit,
                 options.poll_timeout,
                 keep_alive=session.touch_held,
                 keep_alive_interval=session.interval,
@@ -266,10 +313,14 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
                 return iter(()), start
             end = position + len(messages)
             pending = session.pending.add(position, end, messages)
+        self._admission.planned()
         rows = _BatchRows(messages_to_batch(messages, options.topic, options.channel), pending)
+        offset: dict[str, Any] = {OFFSET_KEY: end}
+        if waiting is not None:
+            offset[DEPTH_KEY] = max(waiting, len(messages))
         # Spark accepts Arrow record batches where it documents tuples (and converts
         # tuples to Arrow anyway); one batch per micro-batch, no object per cell.
-        return cast(Iterator[tuple[Any, ...]], rows), {OFFSET_KEY: end}
+        return cast(Iterator[tuple[Any, ...]], rows), offset
 
     def _before_cutoff(self, session: _Session, messages: list[Message]) -> list[Message]:
         cutoff = self._cutoff_ns

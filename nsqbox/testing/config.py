@@ -7,6 +7,7 @@ no trio, no server code, no HTTP client.
 from __future__ import annotations
 
 import enum
+import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -24,9 +25,14 @@ __all__ = [
     "Cleanup",
     "ClusterSpec",
     "Mode",
+    "SeedPath",
     "SpecError",
     "split_args",
 ]
+
+
+#: A seed file's path (docs/state.md, "Seeds"): what ``seed=`` of the factories takes.
+SeedPath = str | os.PathLike[str]
 
 
 class SpecError(ValueError):
@@ -222,6 +228,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "python": str,
     "data_path": str,
     "clock": str,
+    "seed": str,
     "nsqd_tcp_address": _addresses,
     "nsqd_http_address": _addresses,
     "lookupd_tcp_address": _addresses,
@@ -244,6 +251,8 @@ class BoxConfig:
     python: str = ""
     data_path: str = "auto"
     clock: str = "real"
+    #: A seed file applied to the session box as it starts (docs/state.md, "Seeds").
+    seed: str = ""
     nsqd_tcp_address: tuple[Address, ...] = (Address("127.0.0.1:4150"),)
     nsqd_http_address: tuple[Address, ...] = (Address("127.0.0.1:4151"),)
     lookupd_tcp_address: tuple[Address, ...] = (Address("127.0.0.1:4160"),)

@@ -30,11 +30,13 @@ from .config import (
     Cleanup,
     ClusterSpec,
     Mode,
+    SeedPath,
     SpecError,
     split_args,
 )
 
 if TYPE_CHECKING:
+    from ..snapshot.seed import Seed
     from .boxes import Box
     from .handle import NSQBox
 
@@ -78,22 +80,47 @@ class DataDirs:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def check_seed(path: SeedPath, nsqd: int) -> Seed:
+    """The seed at ``path``, checked whole for a box of ``nsqd`` nsqds; ValueError naming
+    the key path (or the node) where it fails."""
+    from ..snapshot.seed import read_seed
+
+    seed = read_seed(path)
+    if seed.nodes > nsqd:
+        raise ValueError(f"it seeds nsqd {seed.nodes - 1}; the box runs {nsqd} nsqd(s)")
+    return seed
+
+
 def start_configured_box(
-    config: BoxConfig, spec: ClusterSpec, data_root: str, mode: Mode | str | None = None
+    config: BoxConfig,
+    spec: ClusterSpec,
+    data_root: str,
+    mode: Mode | str | None = None,
+    seed: SeedPath | None = None,
 ) -> Box:
     """Start ``spec``'s servers as ``mode`` says (default: the configured mode, and a
-    thread when that is noproc).
+    thread when that is noproc), and apply ``seed`` (docs/state.md, "Seeds") to them.
 
-    Bad options and failed starts fail the test with their message, not a traceback
-    through the plugin.
+    Bad options, a bad seed (checked before anything starts) and failed starts fail the
+    test with their message, not a traceback through the plugin.
     """
     from .boxes import start_box
+    from .snapshot import load_seed
 
+    checked = None
+    if seed:
+        try:
+            checked = check_seed(seed, spec.nsqd)
+        except ValueError as exc:
+            pytest.fail(
+                f"nsqbox: cannot seed from {os.fspath(seed)}, nothing started: {exc}",
+                pytrace=False,
+            )
     chosen = Mode(mode) if mode is not None else config.mode
     if chosen is Mode.NOPROC:
         chosen = Mode.THREAD if mode is None else chosen
     try:
-        return start_box(
+        box = start_box(
             spec,
             data_root,
             mode=chosen,
@@ -103,6 +130,13 @@ def start_configured_box(
         )
     except (SpecError, BoxStartError) as exc:
         pytest.fail(f"nsqbox: {exc}", pytrace=False)
+    if checked is not None:
+        try:
+            load_seed(box.addresses, checked, config.timeout)
+        except BaseException:
+            box.stop()
+            raise
+    return box
 
 
 def nsqbox_proc(
@@ -113,13 +147,14 @@ def nsqbox_proc(
     lookupd_args: str | Sequence[str] = (),
     mode: Mode | str | None = None,
     scope: Any = "session",
+    seed: SeedPath | None = None,
     **nsqd_options: Any,
 ) -> Any:
     """A fixture that starts a box of ``nsqd`` nsqds and ``lookupd`` nsqlookupds.
 
     ``nsqd_options`` are NSQDOptions fields (``msg_timeout=2.0``); ``nsqd_args`` nsqd
     flags (``"--msg-timeout=2s"``). ``mode`` is ``"thread"`` or ``"subprocess"``
-    (default: the ``nsqbox_mode`` option).
+    (default: the ``nsqbox_mode`` option). ``seed`` is a seed file applied as it starts.
     """
     spec = ClusterSpec(
         nsqd=nsqd,
@@ -135,7 +170,7 @@ def nsqbox_proc(
         dirs = DataDirs(nsqbox_config, tmp_path_factory)
         data_root = dirs.new("box")
         try:
-            box = start_configured_box(nsqbox_config, spec, data_root, mode)
+            box = start_configured_box(nsqbox_config, spec, data_root, mode, seed)
             try:
                 yield box
             finally:

@@ -1,9 +1,8 @@
-"""The per-test handle: addresses, publish, stats, wait_for, capture and consume.
+"""The per-test handle: addresses, publish, stats, wait_for, capture, consume, snapshots.
 
-:class:`NSQBox` is what the ``nsqbox`` fixture gives a test. Its methods block; each
-one that waits has an async twin (``await_for``, ``aconsume``...) for asyncio and trio
-tests, which runs the wait in a worker thread so the test's own loop (and the app
-under test on it) keeps running.
+:class:`NSQBox` is what the ``nsqbox`` fixture gives a test. Its methods block; each one that
+waits has an async twin (``await_for``, ``aconsume``...) for asyncio and trio tests, which runs
+the wait in a worker thread so the test's own loop (and the app under test on it) keeps running.
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ from typing import Any, Protocol
 from ..wire.names import EPHEMERAL_SUFFIX, is_valid_topic_name
 from .boxes import Box, xdist_worker
 from .clock import ClockAccess
-from .config import Address, AddressView, BoxAddresses, Cleanup, Mode
+from .config import Address, AddressView, BoxAddresses, Cleanup, Mode, SeedPath
 from .faults_http import Faults, faults_for
+from .snapshot import SnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .tap import Capture
 from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
@@ -33,8 +33,7 @@ _NAMESPACES = itertools.count(1)
 
 def new_namespace() -> str:
     """A namespace unique to one test: worker id, session token, sequence number."""
-    worker = xdist_worker()
-    n = next(_NAMESPACES)
+    worker, n = xdist_worker(), next(_NAMESPACES)
     return f"{worker}-{_SESSION_TOKEN}-{n}" if worker else f"{_SESSION_TOKEN}-{n}"
 
 
@@ -79,7 +78,7 @@ class BoxView(AddressView):
         return Expectation(topic, channel, {k: v for k, v in counts.items() if v is not None})
 
 
-class NSQBox(ClockAccess, BoxView):
+class NSQBox(ClockAccess, SnapshotAccess, BoxView):
     """A test's handle on a box (the ``nsqbox`` fixture).
 
     It cleans up after the test (see the ``nsqbox_cleanup`` option) when closed.
@@ -495,6 +494,7 @@ class NSQBoxFactory(Protocol):
         lookupd_args: str | Sequence[str] = (),
         mode: Mode | str | None = None,
         clock: str = "real",
+        seed: SeedPath | None = None,
         **nsqd_options: Any,
     ) -> NSQBox:
         """Start a box (stopped after the test; ``clock="manual"``: time moves on demand)."""

@@ -72,6 +72,12 @@ OPTIONS: tuple[Option, ...] = (
         "real",
         ("real", "manual"),
     ),
+    Option(
+        "seed",
+        "a seed file (TOML: topics, channels, messages; docs/state.md) applied to the session "
+        "box as it starts and after each test's cleanup; relative to the rootdir",
+        "",
+    ),
     Option("nsqd_tcp_address", "noproc: nsqd TCP address(es), comma-separated", "127.0.0.1:4150"),
     Option(
         "nsqd_http_address", "noproc: nsqd HTTP address(es), in the same order", "127.0.0.1:4151"

@@ -30,6 +30,7 @@ event loop; the fixtures import what they need when they run.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     import trio
 
     from .boxes import Box
-    from .config import BoxConfig, ClusterSpec, Mode
+    from .config import BoxConfig, ClusterSpec, Mode, SeedPath
     from .handle import NSQBox, NSQBoxFactory
     from .trio_box import TrioBoxFactory, TrioNSQBox
 
@@ -99,6 +100,17 @@ def get_config(config: pytest.Config) -> BoxConfig:
         resolved = BoxConfig.resolve(lambda opt: _raw(config, opt))
     except ValueError as exc:
         raise pytest.UsageError(f"nsqbox: {exc}") from None
+    if resolved.seed:  # relative to the rootdir, and checked before anything starts
+        from .factories import check_seed
+
+        seed = str(config.rootpath / resolved.seed)
+        resolved = dataclasses.replace(resolved, seed=seed)
+        try:
+            check_seed(seed, resolved.nsqd_count)
+        except ValueError as exc:
+            raise pytest.UsageError(
+                f"nsqbox: nsqbox_seed: cannot seed from {seed}: {exc}"
+            ) from None
     config.stash[_CONFIG_KEY] = resolved
     return resolved
 
@@ -156,7 +168,8 @@ def nsqbox_proc(
     dirs = DataDirs(nsqbox_config, tmp_path_factory)
     data_root = dirs.new("session")
     try:
-        box = start_configured_box(nsqbox_config, nsqbox_config.spec(), data_root)
+        spec = nsqbox_config.spec()
+        box = start_configured_box(nsqbox_config, spec, data_root, seed=nsqbox_config.seed)
         try:
             yield box
         finally:
@@ -200,14 +213,24 @@ def nsqbox(nsqbox_session: Box, nsqbox_config: BoxConfig) -> Iterator[NSQBox]:
     """The test's handle: addresses, publish, wait_for, stats, capture, consume.
 
     Topics the test created are gone after it (``nsqbox_cleanup``), so tests that use
-    the same topic names do not see each other's messages.
+    the same topic names do not see each other's messages. With ``nsqbox_seed``, the
+    session box is seeded again after that cleanup: every test starts from the seed.
     """
+    from .config import Cleanup, Mode
     from .handle import NSQBox
 
     with NSQBox(
         nsqbox_session, timeout=nsqbox_config.timeout, cleanup=nsqbox_config.cleanup
     ) as handle:
         yield handle
+    config = nsqbox_config
+    if config.seed and config.cleanup is not Cleanup.NONE and config.mode is not Mode.NOPROC:
+        from .factories import check_seed
+        from .snapshot import load_seed
+
+        load_seed(
+            nsqbox_session.addresses, check_seed(config.seed, config.nsqd_count), config.timeout
+        )
 
 
 def _spec(
@@ -254,12 +277,13 @@ def nsqbox_factory(
         lookupd_args: str | Sequence[str] = (),
         mode: Mode | str | None = None,
         clock: str = "real",
+        seed: SeedPath | None = None,
         **nsqd_options: Any,
     ) -> NSQBox:
         spec = _spec(nsqd, lookupd, nsqd_args, lookupd_args, nsqd_options, clock)
         data_root = dirs.new("factory")
         made.append(data_root)
-        box = start_configured_box(nsqbox_config, spec, data_root, mode)
+        box = start_configured_box(nsqbox_config, spec, data_root, mode, seed)
         handle = NSQBox(box, timeout=nsqbox_config.timeout, cleanup=Cleanup.NONE)
         started.append((box, handle))
         return handle

@@ -23,6 +23,7 @@ from .discovery import all_listed, producers_message
 from .faults_trio import TrioFaults
 from .handle import Bodies, BoxView, consume_bodies, new_namespace, normalize_bodies
 from .server_ops import ClusterOps
+from .snapshot import TrioSnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .tap import Capture
 
@@ -40,7 +41,7 @@ async def poll_on_loop(check: Callable[[], bool], limit: float) -> bool:
     return False
 
 
-class TrioNSQBox(BoxView):
+class TrioNSQBox(TrioSnapshotAccess, BoxView):
     """A cluster started in a trio nursery, and the test's handle on it.
 
     It lives as long as the nursery (pytest-trio's ``nursery`` fixture: the test), with

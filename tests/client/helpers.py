@@ -15,7 +15,7 @@ from nsqbox.lookupd.options import LookupdOptions
 from nsqbox.lookupd.server import LookupdAddresses, serve_lookupd
 from nsqbox.nsqd.lookup import lookup_service
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
-from nsqbox.nsqd.tcp.protocol_v2 import ClientV2
+from nsqbox.nsqd.tcp.client_state import ClientState
 from nsqbox.wire.frames import MAGIC_V2
 from nsqbox.wire.parser import NEED_DATA, Body, Command, CommandParser
 from tests.conftest import make_options
@@ -46,7 +46,7 @@ class Node:
         return f"127.0.0.1:{self.port}"
 
     @property
-    def clients(self) -> list[ClientV2]:
+    def clients(self) -> list[ClientState]:
         """The server's client connections (empty while stopped)."""
         return list(self.addrs.nsqd.clients.values()) if self.addrs is not None else []
 

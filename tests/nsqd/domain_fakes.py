@@ -2,7 +2,7 @@
 
 They implement :class:`nsqbox.nsqd.domain.node.Node`,
 :class:`nsqbox.nsqd.domain.backend.BackendQueue`
-and :class:`nsqbox.nsqd.domain.channel.Consumer` the way NSQD, DiskQueue and ClientV2 do, minus
+and :class:`nsqbox.nsqd.domain.channel.Consumer` the way NSQD, DiskQueue and ClientState do, minus
 the I/O, and record what the domain asked of them.
 """
 
@@ -196,23 +196,14 @@ class FakeConsumer:
         return self.out_limit - self.out_bytes
 
     def send_message(self, msg: Message) -> None:
-        """Buffer one message."""
+        """Buffer one message (the channel counts it in flight: ``in_flight_count`` is its)."""
         self.received.append(msg)
         self.out_bytes += len(msg.data) + 30
-        self.in_flight_count += 1
 
     def send_messages(self, msgs: list[Message]) -> None:
         """Buffer several."""
         for msg in msgs:
             self.send_message(msg)
-
-    def timed_out_message(self) -> None:
-        """One of ours timed out."""
-        self.in_flight_count -= 1
-
-    def empty(self) -> None:
-        """The channel was emptied."""
-        self.in_flight_count = 0
 
     def close(self) -> None:
         """Disconnected by the channel."""
@@ -227,7 +218,7 @@ class FakeConsumer:
         """Bodies received, in order."""
         return [m.body for m in self.received]
 
-    # -- what ClientV2 does around the channel calls ---------------------------------------
+    # -- what ProtocolV2's handlers do around the channel calls ------------------------------
     def rdy(self, channel: Channel, count: int, now: float) -> None:
         """RDY ``count``."""
         self.ready_count = count
@@ -235,12 +226,10 @@ class FakeConsumer:
 
     def fin(self, channel: Channel, msg: Message, now: float) -> None:
         """FIN ``msg``."""
-        assert channel.finish_messages(self.id, [msg.id]) == []
-        self.in_flight_count -= 1
+        assert channel.finish_messages(self, [msg.id]) == []
         channel.client_ready(self, now)
 
     def req(self, channel: Channel, msg: Message, delay: float, now: float) -> None:
         """REQ ``msg`` after ``delay`` seconds."""
-        channel.requeue_message(self.id, msg.id, delay, now)
-        self.in_flight_count -= 1
+        channel.requeue_message(self, msg.id, delay, now)
         channel.client_ready(self, now)

@@ -99,8 +99,9 @@ def test_fin_errors_and_e2e_latency() -> None:
     m = msg(1)
     made.channel.put(m, made.node.clock)
     assert a.received == [m]
-    assert made.channel.finish_messages(b.id, [m.id]) == [(m.id, "client does not own message")]
-    assert made.channel.finish_messages(a.id, [msg(99).id]) == [(msg(99).id, "ID not in flight")]
+    assert made.channel.finish_messages(b, [m.id]) == [(m.id, "client does not own message")]
+    assert made.channel.finish_messages(a, [msg(99).id]) == [(msg(99).id, "ID not in flight")]
+    assert (a.in_flight_count, b.in_flight_count) == (1, 0)  # refused FINs count nothing out
     a.fin(made.channel, m, made.node.clock)
     assert made.channel.in_flight_count() == 0
     assert made.channel.e2e_latency is not None
@@ -131,9 +132,9 @@ def test_touch_restarts_the_timeout_up_to_max_msg_timeout() -> None:
     now = made.node.clock
     m = msg(1)
     made.channel.put(m, now)
-    made.channel.touch_message(client.id, m.id, 60.0, now + 30.0)
+    made.channel.touch_message(client, m.id, 60.0, now + 30.0)
     assert m.deadline == now + 90.0
-    made.channel.touch_message(client.id, m.id, 60.0, now + 80.0)
+    made.channel.touch_message(client, m.id, 60.0, now + 80.0)
     assert m.deadline == now + 100.0  # capped at delivery + max-msg-timeout
     assert made.channel.in_flight_count() == 1
 
@@ -292,3 +293,42 @@ def test_a_restored_deadline_defers_a_message_read_back() -> None:
     assert client.bodies() == [b"m2"]
     assert channel.deferred_count() == 1
     assert channel.restored_deadlines == {}
+
+
+def held_by(channel: Channel, client: FakeConsumer) -> int:
+    """The consumer's messages in the channel's in-flight queue: the one book."""
+    return sum(1 for m in channel.in_flight if m.client_id == client.id)
+
+
+def test_a_consumers_in_flight_count_is_the_channels_book_through_every_change() -> None:
+    # The fake consumer counts nothing itself: every number below is the channel's tally.
+    made = Made(mem_queue_size=2, msg_timeout=10.0)
+    ch = made.channel
+    now = made.node.clock
+    a, b = made.consumer(1, rdy=3, msg_timeout=10.0), made.consumer(2, rdy=2, msg_timeout=20.0)
+
+    def books() -> tuple[int, int]:
+        assert (a.in_flight_count, b.in_flight_count) == (held_by(ch, a), held_by(ch, b))
+        assert a.in_flight_count + b.in_flight_count == ch.in_flight_count()
+        return a.in_flight_count, b.in_flight_count
+
+    for i in range(4):  # one at a time, straight to a ready consumer (round robin)
+        ch.put(msg(i), now)
+    assert books() == (2, 2)
+    ch.put_batch([msg(i) for i in range(4, 8)], now)  # one to a, the rest queued
+    assert books() == (3, 2)
+    a.fin(ch, a.received[0], now)  # a pulls the next from memory
+    assert books() == (3, 2)
+    assert ch.finish_messages(a, [b.received[0].id, msg(99).id]) != []  # refused: no change
+    assert books() == (3, 2)
+    b.req(ch, b.received[0], 5.0, now)  # deferred; b pulls the last queued one
+    assert books() == (3, 2)
+    ch.touch_message(b, b.received[1].id, 20.0, now + 1.0)  # still in flight
+    assert books() == (3, 2)
+    a.ready_count = 0  # a takes no more: its timed-out messages go to b, or wait
+    assert ch.process_in_flight(now + 10.02)  # a's three time out
+    assert books() == (0, 2)
+    assert ch.process_in_flight(now + 21.02)  # b's run out too; b takes two back
+    assert books() == (0, 2)
+    ch.empty()
+    assert books() == (0, 0)

@@ -8,8 +8,8 @@ import socket
 
 import trio
 
+from nsqbox.nsqd.tcp.client_state import ClientState
 from nsqbox.nsqd.tcp.connection import SPIN_BACKOFF_MAX
-from nsqbox.nsqd.tcp.protocol_v2 import ClientV2
 from nsqbox.wire import commands
 from nsqbox.wire.frames import OK, FrameType, encode_frame
 from tests.conftest import StartNSQD
@@ -51,7 +51,7 @@ async def test_a_reader_whose_polls_find_nothing_backs_off(start_nsqd: StartNSQD
     conn = await RawConn.open(nsqd.tcp)
     for i in range(50):  # a peer in this very loop: it cannot send while the reader polls
         await conn.pub("t", b"%d" % i)
-    (client,) = (c for c in nsqd.nsqd.clients.values() if isinstance(c, ClientV2))
+    (client,) = (c for c in nsqd.nsqd.clients.values() if isinstance(c, ClientState))
     reader = client.conn
     # every poll found nothing: the reader polls once per 2, 4, 8... waits, not each time
     assert 1 <= reader._spin_misses <= SPIN_BACKOFF_MAX

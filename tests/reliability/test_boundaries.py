@@ -24,7 +24,7 @@ from nsqbox.admin.clusterinfo import ClusterInfo
 from nsqbox.admin.options import AdminOptions
 from nsqbox.admin.server import serve_admin
 from nsqbox.nsqd.tcp.auth import ConnectionAuth
-from nsqbox.nsqd.tcp.protocol_v2 import ClientV2
+from nsqbox.nsqd.tcp.client_state import ClientState
 from nsqbox.wire import commands
 from nsqbox.wire.frames import FrameType
 from nsqbox.wire.lookupd import encode_register
@@ -139,14 +139,14 @@ async def test_nsqd_tcp_bug_outside_the_protocol_loop_closes_only_that_client(
     watcher = await bystander(nsqd.tcp)
     victim = await RawConn.open(nsqd.tcp, magic=b"")
     victim_port = victim.stream.socket.getsockname()[1]
-    original_run = ClientV2.run
+    original_run = ClientState.run
 
-    async def run(self: ClientV2, initial: bytes) -> None:
+    async def run(self: ClientState, initial: bytes) -> None:
         if self.remote_address.endswith(f":{victim_port}"):
             raise RuntimeError(BUG)
         await original_run(self, initial)
 
-    monkeypatch.setattr(ClientV2, "run", run)
+    monkeypatch.setattr(ClientState, "run", run)
     await victim.send(b"  V2")
     await victim.expect_closed()
     await victim.aclose()

@@ -1,7 +1,7 @@
 """A streaming query with a slow sink, in a process of its own (for ``test_slow_sink.py``).
 
 ``python -m tests.spark.slow_sink_process LOOKUPD TOPIC CHANNEL CHECKPOINT OUT BATCH SLEEP``
-reads ``TOPIC`` through lookupd with ``msgTimeout`` 2 s and an ``availableNow``
+reads ``TOPIC`` through lookupd with ``msgTimeout`` 6 s and an ``availableNow``
 trigger into JSON files, one per micro-batch (``OUT/batch-<id>.json``); the
 sink sleeps ``SLEEP`` seconds in each batch, longer than ``msgTimeout``. It
 prints ``JAVA_HOME <value>`` (what the session's JVM runs on) and, once the run
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 #: The reader's msg_timeout; the sink takes longer than this in every batch.
-MSG_TIMEOUT = "2s"
+MSG_TIMEOUT = "6s"
 
 
 def main(argv: list[str]) -> None:

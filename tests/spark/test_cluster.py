@@ -6,16 +6,22 @@ subprocess (``cluster_query``) so that it can be killed. Two nsqd nodes
 registered with nsqlookupd hold the messages; the query finds them through
 lookupd and archives every micro-batch to Parquet.
 
-The run: publish half the messages to node 0, start the query; when batch 1
-starts, SIGKILL the executor Python worker that reads node 1 (which has no
-message yet, so its partition waits there), then publish the other half to
-node 1; when batch 3 has been written (read, staged,
+The run: publish half the messages to node 0 and one to node 1, whose channel
+is paused, start the query; when batch 1 starts, SIGKILL the executor Python
+worker that reads node 1 (its depth of one gets it a partition, and nsqd
+delivers nothing from a paused channel, so the task waits there), then unpause
+the channel and publish the rest of the other half to node 1; when batch 3 has
+been written (read, staged,
 FINished, not committed), SIGKILL the driver's process group. Restart the query
 from its checkpoint (``availableNow``): batch 3 is replayed from the write-ahead
 log and must hold the very messages of its first attempt, and the output must
 hold every published message. A message may appear twice only where
 ``docs/spark.md`` says: a copy that nsqd delivered again (``attempts`` > 1)
 because a staged segment's FIN never reached it.
+
+The write-ahead log is a local directory, or a bucket of an S3 server (moto's)
+in the S3 variant. The message count is ``NSQBOX_CLUSTER_MESSAGES`` (100,000
+by default).
 
 Selected with ``-m spark_cluster``; runs in CI with the rest of the suite.
 """
@@ -61,6 +67,8 @@ NSQ_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin"))
 CHANNEL = "archive"
 #: Bound on every wait for the driver's next line.
 STEP = 240.0
+#: Messages published per run of the nsqbox variants (half to each node).
+MESSAGES = int(os.environ.get("NSQBOX_CLUSTER_MESSAGES", "100000"))
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +139,11 @@ def topic_messages(http: str, topic: str) -> int:
     return sum(t["message_count"] for t in stats["topics"] if t["topic_name"] == topic)
 
 
+def _post(http: str, path: str) -> None:
+    request = urllib.request.Request(f"http://{http}/{path}", method="POST")
+    urllib.request.urlopen(request, timeout=10).close()
+
+
 def archive_with_kills(
     cluster: StandaloneCluster,
     work: Path,
@@ -140,24 +153,31 @@ def archive_with_kills(
     publish: Callable[[str, list[bytes], int], None],
     count: int,
     batch: int,
+    wal: str | None = None,
 ) -> None:
-    """The scenario of the module docstring; ``publish(topic, bodies, node)``."""
+    """The scenario of the module docstring; ``publish(topic, bodies, node)``; the log in
+    ``wal`` (a URL) or a directory of ``work``."""
     topic = f"archive_{os.getpid()}_{free_port()}"
     bodies = [b"msg-%07d" % i for i in range(count)]
-    # Node 1 has the topic and the channel, and no message until its Python worker is
-    # killed: till then its partition waits pollTimeout for one in every batch, in the
-    # open, where the test can find it. Node 0 has its half from the start.
-    for path in (f"topic/create?topic={topic}", f"channel/create?topic={topic}&channel={CHANNEL}"):
-        request = urllib.request.Request(f"http://{nsqd_http[1]}/{path}", method="POST")
-        urllib.request.urlopen(request, timeout=10).close()
+    # Node 1 has the topic, the channel, paused, and one message until its Python worker
+    # is killed: its depth gets it a partition, and till then its partition waits
+    # pollTimeout in every batch, in the open, where the test can find it. Node 0 has its
+    # half from the start.
+    channel = f"topic={topic}&channel={CHANNEL}"
+    for path in (f"topic/create?topic={topic}", f"channel/create?{channel}"):
+        _post(nsqd_http[1], path)
+    _post(nsqd_http[1], f"channel/pause?{channel}")
+    odd = bodies[1::2]
+    publish(topic, odd[:1], 1)
     publish(topic, bodies[0::2], 0)
-    out, wal = work / "out", work / "wal"
+    out = work / "out"
+    wal = wal or str(work / "wal")
     config: dict[str, Any] = {
         "master": cluster.url,
         "lookupd": lookupd,
         "topic": topic,
         "channel": CHANNEL,
-        "wal": str(wal),
+        "wal": wal,
         "checkpoint": str(work / "checkpoint"),
         "out": str(out),
         "batch": batch,
@@ -175,7 +195,8 @@ def archive_with_kills(
             lambda _: "no executor Python worker ever read from nsqd node 1",
         )
         os.kill(victim, signal.SIGKILL)
-        publish(topic, bodies[1::2], 1)
+        _post(nsqd_http[1], f"channel/unpause?{channel}")
+        publish(topic, odd[1:], 1)
         lines = first.until("BLOCKED 3")
         first_attempt = sorted(batch_ids(out, 3))
         assert first_attempt
@@ -225,9 +246,15 @@ def archive_with_kills(
     assert published == 1000
 
 
+@pytest.mark.parametrize("store", ["local", "s3"])
 def test_cluster_archives_every_message_through_kills(
-    cluster: StandaloneCluster, nsqbox_factory: NSQBoxFactory, tmp_path: Path
+    cluster: StandaloneCluster,
+    nsqbox_factory: NSQBoxFactory,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    store: str,
 ) -> None:
+    wal = request.getfixturevalue("s3_wal_url") if store == "s3" else None
     box = nsqbox_factory(nsqd=2, lookupd=1)
     lookupd = str(box.lookupd_http_address)
 
@@ -242,8 +269,9 @@ def test_cluster_archives_every_message_through_kills(
         [str(a) for a in box.nsqd_http_addresses],
         [str(a) for a in box.nsqd_tcp_addresses],
         publish,
-        count=100_000,
-        batch=10_000,
+        count=MESSAGES,
+        batch=max(1, MESSAGES // 10),
+        wal=wal,
     )
 
 

@@ -31,8 +31,14 @@ def example(name: str) -> ModuleType:
 
 
 @needs_available_now
+@pytest.mark.parametrize("wal", [None, "s3"], ids=["simple", "partitioned-wal-on-s3"])
 def test_parquet_to_nsq_to_parquet(
-    spark: SparkSession, nsqbox: NSQBox, topic: str, tmp_path: Path
+    spark: SparkSession,
+    nsqbox: NSQBox,
+    topic: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    wal: str | None,
 ) -> None:
     to_nsq, to_parquet = example("parquet_to_nsq"), example("nsq_to_parquet")
     source = str(tmp_path / "orders.parquet")
@@ -50,6 +56,8 @@ def test_parquet_to_nsq_to_parquet(
         output=str(tmp_path / "archive"),
         checkpoint=str(tmp_path / "checkpoint"),
         available_now=True,
+        wal=request.getfixturevalue("s3_wal_url") if wal else None,
+        nsqd_http=nsqbox.nsqd_http_address,
     )
     assert to_parquet.await_rows(query, TIMEOUT) == 200  # what --available-now prints
     assert query.exception() is None

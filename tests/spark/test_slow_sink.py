@@ -1,7 +1,7 @@
 """Spark end to end: two nsqd nodes, a sink slower than msgTimeout, and no Java on the machine.
 
 A subprocess runs a streaming query (``slow_sink_process.py``) whose sink
-sleeps longer than the reader's ``msgTimeout`` (2 s) in every micro-batch.
+sleeps longer than the reader's ``msgTimeout`` (6 s) in every micro-batch.
 The reader must keep everything it holds in flight meanwhile (read or not):
 no message may time out on either node, none may be FINished twice or
 TOUCHed after nsqd gave it up (``E_FIN_FAILED``/``E_TOUCH_FAILED``), and the
@@ -37,8 +37,9 @@ CHANNEL = "spark"
 CHILD_TIMEOUT = 5 * TIMEOUT
 PER_NODE = 100
 BATCH = 100
-#: Seconds the sink sleeps in each batch: longer than the reader's msgTimeout of 2 s.
-SLEEP = 3.0
+#: Seconds the sink sleeps in each batch: longer than the reader's msgTimeout of 6 s (its
+#: keep-alive touches every 2 s, so a stall of up to 4 s on a loaded machine times nothing out).
+SLEEP = 7.0
 
 
 def path_without_java(directory: Path) -> str:

@@ -76,6 +76,7 @@ from ..options import AdminOptions
 from ..stats import Producer, TopicStats, aggregate_channel, aggregate_topic
 from .clock import ClusterClocks, add_clock_routes
 from .faults import add_fault_routes
+from .snapshot import add_snapshot_routes
 from .tap import Captures, add_capture_routes
 from .wait import add_wait_routes
 
@@ -441,4 +442,5 @@ def build_router(
     nodes = BoxNodes(faults)  # nsqbox's test handle over HTTP: /api/wait, consume, captures
     add_wait_routes(router, nodes, api._authorize)
     add_capture_routes(router, Captures(nodes))
+    add_snapshot_routes(router, control, api._authorize)  # nsqbox's /api/snapshot
     return router

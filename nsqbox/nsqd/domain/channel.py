@@ -33,10 +33,16 @@ class ChannelError(Exception):
 
 
 class Consumer(Protocol):
-    """What a channel needs from a subscribed client (ClientV2 implements it)."""
+    """What a channel needs from a subscribed client (the TCP edge's ClientState implements it).
+
+    ``in_flight_count`` is the channel's to write: the in-flight queue is the one book of
+    what is in flight, and this is its tally for one consumer, kept by the channel beside
+    each change to the queue (delivery, FIN, REQ, timeout, empty), never by the consumer.
+    """
 
     id: int
     ready_count: int
+    #: This consumer's messages in the channel's in-flight queue (written by the channel).
     in_flight_count: int
     sample_rate: int
     msg_timeout: float
@@ -51,19 +57,11 @@ class Consumer(Protocol):
         ...
 
     def send_message(self, msg: Message) -> None:
-        """Append the message frame to the output buffer (in_flight_count += 1)."""
+        """Append the message frame to the output buffer (the channel counted it in flight)."""
         ...
 
     def send_messages(self, msgs: list[Message]) -> None:
-        """Append several message frames (in_flight_count += len(msgs))."""
-        ...
-
-    def timed_out_message(self) -> None:
-        """One of its messages timed out (in_flight_count -= 1)."""
-        ...
-
-    def empty(self) -> None:
-        """Its channel was emptied (in_flight_count = 0)."""
+        """Append several message frames (the channel counted them in flight)."""
         ...
 
     def close(self) -> None:
@@ -196,6 +194,7 @@ class Channel:
             msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
             msg.lease = (client.id, now, now + client.msg_timeout)
             self.in_flight.add(msg.data[:16], msg, msg.lease[2])
+            client.in_flight_count += 1
             client.send_message(msg)
             if (journal := self.journal) is not None:
                 journal.delivered(self.topic_name, self.name, client, msg.lease, msg, len(msg.data))
@@ -271,6 +270,7 @@ class Channel:
             msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
         lease = (client.id, now, now + client.msg_timeout)
         self.in_flight.add_batch(batch, lease)
+        client.in_flight_count += len(batch)
         client.send_messages(batch)
         if (journal := self.journal) is not None:
             nbytes = (MESSAGE_FRAME_HEADER.size * -len(batch)) + sent
@@ -311,12 +311,13 @@ class Channel:
         self.in_flight.remove(msg_id, msg)
         return msg
 
-    def finish_messages(self, client_id: int, msg_ids: list[bytes]) -> list[tuple[bytes, str]]:
+    def finish_messages(self, client: Consumer, msg_ids: list[bytes]) -> list[tuple[bytes, str]]:
         """FIN each, in one pass over the in-flight messages; the ids that failed, each
         with why, in order."""
-        taken, refused = self.in_flight.take(msg_ids, client_id)
+        taken, refused = self.in_flight.take(msg_ids, client.id)
+        client.in_flight_count -= len(taken)
         if (journal := self.journal) is not None and taken:
-            journal.finished(self.topic_name, self.name, client_id, msg_ids, taken)
+            journal.finished(self.topic_name, self.name, client.id, msg_ids, taken)
         if self.e2e_latency is not None:
             for msg in taken:
                 self.e2e_latency.insert(msg.timestamp)
@@ -325,12 +326,13 @@ class Channel:
             for msg_id, msg in refused
         ]
 
-    def requeue_message(self, client_id: int, msg_id: bytes, delay: float, now: float) -> None:
+    def requeue_message(self, client: Consumer, msg_id: bytes, delay: float, now: float) -> None:
         """REQ: queue the message again, now (``delay == 0``) or after ``delay`` seconds."""
-        msg = self._pop_in_flight(client_id, msg_id)
+        msg = self._pop_in_flight(client.id, msg_id)
+        client.in_flight_count -= 1
         self.requeue_count += 1
         if (journal := self.journal) is not None:
-            journal.requeued(self.topic_name, self.name, msg, client_id, delay, now)
+            journal.requeued(self.topic_name, self.name, msg, client.id, delay, now)
         if delay == 0:
             if self.exiting:
                 raise ChannelError("exiting")
@@ -338,16 +340,19 @@ class Channel:
         else:
             self.deferred.add(msg_id, msg, now + delay)
 
-    def touch_message(self, client_id: int, msg_id: bytes, msg_timeout: float, now: float) -> None:
-        """TOUCH: restart the message's timeout, capped at delivery + max-msg-timeout."""
-        msg = self._pop_in_flight(client_id, msg_id)
+    def touch_message(
+        self, client: Consumer, msg_id: bytes, msg_timeout: float, now: float
+    ) -> None:
+        """TOUCH: restart the message's timeout, capped at delivery + max-msg-timeout (it
+        stays in flight: the in-flight count does not move)."""
+        msg = self._pop_in_flight(client.id, msg_id)
         deadline = now + msg_timeout
         max_msg_timeout = self.node.options.max_msg_timeout
         if deadline - msg.delivery_ts >= max_msg_timeout:
             deadline = msg.delivery_ts + max_msg_timeout
         self.in_flight.add(msg_id, msg, deadline)
         if (journal := self.journal) is not None:
-            journal.touched(self.topic_name, self.name, msg, client_id, now)
+            journal.touched(self.topic_name, self.name, msg, client.id, now)
 
     # -- periodic scan -------------------------------------------------------
     def process_in_flight(self, now: float, *, cutoff: float | None = None) -> bool:
@@ -365,7 +370,7 @@ class Channel:
             self.timeout_count += 1
             client = self.clients.get(msg.client_id)
             if client is not None:
-                client.timed_out_message()
+                client.in_flight_count -= 1
             self._put_logged(msg, now)
         for msg in expired:
             client = self.clients.get(msg.client_id)
@@ -441,7 +446,7 @@ class Channel:
         self.backend.empty()
         now = self.node.now()
         for client in list(self.clients.values()):
-            client.empty()
+            client.in_flight_count = 0  # the in-flight queue was cleared
             self.client_ready(client, now)
 
     def close_clients(self) -> None:

@@ -67,7 +67,7 @@ class Stats(msgspec.Struct, frozen=True):
 
 
 class StatsClient(Protocol):
-    """What a stats row needs from a TCP client (``protocol_v2.ClientV2`` has it)."""
+    """What a stats row needs from a TCP client (the TCP edge's ``ClientState`` has it)."""
 
     client_id: str
     hostname: str

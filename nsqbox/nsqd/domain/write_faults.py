@@ -57,7 +57,7 @@ class GateTarget(Protocol):
 
 
 def holds(fault: Fault, client: Any) -> bool:
-    """Whether latency or a stall applies to ``client`` (a ClientV2) now."""
+    """Whether latency or a stall applies to ``client`` (a ClientState) now."""
     sub = client.channel
     if fault.topic is not None and (sub is None or sub.topic_name != fault.topic):
         return False
@@ -89,7 +89,7 @@ class WriteGates:
             client.conn.gate = self._gate(client) if on else None
 
     def attach(self, client: Any) -> None:
-        """A new connection (a ClientV2): gated while latency or a stall is in force."""
+        """A new connection's client (a ClientState): gated while latency or a stall is in force."""
         if self._armed:
             client.conn.gate = self._gate(client)
 

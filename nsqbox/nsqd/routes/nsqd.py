@@ -21,9 +21,7 @@ from ...http.clock import add_clock_routes
 from ...http.local_guard import local_guard
 from ...process.logs import parse_level, set_level
 from ...wire.documents import InfoDocument
-from ...wire.errors import NSQError
 from ...wire.names import is_valid_channel_name, is_valid_topic_name
-from ...wire.parser import CommandParser, MPUBBody
 from ...wire.peer_json import PeerJSONError, decode_peer_json
 from ..domain.options import TLS_REQUIRED
 from ..domain.stats import get_stats, memory_stats, stats_document
@@ -32,7 +30,10 @@ from .documents import config_value, debug_snapshot, duration_ns, render_stats_t
 from .faults import add_fault_routes
 from .journal import add_journal_routes
 from .metrics import add_metrics_route
+from .mpub_body import read_binary_mpub
 from .peek import add_peek_routes
+from .replay import add_replay_routes
+from .snapshot import add_snapshot_routes
 from .tap import NodeTaps, add_tap_routes
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ def make_app(
     add_tap_routes(router, taps or NodeTaps(nsqd))
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
     add_journal_routes(router, nsqd)  # nsqbox's own /nsqbox/journal (what happened to each)
+    add_snapshot_routes(router, nsqd)  # nsqbox's own /nsqbox/snapshot (save and load state)
+    add_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/channel/mpub (replay into one channel)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
     add_clock_routes(router, nsqd.clock)  # nsqbox's own /nsqbox/clock (time control)
     add_metrics_route(router, nsqd)  # nsqbox's own /metrics (Prometheus)
@@ -255,7 +258,7 @@ class _NSQDHTTP:
             # nsqd treats an unrecognised value as true (and logs it as deprecated).
             binary = BOOL_PARAMS.get(args["binary"][0], True)
         if binary:
-            bodies = _read_binary_mpub(request.body, opts.max_msg_size, opts.max_body_size)
+            bodies = read_binary_mpub(request.body, opts.max_msg_size, opts.max_body_size)
         else:
             bodies = _split_lines(request.body)
             # No line is longer than the body: only a long body needs the check.
@@ -421,22 +424,3 @@ def _split_lines(body: bytes) -> list[bytes]:
     if b"" in lines:
         return [line for line in lines if line]
     return lines
-
-
-def _read_binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
-    """nsqd's readMPUB over a whole body: ``[4B count]([4B size][data])*``.
-
-    The protocol's own MPUB parser reads it (the body's length is its declared size); errors are
-    nsqd's protocol codes without ``E_``, with status 413.
-    """
-    parser = CommandParser()
-    parser.expect_mpub(max_body_size, max_msg_size, bounded_input=True)
-    parser.receive_data(_UINT32.pack(len(body)) + body)
-    try:
-        event = parser.next_event()
-        if isinstance(event, MPUBBody):
-            return event.bodies
-        error = parser.eof_error()
-    except NSQError as exc:
-        error = exc
-    raise HTTPError(413, error.code.removeprefix("E_") if error else "BAD_BODY")

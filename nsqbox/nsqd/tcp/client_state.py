@@ -1,18 +1,24 @@
 """A protocol V2 client as the rest of nsqd sees it: its state, settings and counters.
 
 :class:`ClientState` is what channels deliver to (their ``Consumer``), what
-``/stats`` reports (``StatsClient``) and what ``nsqd.clients`` holds. It owns
-no I/O: it holds its :class:`~nsqbox.nsqd.tcp.connection.Connection` and writes
-through its public methods. :class:`ClientSettings` are what IDENTIFY may
-change (:func:`nsqbox.nsqd.tcp.negotiate.identify` computes them, :meth:`ClientState.apply`
-takes them). The commands live in :mod:`nsqbox.nsqd.tcp.protocol_v2`.
+``/stats`` reports (``StatsClient``) and what ``nsqd.clients`` holds. It is one
+object that holds two others, and is neither: its
+:class:`~nsqbox.nsqd.tcp.connection.Connection` (how bytes move: it writes through
+its public methods) and its commands (a :class:`~nsqbox.nsqd.tcp.session.Commands`,
+nsqd's being :class:`~nsqbox.nsqd.tcp.protocol_v2.ProtocolV2`: what each command
+does, and the session the connection calls). :class:`ClientSettings` are what
+IDENTIFY may change (:func:`nsqbox.nsqd.tcp.negotiate.identify` computes them,
+:meth:`ClientState.apply` takes them).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .connection import Connection
 
 if TYPE_CHECKING:
     import trio
@@ -20,8 +26,8 @@ if TYPE_CHECKING:
     from ..domain.channel import Channel
     from ..domain.message import Message
     from ..domain.nsqd import NSQD
-    from .auth import AuthState, ConnectionAuth
-    from .connection import Connection
+    from .auth import AuthClient, AuthState, ConnectionAuth
+    from .session import Commands
 
 __all__ = [
     "DEFAULT_OUTPUT_BUFFER_SIZE",
@@ -55,12 +61,27 @@ class ClientSettings:
 
 
 class ClientState:
-    """One client's state and counters, and what a channel calls to deliver to it."""
+    """One client's state and counters, and what a channel calls to deliver to it.
 
-    #: The connection this client talks through (set by the subclass that makes it).
-    conn: Connection
+    ``commands`` makes the client's commands (called once, with the client: nsqd's
+    :class:`~nsqbox.nsqd.tcp.protocol_v2.ProtocolV2`); the client then opens its
+    :attr:`conn` on ``stream``, calling them. ``auth`` is the node's auth client (with
+    ``--auth-http-address``).
 
-    def __init__(self, nsqd: NSQD, remote: tuple[str, int]) -> None:
+    ``in_flight_count`` is written by the channel only (see
+    :class:`~nsqbox.nsqd.domain.channel.Consumer`): the channel's in-flight queue is
+    the one book, this its tally of the client's messages.
+    """
+
+    def __init__(
+        self,
+        nsqd: NSQD,
+        stream: trio.abc.Stream,
+        remote: tuple[str, int],
+        *,
+        commands: Callable[[ClientState], Commands],
+        auth: AuthClient | None = None,
+    ) -> None:
         opts = nsqd.options
         self.nsqd = nsqd
         self.id = nsqd.next_client_id()
@@ -83,15 +104,36 @@ class ClientState:
         self.pub_counts: dict[str, int] = {}
         self.channel: Channel | None = None
         self.in_ring = False
-        self._authz: ConnectionAuth | None = None
+        #: nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands.
+        self.authz: ConnectionAuth | None = None
+        if opts.auth_http_addresses:
+            from .auth import ConnectionAuth  # only with auth: keeps it off the start-up path
+
+            self.authz = ConnectionAuth(auth, remote_ip=host, peer=self)
+        #: What the commands do: protocol V2's handlers, the session :attr:`conn` calls.
+        self.commands = commands(self)
+        #: How bytes move: the reader and writer tasks, heartbeats, the output buffer.
+        self.conn = Connection(
+            stream,
+            self.commands,
+            clock=nsqd.now,
+            client_timeout=opts.client_timeout,
+            max_output_buffer_size=opts.max_output_buffer_size,
+            parser=self.commands.parser,
+        )
 
     def __repr__(self) -> str:
-        return f"ClientV2({self.remote_address})"
+        return f"ClientV2({self.remote_address})"  # how log lines name the client
+
+    async def run(self, initial: bytes) -> None:
+        """Serve the connection until it ends; ``initial`` is what followed the magic."""
+        self.nsqd.clients[self.id] = self
+        await self.conn.serve(initial)
 
     @property
     def auth_state(self) -> AuthState | None:
         """The auth server's answer for this client (``identity``, ``authorizations``...)."""
-        return self._authz.state if self._authz is not None else None
+        return self.authz.state if self.authz is not None else None
 
     # the transport's layers are the connection's facts; stats read them through these
     @property
@@ -150,34 +192,14 @@ class ClientState:
         return self.conn.out_room()
 
     def send_message(self, msg: Message) -> None:
-        """Buffer a message frame for the writer (the channel did the in-flight bookkeeping)."""
+        """Buffer a message frame for the writer (the channel counted it in flight)."""
         self.conn.write_message(msg)
-        self.in_flight_count += 1
         self.message_count += 1
 
     def send_messages(self, msgs: list[Message]) -> None:
-        """Buffer several message frames at once."""
+        """Buffer several message frames at once (the channel counted them in flight)."""
         self.conn.write_messages(msgs)
-        self.in_flight_count += len(msgs)
         self.message_count += len(msgs)
-
-    def finished(self, count: int) -> None:
-        """``count`` of this client's messages were FINished."""
-        self.finish_count += count
-        self.in_flight_count -= count
-
-    def requeued(self) -> None:
-        """One of this client's messages was REQueued."""
-        self.requeue_count += 1
-        self.in_flight_count -= 1
-
-    def timed_out_message(self) -> None:
-        """One of this client's messages timed out."""
-        self.in_flight_count -= 1
-
-    def empty(self) -> None:
-        """The channel was emptied: nothing of ours is in flight any more."""
-        self.in_flight_count = 0
 
     def close(self) -> None:
         """Disconnect (the channel or topic is being deleted, or the server stops)."""

@@ -24,7 +24,7 @@ own methods. A read is parsed before the reader awaits anything, so an idle
 connection holds no read buffer.
 
 What the commands mean is a :class:`Session`'s business (nsqd's is
-:class:`~nsqbox.nsqd.tcp.protocol_v2.ClientV2`): the connection calls it and it
+:class:`~nsqbox.nsqd.tcp.protocol_v2.ProtocolV2`): the connection calls it and it
 calls the connection's public methods back (``write``, ``write_messages``,
 ``out_room``, ``close``...); neither reaches into the other.
 """

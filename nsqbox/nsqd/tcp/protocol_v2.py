@@ -1,20 +1,18 @@
-"""Protocol V2's commands: one ClientV2 per TCP connection (nsqd/protocol_v2.go).
+"""Protocol V2's commands: one ProtocolV2 per TCP connection (nsqd/protocol_v2.go).
 
-:class:`ClientV2` executes a client's commands with nsqd's rules and error
+:class:`ProtocolV2` executes a client's commands with nsqd's rules and error
 texts; which command each state accepts is one table (:data:`STATE_COMMANDS`,
 built by :mod:`~nsqbox.nsqd.tcp.command_table`), and parameters are read as nsqd reads
-them (:mod:`~nsqbox.nsqd.tcp.command_params`).
-Its state, settings and counters, and what channels call to deliver, are
-:class:`~nsqbox.nsqd.tcp.client_state.ClientState`'s. How bytes move (the reader
-and writer tasks, heartbeats, commands that must await) is the
-:class:`~nsqbox.nsqd.tcp.connection.Connection` it holds; IDENTIFY's negotiation
-and the TLS/compression upgrades live in :mod:`~nsqbox.nsqd.tcp.negotiate`; AUTH's
-bookkeeping in :mod:`~nsqbox.nsqd.tcp.auth`. Each layer calls only the ones below it.
+them (:mod:`~nsqbox.nsqd.tcp.command_params`). It is what a client's commands do, not
+the client: the :class:`~nsqbox.nsqd.tcp.client_state.ClientState` (state, settings,
+counters, what channels deliver to) holds it beside the
+:class:`~nsqbox.nsqd.tcp.connection.Connection` that moves the bytes and calls it as its
+session; :func:`new_client` makes the three. IDENTIFY's negotiation and the upgrades live
+in :mod:`~nsqbox.nsqd.tcp.negotiate`; AUTH's bookkeeping in :mod:`~nsqbox.nsqd.tcp.auth`.
 """
 
 from __future__ import annotations
 
-import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -33,7 +31,7 @@ from . import negotiate
 from .client_state import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientState
 from .command_params import base10, fin_failed, int64, message_id, raw_text
 from .command_table import IGNORE, REFUSE, RUN, CommandTable, build_tables
-from .connection import Connection, Suspend
+from .connection import Suspend
 from .tls import peer_common_name
 
 if TYPE_CHECKING:
@@ -41,49 +39,56 @@ if TYPE_CHECKING:
     from ..domain.nsqd import NSQD
     from .auth import AuthClient
 
-logger = logging.getLogger("nsqbox.nsqd")
-
-__all__ = ["STATE_COMMANDS", "ClientV2"]
+__all__ = ["STATE_COMMANDS", "ProtocolV2", "new_client"]
 
 #: A command's handler: one command line, or a run of lines of that command.
-Handler = Callable[["ClientV2", CommandEvent], "bytes | None"]
+Handler = Callable[["ProtocolV2", CommandEvent], "bytes | None"]
 #: The handler of the body a command asked for.
 Continuation = Callable[[Any], "bytes | None"]
 #: Publishes ``bodies`` (PUB, DPUB: one message and one ``OK`` each).
 Publisher = Callable[[str, str, list[bytes], float], None]
 
 
-class ClientV2(ClientState):
-    """One protocol V2 connection's commands (the :class:`~nsqbox.nsqd.tcp.connection.Session`)."""
+def new_client(
+    nsqd: NSQD,
+    stream: trio.abc.Stream,
+    remote: tuple[str, int],
+    *,
+    tls_context: ssl.SSLContext | None = None,
+    auth: AuthClient | None = None,
+) -> ClientState:
+    """A new protocol V2 connection's client, holding its connection and its commands."""
+    commands = partial(ProtocolV2, tls_context=tls_context)
+    return ClientState(nsqd, stream, remote, commands=commands, auth=auth)
 
-    def __init__(
-        self,
-        nsqd: NSQD,
-        stream: trio.abc.Stream,
-        remote: tuple[str, int],
-        *,
-        tls_context: ssl.SSLContext | None = None,
-        auth: AuthClient | None = None,
-    ) -> None:
-        super().__init__(nsqd, remote)
+
+class ProtocolV2:
+    """One client's commands (the :class:`~nsqbox.nsqd.tcp.session.Session` its connection
+    calls). ``client`` holds it, and its connection (``client.conn``, opened once this is
+    made); ``tls_context`` is offered to clients that ask for ``tls_v1``."""
+
+    __slots__ = (
+        "_authz",
+        "_pending",
+        "_publish",
+        "_refill",
+        "_table",
+        "client",
+        "nsqd",
+        "parser",
+        "tls_context",
+    )
+
+    def __init__(self, client: ClientState, *, tls_context: ssl.SSLContext | None = None) -> None:
+        #: Whose commands these are: every state and counter they change is the client's.
+        self.client = client
+        self.nsqd = nsqd = client.nsqd
         opts = nsqd.options
         #: Ours: FIN runs and whole PUBs (runs) on, and told which body to read next.
         self.parser = CommandParser(fin_runs=True, pub_limit=opts.max_msg_size)
-        self.conn = Connection(
-            stream,
-            self,
-            clock=nsqd.now,
-            client_timeout=opts.client_timeout,
-            max_output_buffer_size=opts.max_output_buffer_size,
-            parser=self.parser,
-        )
         #: Offered to clients that ask for ``tls_v1`` (None: TLS not configured).
         self.tls_context = tls_context
-        # nsqd's IsAuthEnabled: AUTH, and permission checks on SUB and the publish commands
-        if opts.auth_http_addresses:
-            from .auth import ConnectionAuth  # only with auth: keeps it off the start-up path
-
-            self._authz = ConnectionAuth(auth, remote_ip=remote[0], peer=self)
+        self._authz = client.authz
         # PUB and DPUB publish through this; with auth it checks permissions first
         self._publish: Publisher = (
             self._publish_each if self._authz is None else self._publish_checked
@@ -95,16 +100,14 @@ class ClientV2(ClientState):
         if opts.tls_required != TLS_NOT_REQUIRED:
             self._table = TLS_REQUIRED_COMMANDS
 
+    def __repr__(self) -> str:
+        return repr(self.client)  # the connection's log lines name the client
+
     def _enter(self, state: int) -> None:
-        self.state = state
+        self.client.state = state
         self._table = STATE_COMMANDS[state]
 
-    # -- the connection ---------------------------------------------------------
-    async def run(self, initial: bytes) -> None:
-        """Serve the connection until it ends; ``initial`` is what followed the magic."""
-        self.nsqd.clients[self.id] = self
-        await self.conn.serve(initial)
-
+    # -- what the connection calls -----------------------------------------------
     def on_command(self, cmd: CommandEvent) -> bytes | None:
         """Execute a command line, or a run of lines of one command, as this state's
         table says: one handler per command either way."""
@@ -124,23 +127,26 @@ class ClientV2(ClientState):
         """One pull per received chunk of FINs, not one per FIN."""
         if self._refill:
             self._refill = False
-            if self.channel is not None:
-                self.channel.client_ready(self, self.conn.now)
+            client = self.client
+            if client.channel is not None:
+                client.channel.client_ready(client, client.conn.now)
 
     def drained(self) -> None:
         """Deliveries paused on a full output buffer may resume."""
-        if self.channel is not None:
-            self.channel.client_ready(self, self.conn.now)
+        client = self.client
+        if client.channel is not None:
+            client.channel.client_ready(client, client.conn.now)
 
     def reader_ended(self) -> None:
-        """Nothing more for us (EOF, fatal error), before the writer flushes."""
-        self.ready_count = 0
+        """Nothing more for the client (EOF, fatal error), before the writer flushes."""
+        self.client.ready_count = 0
 
     def disconnected(self) -> None:
-        """Leave the server's client list and the channel."""
-        self.nsqd.clients.pop(self.id, None)
-        if self.channel is not None:
-            self.channel.remove_client(self)
+        """The client leaves the server's client list and its channel."""
+        client = self.client
+        self.nsqd.clients.pop(client.id, None)
+        if client.channel is not None:
+            client.channel.remove_client(client)
 
     # -- commands --------------------------------------------------------------
     def _identify(self, cmd: CommandEvent) -> bytes | None:
@@ -149,29 +155,31 @@ class ClientV2(ClientState):
         return None
 
     def _identify_body(self, body: Body) -> bytes | None:
+        client = self.client
         settings, response, upgrades = negotiate.identify(
-            body.data, self.nsqd.options, self.settings(), self.tls_context
+            body.data, self.nsqd.options, client.settings(), self.tls_context
         )
-        self.apply(settings)
+        client.apply(settings)
         if not upgrades:
             return response
         # the reply goes out in the clear, then the upgrades happen with the writer held
-        self.conn.write(FrameType.RESPONSE, response)
+        client.conn.write(FrameType.RESPONSE, response)
         raise Suspend(partial(self._upgrade, upgrades))
 
     async def _upgrade(self, upgrades: negotiate.Upgrades) -> None:
         # what the client sent behind IDENTIFY belongs to the first new layer
         initial = self.parser.take_buffered()
-        conn = self.conn
+        client = self.client
+        conn = client.conn
         await conn.hold_writer()
-        negotiate.log_upgrades(self, upgrades)
+        negotiate.log_upgrades(client, upgrades)
         try:
             transport = await negotiate.upgrade_transport(conn.transport, upgrades, initial)
             conn.use(transport)
             await negotiate.confirm_upgrades(transport)
         finally:
-            if self.tls:
-                self._table = STATE_COMMANDS[self.state]  # TLS required: now satisfied
+            if client.tls:
+                self._table = STATE_COMMANDS[client.state]  # TLS required: now satisfied
             conn.release_writer()
 
     def _auth(self, cmd: CommandEvent) -> bytes | None:
@@ -189,20 +197,24 @@ class ClientV2(ClientState):
         if authz is None:
             raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
         authenticate = partial(
-            authz.authenticate, bytes(body.data), tls=self.tls, common_name=self._common_name()
+            authz.authenticate,
+            bytes(body.data),
+            tls=self.client.tls,
+            common_name=self._common_name(),
         )
         raise Suspend(authenticate)
 
     def _common_name(self) -> str:
         """The client certificate's subject CN, which the auth server is told."""
-        return peer_common_name(self.tls_info) if self.tls_info is not None else ""
+        tls_info = self.client.tls_info
+        return peer_common_name(tls_info) if tls_info is not None else ""
 
     def _check_auth(
         self, cmd: str, topic: str, channel: str, then: Callable[[], bytes | None]
     ) -> bytes | None:
         """nsqd's CheckAuth, then ``then()``; suspends to ask again when the answer expired."""
         assert self._authz is not None
-        if self._authz.check(cmd, topic, channel, self.conn.now):
+        if self._authz.check(cmd, topic, channel, self.client.conn.now):
             return then()
         raise Suspend(partial(self._recheck_auth, cmd, topic, channel, then))
 
@@ -211,14 +223,14 @@ class ClientV2(ClientState):
     ) -> bytes | None:
         assert self._authz is not None
         await self._authz.refresh(
-            cmd, topic, channel, tls=self.tls, common_name=self._common_name()
+            cmd, topic, channel, tls=self.client.tls, common_name=self._common_name()
         )
-        self.conn.refresh_now()
+        self.client.conn.refresh_now()
         return then()
 
     def _sub(self, cmd: CommandEvent) -> bytes | None:
         params = cmd.params
-        if self.conn.heartbeat_interval <= 0:
+        if self.client.conn.heartbeat_interval <= 0:
             raise invalid("cannot SUB with heartbeats disabled")
         if len(params) < 3:
             raise invalid("SUB insufficient number of parameters")
@@ -237,10 +249,10 @@ class ClientV2(ClientState):
         topic = self.nsqd.get_topic(topic_name)
         channel = topic.get_channel(channel_name)
         try:
-            channel.add_client(self)
+            channel.add_client(self.client)
         except ChannelError as err:
             raise NSQError("E_SUB_FAILED", f"SUB failed {err}") from None
-        self.channel = channel
+        self.client.channel = channel
         self._enter(STATE_SUBSCRIBED)
         return OK
 
@@ -255,15 +267,17 @@ class ClientV2(ClientState):
         max_rdy = self.nsqd.options.max_rdy_count
         if count < 0 or count > max_rdy:
             raise invalid(f"RDY count {count} out of range 0-{max_rdy}")
-        self.ready_count = count
-        assert self.channel is not None
-        self.channel.client_ready(self, self.conn.now)
+        client = self.client
+        client.ready_count = count
+        assert client.channel is not None
+        client.channel.client_ready(client, client.conn.now)
         return None
 
     def _subscribed_channel(self) -> Channel:
         # the table lets channel commands through only once subscribed
-        assert self.channel is not None
-        return self.channel
+        channel = self.client.channel
+        assert channel is not None
+        return channel
 
     def _fin(self, cmd: CommandEvent) -> bytes | None:
         if isinstance(cmd, FinRun):
@@ -273,14 +287,16 @@ class ClientV2(ClientState):
             if len(params) < 2:
                 raise invalid("FIN insufficient number of params")
             ids = [message_id(params[1])]
+        client = self.client
         channel = self._subscribed_channel()
-        failed = channel.finish_messages(self.id, ids)  # one pass, however many
+        # one pass, however many; the channel's in-flight book counts them out
+        failed = channel.finish_messages(client, ids)
         done = len(ids) - len(failed)
         if done:
-            self.finished(done)
+            client.finish_count += done
             self._refill = True  # one pull per received chunk, not one per FIN
         for msg_id, why in failed:  # in order: the FINs that took have no answer
-            self.conn.write(FrameType.ERROR, fin_failed(msg_id, why).frame_body())
+            client.conn.write(FrameType.ERROR, fin_failed(msg_id, why).frame_body())
         return None
 
     def _req(self, cmd: CommandEvent) -> bytes | None:
@@ -295,15 +311,16 @@ class ClientV2(ClientState):
         timeout_ns = int64(parsed * 1_000_000)
         max_ns = round(self.nsqd.options.max_req_timeout * 1e9)
         timeout_ns = min(max(timeout_ns, 0), max_ns)
-        now = self.conn.now
+        client = self.client
+        now = client.conn.now
         try:
-            channel.requeue_message(self.id, msg_id, timeout_ns / 1e9, now)
+            channel.requeue_message(client, msg_id, timeout_ns / 1e9, now)
         except ChannelError as err:
             raise NSQError(
                 "E_REQ_FAILED", f"REQ {raw_text(msg_id)} failed {err}", fatal=False
             ) from None
-        self.requeued()
-        channel.client_ready(self, now)
+        client.requeue_count += 1
+        channel.client_ready(client, now)
         return None
 
     def _touch(self, cmd: CommandEvent) -> bytes | None:
@@ -312,8 +329,9 @@ class ClientV2(ClientState):
         if len(params) < 2:
             raise invalid("TOUCH insufficient number of params")
         msg_id = message_id(params[1])
+        client = self.client
         try:
-            channel.touch_message(self.id, msg_id, self.msg_timeout, self.conn.now)
+            channel.touch_message(client, msg_id, client.msg_timeout, client.conn.now)
         except ChannelError as err:
             raise NSQError(
                 "E_TOUCH_FAILED", f"TOUCH {raw_text(msg_id)} failed {err}", fatal=False
@@ -321,7 +339,7 @@ class ClientV2(ClientState):
         return None
 
     def _cls(self, cmd: CommandEvent) -> bytes | None:
-        self.ready_count = 0
+        self.client.ready_count = 0
         self._enter(STATE_CLOSING)
         return CLOSE_WAIT
 
@@ -388,8 +406,7 @@ class ClientV2(ClientState):
     def _publish_checked(
         self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
     ) -> None:
-        """PUB and DPUB with auth: nsqd checks after reading the body (PUBs in a run ask
-        the same question at the same time: one check answers for all)."""
+        """PUB and DPUB with auth, checked after the body as nsqd does (once for a run)."""
         publish = partial(self._publish_each, cmd, topic_name, bodies, delay)
         self._check_auth(cmd, topic_name, "", publish)
 
@@ -397,32 +414,36 @@ class ClientV2(ClientState):
         """PUB and DPUB: each body one message and one ``OK`` (a run of PUBs: those before
         a failure are answered, then its error)."""
         topic = self.nsqd.get_topic(topic_name)
-        now = self.conn.now
+        client = self.client
+        now = client.conn.now
         done = 0
         if (journal := self.nsqd.journal) is not None:
-            journal.publisher(self)  # who publishes, for the journal
+            journal.publisher(client)  # who publishes, for the journal
         try:
             for body in bodies:
                 topic.put_messages([body], delay, now)
                 done += 1
         except TopicError as err:
-            self.conn.respond_ok(done)
+            client.conn.respond_ok(done)
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
         finally:
             if done:
-                self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + done
+                pub_counts = client.pub_counts
+                pub_counts[topic_name] = pub_counts.get(topic_name, 0) + done
         self._answer(topic_name, done)
 
     def _publish_batch(self, topic_name: str, bodies: list[bytes]) -> None:
         """MPUB: the bodies as one batch, one ``OK``."""
         topic = self.nsqd.get_topic(topic_name)
+        client = self.client
         if (journal := self.nsqd.journal) is not None:
-            journal.publisher(self)  # who publishes, for the journal
+            journal.publisher(client)  # who publishes, for the journal
         try:
-            topic.put_messages(bodies, 0.0, self.conn.now)
+            topic.put_messages(bodies, 0.0, client.conn.now)
         except TopicError as err:
             raise NSQError("E_MPUB_FAILED", f"MPUB failed {err}") from None
-        self.pub_counts[topic_name] = self.pub_counts.get(topic_name, 0) + len(bodies)
+        pub_counts = client.pub_counts
+        pub_counts[topic_name] = pub_counts.get(topic_name, 0) + len(bodies)
         self._answer(topic_name, 1)
 
     def _answer(self, topic_name: str, oks: int) -> None:
@@ -431,21 +452,21 @@ class ClientV2(ClientState):
         announcing = self.nsqd.announcing
         if announcing and topic_name in announcing:
             raise Suspend(partial(self._answer_after, announcing[topic_name], oks))
-        self.conn.respond_ok(oks)
+        self.client.conn.respond_ok(oks)
 
     async def _answer_after(self, announced: Callable[[], Awaitable[None]], oks: int) -> None:
         await announced()
-        self.conn.respond_ok(oks)
+        self.client.conn.respond_ok(oks)
 
 
 def _refuse(name: str, why: str = "") -> Handler:
-    def refuse(client: ClientV2, cmd: CommandEvent) -> bytes | None:
+    def refuse(commands: ProtocolV2, cmd: CommandEvent) -> bytes | None:
         raise invalid(f"cannot {name} in current state{why}")
 
     return refuse
 
 
-def _ignore(client: ClientV2, cmd: CommandEvent) -> bytes | None:
+def _ignore(commands: ProtocolV2, cmd: CommandEvent) -> bytes | None:
     return None
 
 
@@ -454,18 +475,18 @@ _STATES: Final = (STATE_INIT, STATE_SUBSCRIBED, STATE_CLOSING)
 #: The handlers check only their parameters.
 _RULES: Final[dict[bytes, tuple[Handler, tuple[str, str, str]]]] = {
     #                       INIT     SUBSCRIBED CLOSING
-    b"IDENTIFY": (ClientV2._identify, (RUN, REFUSE, REFUSE)),
-    b"AUTH": (ClientV2._auth, (RUN, REFUSE, REFUSE)),
-    b"SUB": (ClientV2._sub, (RUN, REFUSE, REFUSE)),
-    b"RDY": (ClientV2._rdy, (REFUSE, RUN, IGNORE)),  # nsqd ignores RDY after CLS
-    b"FIN": (ClientV2._fin, (REFUSE, RUN, RUN)),
-    b"REQ": (ClientV2._req, (REFUSE, RUN, RUN)),
-    b"TOUCH": (ClientV2._touch, (REFUSE, RUN, RUN)),
-    b"CLS": (ClientV2._cls, (REFUSE, RUN, REFUSE)),
-    b"PUB": (ClientV2._pub, (RUN, RUN, RUN)),
-    b"MPUB": (ClientV2._mpub, (RUN, RUN, RUN)),
-    b"DPUB": (ClientV2._dpub, (RUN, RUN, RUN)),
-    b"NOP": (ClientV2._nop, (RUN, RUN, RUN)),
+    b"IDENTIFY": (ProtocolV2._identify, (RUN, REFUSE, REFUSE)),
+    b"AUTH": (ProtocolV2._auth, (RUN, REFUSE, REFUSE)),
+    b"SUB": (ProtocolV2._sub, (RUN, REFUSE, REFUSE)),
+    b"RDY": (ProtocolV2._rdy, (REFUSE, RUN, IGNORE)),  # nsqd ignores RDY after CLS
+    b"FIN": (ProtocolV2._fin, (REFUSE, RUN, RUN)),
+    b"REQ": (ProtocolV2._req, (REFUSE, RUN, RUN)),
+    b"TOUCH": (ProtocolV2._touch, (REFUSE, RUN, RUN)),
+    b"CLS": (ProtocolV2._cls, (REFUSE, RUN, REFUSE)),
+    b"PUB": (ProtocolV2._pub, (RUN, RUN, RUN)),
+    b"MPUB": (ProtocolV2._mpub, (RUN, RUN, RUN)),
+    b"DPUB": (ProtocolV2._dpub, (RUN, RUN, RUN)),
+    b"NOP": (ProtocolV2._nop, (RUN, RUN, RUN)),
 }
 
 
@@ -475,5 +496,5 @@ STATE_COMMANDS: Final = build_tables(
 )
 #: Before TLS when the server requires it: IDENTIFY, and a refusal for anything else.
 TLS_REQUIRED_COMMANDS: Final = CommandTable[Handler](
-    {b"IDENTIFY": ClientV2._identify}, "cannot {} in current state (TLS required)"
+    {b"IDENTIFY": ProtocolV2._identify}, "cannot {} in current state (TLS required)"
 )

@@ -1,9 +1,11 @@
 """The seam between a protocol V2 connection's I/O and its commands.
 
 A :class:`~nsqbox.nsqd.tcp.connection.Connection` moves bytes and calls a
-:class:`Session` (nsqd's is :class:`~nsqbox.nsqd.tcp.protocol_v2.ClientV2`) for what
-they mean; the session calls the connection's public methods back. A command that
-must await something before it can answer raises :class:`Suspend`.
+:class:`Session` for what they mean; the session calls the connection's public
+methods back. A command that must await something before it can answer raises
+:class:`Suspend`. nsqd's session is a :class:`Commands` (its
+:class:`~nsqbox.nsqd.tcp.protocol_v2.ProtocolV2`), which a
+:class:`~nsqbox.nsqd.tcp.client_state.ClientState` holds beside its connection.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from ...wire.parser import Body, CommandEvent, MPUBBody
+from ...wire.parser import Body, CommandEvent, CommandParser, MPUBBody
 
-__all__ = ["Session", "Suspend", "Work"]
+__all__ = ["Commands", "Session", "Suspend", "Work"]
 
 #: What a suspended command awaits: its response (None for none), or an NSQError.
 Work = Callable[[], Awaitable["bytes | None"]]
@@ -63,3 +65,10 @@ class Session(Protocol):
     def disconnected(self) -> None:
         """Both tasks ended; the stream is about to be closed."""
         ...
+
+
+class Commands(Session, Protocol):
+    """A session that owns the parser its connection feeds (it asks it for bodies)."""
+
+    #: Built and configured by the commands (runs, which body to read next).
+    parser: CommandParser

@@ -1,0 +1,194 @@
+"""Saving and loading a big box state: throughput and peak memory (issue #34).
+
+    python bench/snapshot_bench.py                     # 1,000,000 messages of 100 bytes
+    python bench/snapshot_bench.py --messages 100000 --body-bytes 1000 --gzip
+
+Starts ``nsqbox up`` (a child process, ports the OS picks, a data path of its own), publishes
+``--messages`` messages to topic ``snap`` with channel ``c`` (nsqd's default
+``--mem-queue-size`` of 10,000 keeps most on disk), then:
+
+- ``save``: ``nsqbox snapshot save FILE`` through the admin service (one cut), timed from the
+  command's start to its exit; the box's peak RSS during the save (``VmHWM`` after resetting
+  it with ``/proc/PID/clear_refs``) and the command's own (``wait4``'s ``ru_maxrss``);
+- ``up --load``: a fresh box started with ``--load FILE``, timed from start to its ready line,
+  its peak RSS beside a fresh box started without a snapshot.
+
+Throughput is the snapshot's bytes (uncompressed, for ``.gz``) and messages over the elapsed
+time. Figures go to stdout as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TOPIC = "snap"
+BATCH = 1000
+
+
+def _box(data: Path, *extra: str) -> tuple[subprocess.Popen[str], dict[str, Any], float]:
+    """``nsqbox up`` started; its ready line and how long it took to print it."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nsqbox",
+            "up",
+            "--ephemeral-ports",
+            "--ready-json",
+            f"--data-path={data}",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"nsqbox up {' '.join(extra)} exited with {proc.wait()}")
+    return proc, json.loads(line), time.perf_counter() - start
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _status(pid: int, field: str) -> int:
+    """A ``/proc/PID/status`` figure in bytes (``VmHWM``, ``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def _reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def _publish(address: str, messages: int, body_bytes: int) -> None:
+    host, _, port = address.rpartition(":")
+    body = (b"x" * body_bytes)[:body_bytes]
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"  V2")
+        reader = sock.makefile("rb")
+        sent = 0
+        while sent < messages:
+            n = min(BATCH, messages - sent)
+            payload = b"".join(struct.pack(">i", len(body)) + body for _ in range(n))
+            payload = struct.pack(">i", n) + payload
+            sock.sendall(f"MPUB {TOPIC}\n".encode() + struct.pack(">i", len(payload)) + payload)
+            size, frame_type = struct.unpack(">ii", reader.read(8))
+            answer = reader.read(size - 4)
+            if frame_type != 0 or answer != b"OK":
+                raise SystemExit(f"MPUB failed: {answer!r}")
+            sent += n
+
+
+def _data_bytes(path: Path) -> int:
+    """The snapshot's bytes, uncompressed."""
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    with gzip.open(path, "rb") as stream:
+        return sum(len(chunk) for chunk in iter(lambda: stream.read(1 << 20), b""))
+
+
+def _timed_child(args: list[str]) -> tuple[float, int, int]:
+    """Run a child; its wall time, exit status and peak RSS (bytes)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - start, proc.returncode, usage.ru_maxrss * 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--body-bytes", type=int, default=100)
+    parser.add_argument("--gzip", action="store_true", help="save FILE.jsonl.gz")
+    args = parser.parse_args()
+    resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+    mb = 1_000_000
+    figures: dict[str, Any] = {"messages": args.messages, "body_bytes": args.body_bytes}
+    with tempfile.TemporaryDirectory(prefix="nsqbox-snapshot-bench-") as tmp:
+        root = Path(tmp)
+        snapshot = root / ("box.jsonl.gz" if args.gzip else "box.jsonl")
+        box, ready, _ = _box(root / "a")
+        try:
+            http = ready["nsqd_http_address"]
+            subprocess.run(
+                [
+                    "curl",
+                    "-s",
+                    "-X",
+                    "POST",
+                    f"http://{http}/channel/create?topic={TOPIC}&channel=c",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            start = time.perf_counter()
+            _publish(ready["nsqd_tcp_address"], args.messages, args.body_bytes)
+            figures["publish_s"] = round(time.perf_counter() - start, 2)
+            figures["box_rss_before_save_mb"] = round(_status(box.pid, "VmRSS") / mb, 1)
+            _reset_peak(box.pid)
+            elapsed, status, peak = _timed_child(
+                [
+                    sys.executable,
+                    "-m",
+                    "nsqbox",
+                    "snapshot",
+                    "save",
+                    str(snapshot),
+                    f"--admin-http-address={ready['admin_http_address']}",
+                ]
+            )
+            if status:
+                raise SystemExit(f"snapshot save exited with {status}")
+            figures["file_mb"] = round(snapshot.stat().st_size / mb, 1)
+            size = _data_bytes(snapshot)
+            figures["data_mb"] = round(size / mb, 1)
+            figures["save_s"] = round(elapsed, 2)
+            figures["save_mb_per_s"] = round(size / mb / elapsed, 1)
+            figures["save_messages_per_s"] = round(args.messages / elapsed)
+            figures["save_box_peak_rss_mb"] = round(_status(box.pid, "VmHWM") / mb, 1)
+            figures["save_command_peak_rss_mb"] = round(peak / mb, 1)
+        finally:
+            _stop(box)
+        empty, _, empty_s = _box(root / "empty")
+        try:
+            figures["empty_box_start_s"] = round(empty_s, 2)
+            figures["empty_box_peak_rss_mb"] = round(_status(empty.pid, "VmHWM") / mb, 1)
+        finally:
+            _stop(empty)
+        loaded, _, load_s = _box(root / "b", f"--load={snapshot}")
+        try:
+            figures["up_load_s"] = round(load_s, 2)
+            figures["up_load_mb_per_s"] = round(size / mb / load_s, 1)
+            figures["up_load_messages_per_s"] = round(args.messages / load_s)
+            figures["up_load_peak_rss_mb"] = round(_status(loaded.pid, "VmHWM") / mb, 1)
+        finally:
+            _stop(loaded)
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

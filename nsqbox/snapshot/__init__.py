@@ -1,0 +1,1 @@
+"""nsqbox's snapshot format: a box's state as JSON lines (docs/state.md). No trio, no sockets."""

@@ -1,0 +1,311 @@
+"""Snapshot files: written and read as streams, gzip when the name ends in ``.gz``.
+
+:class:`SnapshotWriter` writes a header, records as they come and the end line, through a
+buffer of :data:`WRITE_CHUNK` bytes: saving a million messages never holds them all.
+:func:`open_for_writing` writes ``FILE.part`` and renames it to ``FILE`` only once complete,
+so a failed save leaves no half snapshot under the name.
+
+:class:`SnapshotReader` reads one line at a time and is strict: the header first, every
+record checked alone (:func:`~.format.decode_record`) and against the lines before it (a
+channel's topic, a message's topic and channel listed first, no name twice, no deferred id
+twice in one channel), the end line last with the right counts, nothing after it. It raises
+:class:`~.format.SnapshotError` naming the line it failed on, for a damaged gzip stream or a
+file cut short too. Since it only reads, loading is two passes: :func:`check_snapshot` reads
+the whole file first, and only a file that passed is applied (a second reader), so a bad file
+loads nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Final
+
+from .format import (
+    FORMAT_VERSION,
+    MAX_LINE_BYTES,
+    ChannelLine,
+    EndLine,
+    Header,
+    MessageLine,
+    Record,
+    SnapshotError,
+    TopicLine,
+    body_fields,
+    decode_header,
+    decode_record,
+    encode,
+    encode_lines,
+)
+
+__all__ = [
+    "WRITE_CHUNK",
+    "SnapshotReader",
+    "SnapshotSummary",
+    "SnapshotWriter",
+    "check_snapshot",
+    "is_gzip_name",
+    "open_for_reading",
+    "open_for_writing",
+]
+
+#: Bytes the writer gathers before each write.
+WRITE_CHUNK: Final = 1024 * 1024
+_READ_BUFFER: Final = 1024 * 1024
+
+
+def is_gzip_name(path: str | os.PathLike[str]) -> bool:
+    """Whether the snapshot at ``path`` is gzip (its name ends in ``.gz``)."""
+    return os.fspath(path).endswith(".gz")
+
+
+@contextlib.contextmanager
+def open_for_writing(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """A binary stream for a new snapshot at ``path``: ``path.part`` until the block ends
+    without an error, then renamed to ``path``; on an error the part file is removed."""
+    final = os.fspath(path)
+    part = final + ".part"
+    raw = open(part, "wb")  # noqa: SIM115 - closed below, before the rename
+    try:
+        if is_gzip_name(final):
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6) as gz:
+                yield gz  # type: ignore[misc]
+        else:
+            yield raw
+        raw.close()
+        os.replace(part, final)
+    except BaseException:
+        raw.close()
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        raise
+
+
+def open_for_reading(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A binary stream of the snapshot at ``path`` (gunzipped when its name ends in .gz)."""
+    if is_gzip_name(path):
+        return gzip.GzipFile(os.fspath(path), "rb")  # type: ignore[return-value]
+    return open(path, "rb", buffering=_READ_BUFFER)
+
+
+class SnapshotWriter:
+    """Writes a snapshot's lines to ``stream``: the header at once, the end on :meth:`finish`.
+
+    With ``header`` None it writes records only, and :meth:`finish` no end line: one node's
+    part of a snapshot, which the caller puts between a header and an end of its own
+    (:meth:`add_counts` counts such a part in).
+    """
+
+    def __init__(self, stream: IO[bytes], header: Header | None) -> None:
+        self._stream = stream
+        self._chunks: list[bytes] = []
+        if header is not None:
+            header.nsqbox_snapshot = FORMAT_VERSION
+            self._chunks.append(encode(header))
+        self._whole = header is not None
+        self._held = 0
+        #: Message lines not yet encoded: encoded together, one call per chunk.
+        self._pending: list[MessageLine] = []
+        self.topics = 0
+        self.channels = 0
+        self.messages = 0
+
+    def _add(self, line: bytes) -> None:
+        if self._pending:
+            self._encode_pending()
+        self._chunks.append(line)
+        self._held += len(line)
+        if self._held >= WRITE_CHUNK:
+            self.flush()
+
+    def add_counts(self, topics: int, channels: int, messages: int) -> None:
+        """Count records written to the stream by someone else (another node's part)."""
+        self.flush()
+        self.topics += topics
+        self.channels += channels
+        self.messages += messages
+
+    def _encode_pending(self) -> None:
+        self._chunks.append(encode_lines(self._pending))
+        self._pending = []
+
+    def flush(self) -> None:
+        """Write what is gathered."""
+        if self._pending:
+            self._encode_pending()
+        self._stream.write(b"".join(self._chunks))
+        self._chunks = []
+        self._held = 0
+
+    def topic(self, node: int, topic: str, paused: bool) -> None:
+        """A topic line."""
+        self.topics += 1
+        self._add(encode(TopicLine(node, topic, paused)))
+
+    def channel(self, node: int, topic: str, channel: str, paused: bool) -> None:
+        """A channel line (its topic's line came first)."""
+        self.channels += 1
+        self._add(encode(ChannelLine(node, topic, channel, paused)))
+
+    def message(
+        self,
+        node: int,
+        topic: str,
+        channel: str | None,
+        msg_id: bytes,
+        timestamp: int,
+        attempts: int,
+        body: bytes,
+        delay_ms: int = 0,
+        disk: bool = False,
+    ) -> None:
+        """A message line (its topic's and channel's lines came first)."""
+        self.messages += 1
+        text: str | None
+        b64: str | None = None
+        try:
+            text = body.decode()
+        except UnicodeDecodeError:
+            text, b64 = body_fields(body)
+        self._pending.append(
+            MessageLine(
+                node,
+                topic,
+                msg_id.decode("ascii", "replace"),
+                timestamp,
+                attempts,
+                channel,
+                delay_ms,
+                disk,
+                text,
+                b64,
+            )
+        )
+        self._held += len(body) + 100
+        if self._held >= WRITE_CHUNK:
+            self.flush()
+
+    def finish(self) -> None:
+        """The end line (unless writing records only), and write everything out."""
+        if self._whole:
+            self._add(encode(EndLine(self.topics, self.channels, self.messages)))
+        self.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotSummary:
+    """What a checked snapshot holds."""
+
+    header: Header
+    topics: int
+    channels: int
+    messages: int
+    lines: int
+
+
+class SnapshotReader:
+    """Reads and checks a snapshot from ``stream``, one line at a time (module doc).
+
+    :attr:`header` is read on construction; iterating yields the records before the end
+    line, and :attr:`summary` is set once iteration finished at a valid end.
+    """
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self.line = 0
+        self.summary: SnapshotSummary | None = None
+        first = self._next_line()
+        if first is None:
+            raise SnapshotError(1, "empty file: no snapshot header")
+        self.header = decode_header(first, 1)
+
+    def _next_line(self) -> bytes | None:
+        number = self.line + 1
+        try:
+            line = self._stream.readline(MAX_LINE_BYTES + 1)
+        except EOFError:
+            raise SnapshotError(number, "truncated: the gzip stream ends early") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise SnapshotError(number, f"damaged gzip stream ({exc})") from None
+        if not line:
+            return None
+        self.line = number
+        if not line.endswith(b"\n"):
+            if len(line) > MAX_LINE_BYTES:
+                raise SnapshotError(number, f"line longer than {MAX_LINE_BYTES} bytes")
+            raise SnapshotError(number, "truncated: the last line has no newline")
+        return line
+
+    def __iter__(self) -> Iterator[Record]:
+        nodes = self.header.nodes
+        topics: set[tuple[int, str]] = set()
+        channels: set[tuple[int, str, str]] = set()
+        deferred: dict[tuple[int, str, str], set[str]] = {}
+        messages = 0
+        next_line = self._next_line
+        while True:
+            raw = next_line()
+            if raw is None:
+                raise SnapshotError(self.line + 1, "truncated: the file ends before its end line")
+            number = self.line
+            record = decode_record(raw, number, nodes)
+            if type(record) is MessageLine:  # the common line first
+                channel = record.channel
+                if channel is None:
+                    if (record.node, record.topic) not in topics:
+                        raise SnapshotError(number, f"topic {record.topic!r} not listed before")
+                else:
+                    key = (record.node, record.topic, channel)
+                    if key not in channels:
+                        raise SnapshotError(
+                            number, f"channel {record.topic}:{channel} not listed before"
+                        )
+                    if record.delay_ms:
+                        ids = deferred.setdefault(key, set())
+                        if record.id in ids:
+                            raise SnapshotError(number, f"deferred message {record.id} twice")
+                        ids.add(record.id)
+                messages += 1
+            elif isinstance(record, EndLine):
+                self._finish(record, len(topics), len(channels), messages)
+                return
+            elif isinstance(record, TopicLine):
+                if (record.node, record.topic) in topics:
+                    raise SnapshotError(number, f"topic {record.topic!r} listed twice")
+                topics.add((record.node, record.topic))
+            else:
+                assert isinstance(record, ChannelLine)
+                if (record.node, record.topic) not in topics:
+                    raise SnapshotError(number, f"topic {record.topic!r} not listed before")
+                ckey = (record.node, record.topic, record.channel)
+                if ckey in channels:
+                    raise SnapshotError(number, f"channel {record.channel!r} listed twice")
+                channels.add(ckey)
+            yield record
+
+    def _finish(self, end: EndLine, topics: int, channels: int, messages: int) -> None:
+        number = self.line
+        if (end.topics, end.channels, end.messages) != (topics, channels, messages):
+            raise SnapshotError(
+                number,
+                f"the end line counts {end.topics} topics, {end.channels} channels and "
+                f"{end.messages} messages; the file holds {topics}, {channels} and {messages}",
+            )
+        if self._next_line() is not None:
+            raise SnapshotError(self.line, "a line after the end line")
+        self.summary = SnapshotSummary(self.header, topics, channels, messages, number)
+
+
+def check_snapshot(path: str | os.PathLike[str]) -> SnapshotSummary:
+    """Read the whole snapshot at ``path`` and check it; SnapshotError (with the line) or
+    OSError when it cannot be loaded. Memory does not grow with the file."""
+    with open_for_reading(path) as stream:
+        reader = SnapshotReader(stream)
+        for _ in reader:
+            pass
+        assert reader.summary is not None
+        return reader.summary

@@ -1,0 +1,233 @@
+"""The snapshot format: one JSON document per line, each line one record (docs/state.md).
+
+A snapshot is a :class:`Header` line, then :class:`TopicLine`, :class:`ChannelLine` and
+:class:`MessageLine` records, then one :class:`EndLine` that counts them. Every record names
+its kind in ``"kind"``; the header names the format and its version in ``"nsqbox_snapshot"``.
+A message's body is ``"body"`` (text) when it is UTF-8, else ``"body_b64"`` (base64).
+
+This module encodes and decodes one line at a time and checks what one line can say alone
+(names, id, numbers in range, one body field); the order of the lines and the counts are
+checked by :class:`nsqbox.snapshot.files.SnapshotReader`. Pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Final
+
+import msgspec
+
+from ..wire.names import is_valid_channel_name, is_valid_topic_name
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_ATTEMPTS",
+    "MAX_DELAY_MS",
+    "MAX_LINE_BYTES",
+    "MAX_NODES",
+    "ChannelLine",
+    "EndLine",
+    "Header",
+    "MessageLine",
+    "Record",
+    "SnapshotError",
+    "TopicLine",
+    "body_fields",
+    "decode_header",
+    "decode_record",
+    "encode",
+    "encode_lines",
+    "message_body",
+]
+
+#: The version this module writes and the only one it reads.
+FORMAT_VERSION: Final = 1
+#: The longest line read (a 1 MiB body, nsqd's default --max-msg-size, in base64 or escaped
+#: JSON text is far below it; a longer line is refused before it is held whole).
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+#: A box runs at most 64 nsqds.
+MAX_NODES: Final = 64
+#: Attempts are a uint16 on the wire and on disk.
+MAX_ATTEMPTS: Final = 0xFFFF
+#: The longest remaining delay a snapshot may hold: ten years, the broker clock's own bound.
+MAX_DELAY_MS: Final = 10 * 365 * 24 * 3600 * 1000
+_INT64_MAX: Final = 2**63 - 1
+
+# What one field may hold, checked by msgspec while it decodes (in C: a million lines a run).
+_Node = Annotated[int, msgspec.Meta(ge=0, lt=MAX_NODES)]
+_MessageID = Annotated[str, msgspec.Meta(pattern="^[0-9a-fA-F]{16}$")]
+_Timestamp = Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]
+_Attempts = Annotated[int, msgspec.Meta(ge=0, le=MAX_ATTEMPTS)]
+_DelayMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_DELAY_MS)]
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be read: ``line`` is the 1-based line it failed on."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}")
+        self.line = line
+        self.reason = reason
+
+
+class Header(msgspec.Struct, forbid_unknown_fields=True):
+    """The first line: the format's version, when and from what the snapshot was taken."""
+
+    nsqbox_snapshot: int
+    #: How many nsqds the box had; every record's ``node`` is below it.
+    nodes: int
+    #: Wall-clock ns when it was taken (broker time's wall clock).
+    saved_at_ns: int = 0
+    #: The broker clock's mode (``real`` or ``manual``) and its offset in seconds.
+    clock: str = "real"
+    clock_offset: float = 0.0
+
+
+class TopicLine(
+    msgspec.Struct, tag="topic", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
+):
+    """A topic of node ``node`` (ephemeral ones are never saved, as nsqd's metadata)."""
+
+    node: _Node
+    topic: str
+    paused: bool = False
+
+
+class ChannelLine(
+    msgspec.Struct, tag="channel", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
+):
+    """A channel of a topic listed before it."""
+
+    node: _Node
+    topic: str
+    channel: str
+    paused: bool = False
+
+
+class MessageLine(
+    msgspec.Struct, tag="message", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
+):
+    """A message a channel holds (or, with no ``channel``, the topic itself).
+
+    ``delay_ms`` above 0 is a deferred message's remaining delay in broker time (at a topic:
+    a DPUB's delay not yet started). ``attempts`` are as nsqd counts them; an in-flight
+    message is saved as queued with the attempts it has. ``disk`` says a queued message was
+    in the disk queue (loading puts it there again; the others go to memory while it has
+    room, as nsqd queues them).
+    """
+
+    node: _Node
+    topic: str
+    id: _MessageID
+    timestamp: _Timestamp
+    attempts: _Attempts = 0
+    channel: str | None = None
+    delay_ms: _DelayMs = 0
+    disk: bool = False
+    body: str | None = None
+    body_b64: str | None = None
+
+
+class EndLine(msgspec.Struct, tag="end", tag_field="kind", forbid_unknown_fields=True):
+    """The last line: how many records came before it (a truncated file has no end)."""
+
+    topics: _Count
+    channels: _Count
+    messages: _Count
+
+
+Record = TopicLine | ChannelLine | MessageLine | EndLine
+
+_encoder: Final = msgspec.json.Encoder()
+_header_decoder: Final = msgspec.json.Decoder(Header)
+_record_decoder: Final = msgspec.json.Decoder(Record)
+
+
+def encode(record: Header | Record) -> bytes:
+    """One line: the record as JSON and a newline."""
+    return _encoder.encode(record) + b"\n"
+
+
+def encode_lines(records: list[MessageLine]) -> bytes:
+    """Several lines at once: each record as JSON and a newline."""
+    return _encoder.encode_lines(records)
+
+
+def body_fields(body: bytes) -> tuple[str | None, str | None]:
+    """``(body, body_b64)`` for a message body: text when it is UTF-8, else base64."""
+    try:
+        return body.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, base64.b64encode(body).decode("ascii")
+
+
+def message_body(record: MessageLine) -> bytes:
+    """The body bytes of a decoded (and so checked) message record."""
+    if record.body is not None:
+        return record.body.encode("utf-8")
+    assert record.body_b64 is not None
+    return base64.b64decode(record.body_b64)
+
+
+def decode_header(line: bytes, number: int = 1) -> Header:
+    """The header line; :class:`SnapshotError` when it is not one this module reads."""
+    try:
+        header = _header_decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        raise SnapshotError(number, f"not an nsqbox snapshot header ({exc})") from None
+    except msgspec.DecodeError:
+        raise SnapshotError(number, "not an nsqbox snapshot header (not JSON)") from None
+    if header.nsqbox_snapshot != FORMAT_VERSION:
+        raise SnapshotError(
+            number,
+            f"snapshot format version {header.nsqbox_snapshot} (this nsqbox reads "
+            f"{FORMAT_VERSION})",
+        )
+    if not 1 <= header.nodes <= MAX_NODES:
+        raise SnapshotError(number, f"nodes must be [1,{MAX_NODES}], not {header.nodes}")
+    if header.clock not in ("real", "manual"):
+        raise SnapshotError(number, f"clock must be real or manual, not {header.clock!r}")
+    if not 0 <= header.clock_offset <= MAX_DELAY_MS / 1000:
+        raise SnapshotError(number, f"clock_offset out of range: {header.clock_offset}")
+    return header
+
+
+def decode_record(line: bytes, number: int, nodes: int) -> Record:
+    """One record line, checked alone; SnapshotError if bad.
+
+    A topic or channel line's names are checked here; a message's names are only compared
+    with the lines before it (by the reader), which is cheaper and as strict.
+    """
+    try:
+        record: Record = _record_decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        raise SnapshotError(number, str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise SnapshotError(number, f"not a JSON record ({exc})") from None
+    kind = type(record)
+    if kind is MessageLine:
+        assert isinstance(record, MessageLine)
+        if record.node >= nodes:
+            raise SnapshotError(number, f"node {record.node} is not below the header's {nodes}")
+        if record.body is None:
+            if record.body_b64 is None:
+                raise SnapshotError(number, "a message has one of body and body_b64")
+            try:
+                base64.b64decode(record.body_b64, validate=True)
+            except binascii.Error:
+                raise SnapshotError(number, "body_b64 is not base64") from None
+        elif record.body_b64 is not None:
+            raise SnapshotError(number, "a message has only one of body and body_b64")
+        return record
+    if kind is EndLine:
+        return record
+    assert isinstance(record, TopicLine | ChannelLine)
+    if record.node >= nodes:
+        raise SnapshotError(number, f"node {record.node} is not below the header's {nodes}")
+    if not is_valid_topic_name(record.topic):
+        raise SnapshotError(number, f"invalid topic name {record.topic!r}")
+    if isinstance(record, ChannelLine) and not is_valid_channel_name(record.channel):
+        raise SnapshotError(number, f"invalid channel name {record.channel!r}")
+    return record

@@ -1,0 +1,171 @@
+"""Saving and loading snapshots over nsqd's HTTP API, in bounded pieces (blocking, httpx).
+
+:func:`save` asks each node for its cut (``POST /nsqbox/snapshot?node=i``, or takes the cuts
+the admin service made in one pass over a box: ``POST /api/snapshot``), then writes the header,
+each node's records as fetched piece by piece (``GET /nsqbox/snapshot?id=&offset=``) and the
+end line; it removes the nodes' spools. (It does not read the file back: loading does, whole,
+before it applies anything.)
+:func:`load` checks the whole file first, then uploads it to each node in pieces
+(``POST /nsqbox/snapshot/upload``) and has node ``i`` apply its records
+(``POST /nsqbox/snapshot/load?node=i``), which checks it again before it applies anything.
+Neither side holds more than a piece (:data:`PIECE_BYTES`) of the file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httpx
+
+from .files import (
+    SnapshotSummary,
+    SnapshotWriter,
+    check_snapshot,
+    open_for_reading,
+    open_for_writing,
+)
+from .format import Header, SnapshotError
+
+__all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save"]
+
+#: Bytes per upload (the most nsqd's upload route takes).
+PIECE_BYTES: Final = 1024 * 1024
+
+
+class SnapshotTransferError(Exception):
+    """A node refused or could not be reached; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One node's cut, spooled on the node: where to fetch it and what it holds."""
+
+    url: str
+    id: str
+    bytes: int
+    topics: int
+    channels: int
+    messages: int
+    clock: str = "real"
+    clock_offset: float = 0.0
+    saved_at_ns: int = 0
+
+    @classmethod
+    def of(cls, url: str, doc: dict[str, Any]) -> Cut:
+        """The cut a node (or the admin service, for it) described in ``doc``."""
+        try:
+            return cls(
+                url,
+                str(doc["id"]),
+                int(doc["bytes"]),
+                int(doc["topics"]),
+                int(doc["channels"]),
+                int(doc["messages"]),
+                str(doc.get("clock", "real")),
+                float(doc.get("clock_offset", 0.0)),
+                int(doc.get("saved_at_ns", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SnapshotTransferError(f"{url} described its cut wrongly ({exc})") from None
+
+
+def _url(address: str) -> str:
+    return address if "://" in address else f"http://{address}"
+
+
+def _check(response: httpx.Response, url: str) -> httpx.Response:
+    if response.status_code != 200:
+        try:
+            doc = response.json()
+        except ValueError:
+            doc = {}
+        detail = doc.get("message") if isinstance(doc, dict) else None
+        if detail == "INVALID_SNAPSHOT":
+            raise SnapshotError(int(doc.get("line", 0)), str(doc.get("reason", "")))
+        raise SnapshotTransferError(
+            f"{url} answered {response.status_code} {detail or response.text.strip()}"
+        )
+    return response
+
+
+def cut_nodes(client: httpx.Client, addresses: Sequence[str]) -> list[Cut]:
+    """Each nsqd's cut, node ``i`` being ``addresses[i]`` (one after the other: not one
+    consistent cut of them all; the admin service's ``/api/snapshot`` is, for a box)."""
+    cuts = []
+    for index, address in enumerate(addresses):
+        url = _url(address)
+        response = _check(client.post(f"{url}/nsqbox/snapshot", params={"node": index}), url)
+        cuts.append(Cut.of(url, response.json()))
+    return cuts
+
+
+def save(
+    client: httpx.Client, path: str | os.PathLike[str], cuts: Sequence[Cut]
+) -> SnapshotSummary:
+    """Write the snapshot of ``cuts`` (node ``i`` is ``cuts[i]``) to ``path``; its summary."""
+    if not cuts:
+        raise SnapshotTransferError("no nsqd to save")
+    first = cuts[0]
+    header = Header(0, len(cuts), min(c.saved_at_ns for c in cuts), first.clock, first.clock_offset)
+    try:
+        with open_for_writing(path) as stream:
+            writer = SnapshotWriter(stream, header)
+            writer.flush()
+            for cut in cuts:
+                offset = 0
+                while offset < cut.bytes:
+                    params: dict[str, str | int] = {"id": cut.id, "offset": offset}
+                    piece = _check(client.get(f"{cut.url}/nsqbox/snapshot", params=params), cut.url)
+                    if not piece.content:
+                        raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
+                    stream.write(piece.content)
+                    offset += len(piece.content)
+                writer.add_counts(cut.topics, cut.channels, cut.messages)
+            writer.finish()
+    finally:
+        for cut in cuts:
+            try:
+                client.delete(f"{cut.url}/nsqbox/snapshot", params={"id": cut.id})
+            except httpx.HTTPError:
+                pass  # the node removes it with its next cut
+    topics = sum(c.topics for c in cuts)
+    channels = sum(c.channels for c in cuts)
+    messages = sum(c.messages for c in cuts)
+    return SnapshotSummary(header, topics, channels, messages, topics + channels + messages + 2)
+
+
+def load(
+    client: httpx.Client, path: str | os.PathLike[str], addresses: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Load the snapshot at ``path`` into the nsqds (node ``i`` into ``addresses[i]``).
+
+    SnapshotError (naming the line) for a file that does not pass, before any node is
+    touched; SnapshotTransferError when the box has fewer nodes than the snapshot. Each
+    node's answer (``{"messages", "skipped"}``), in order.
+    """
+    summary = check_snapshot(path)
+    nodes = summary.header.nodes
+    if len(addresses) < nodes:
+        raise SnapshotTransferError(
+            f"the snapshot holds {nodes} nsqds; the box has {len(addresses)} "
+            f"(start it with --nsqd-count {nodes})"
+        )
+    answers = []
+    for index, address in enumerate(addresses[:nodes]):
+        url = _url(address)
+        upload_id = uuid.uuid4().hex
+        offset = 0
+        with open_for_reading(path) as stream:
+            while piece := stream.read(PIECE_BYTES):
+                params: dict[str, str | int] = {"id": upload_id, "offset": offset}
+                upload = f"{url}/nsqbox/snapshot/upload"
+                _check(client.post(upload, params=params, content=piece), url)
+                offset += len(piece)
+        params = {"id": upload_id, "node": index}
+        answer = _check(client.post(f"{url}/nsqbox/snapshot/load", params=params), url)
+        answers.append(answer.json())
+    return answers

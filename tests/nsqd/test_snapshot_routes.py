@@ -1,0 +1,129 @@
+"""nsqd's ``/nsqbox/snapshot`` routes on real sockets: a cut fetched in pieces and loaded into
+another nsqd node by node (``nsqbox snapshot --nsqd-http-address``), their refusals, the
+Host check, and no routes at all under ``--auth-http-address``."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES
+from nsqbox.snapshot.files import check_snapshot
+from nsqbox.tools import snapshot as snapshot_tool
+from nsqbox.tools.common import parse_args
+from tests.helpers import publish
+from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT) as http:
+        with trio.fail_after(TIMEOUT * 6):
+            yield http
+
+
+def spools(path: Path) -> list[Path]:
+    """The snapshot files (spools, uploads) left in a data path."""
+    return list(path.glob("nsqbox.snapshot.*"))
+
+
+def tool(*args: str) -> str:
+    flags = snapshot_tool.snapshot_flag_set()
+    out = io.StringIO()
+    assert snapshot_tool.run(flags, parse_args(flags, args), out) == 0
+    return out.getvalue()
+
+
+async def test_save_and_load_node_by_node(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+    one = await start_nsqd_http(nursery, tmp_path / "one", mem_queue_size=3)
+    two = await start_nsqd_http(nursery, tmp_path / "two")
+    one.nsqd.get_topic("t").get_channel("c")
+    bodies = [b"%d" % i * 5000 for i in range(300)]  # more than a 1 MiB piece, mostly on disk
+    await publish(one.tcp, "t", *bodies)
+    path = tmp_path / "s.jsonl"
+    printed = await trio.to_thread.run_sync(tool, "save", str(path), "--nsqd-http-address", one.url)
+    assert printed.endswith("300 messages in 1 topic and 1 channel on 1 nsqd(s)\n")
+    assert path.stat().st_size > 1024 * 1024
+    assert check_snapshot(path).messages == 300
+    assert spools(tmp_path / "one") == []  # the spool is gone
+    printed = await trio.to_thread.run_sync(tool, "load", str(path), "--nsqd-http-address", two.url)
+    assert printed == f"loaded {path}: 300 messages into 1 nsqd(s)\n"
+    channel = two.nsqd.topics["t"].channels["c"]
+    assert (channel.depth(), len(channel.memory), channel.backend_depth()) == (300, 3, 297)
+    assert spools(tmp_path / "two") == []  # the upload is gone
+    assert channel.backend.pop() is not None
+
+
+async def answer(
+    client: httpx.AsyncClient, server: NSQDWithHTTP, method: str, path: str, **params: object
+) -> tuple[int, object]:
+    response = await client.request(method, server.url + path, params=params)  # type: ignore[arg-type]
+    return response.status_code, response.json()
+
+
+async def test_refusals(nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    unknown = "f" * 32
+    for method, path, params, expected in [
+        ("POST", "/nsqbox/snapshot", {}, (400, {"message": "MISSING_ARG_NODE"})),
+        ("POST", "/nsqbox/snapshot", {"node": "64"}, (400, {"message": "INVALID_NODE"})),
+        ("GET", "/nsqbox/snapshot", {"id": "../x"}, (400, {"message": "INVALID_ID"})),
+        (
+            "GET",
+            "/nsqbox/snapshot",
+            {"id": unknown, "offset": 0},
+            (404, {"message": "SNAPSHOT_NOT_FOUND"}),
+        ),
+        ("DELETE", "/nsqbox/snapshot", {"id": unknown}, (404, {"message": "SNAPSHOT_NOT_FOUND"})),
+        (
+            "POST",
+            "/nsqbox/snapshot/upload",
+            {"id": unknown, "offset": 5},
+            (404, {"message": "SNAPSHOT_NOT_FOUND"}),
+        ),
+        (
+            "POST",
+            "/nsqbox/snapshot/load",
+            {"id": unknown, "node": 0},
+            (404, {"message": "SNAPSHOT_NOT_FOUND"}),
+        ),
+    ]:
+        assert await answer(client, server, method, path, **params) == expected, path
+    upload = server.url + "/nsqbox/snapshot/upload"
+    assert (
+        await client.post(upload, params={"id": unknown, "offset": 0}, content=b"ab")
+    ).status_code == 200
+    wrong = await client.post(upload, params={"id": unknown, "offset": 1}, content=b"c")
+    assert (wrong.status_code, wrong.json()) == (400, {"message": "INVALID_OFFSET"})
+    too_big = await client.post(
+        upload, params={"id": unknown, "offset": 2}, content=b"x" * (1024 * 1024 + 1)
+    )
+    assert too_big.status_code == 413
+    past = await client.post(
+        upload, params={"id": unknown, "offset": MAX_UPLOAD_BYTES}, content=b"x"
+    )
+    assert (past.status_code, past.json()) == (413, {"message": "UPLOAD_TOO_BIG"})
+    cut = await client.post(
+        server.url + "/nsqbox/snapshot", params={"node": 0}, headers={"Host": "evil.example"}
+    )
+    assert (cut.status_code, cut.json()) == (403, {"message": "HOST_NOT_ALLOWED"})
+    assert [p.suffix for p in spools(tmp_path)] == [".upload"]  # no cut was made
+
+
+async def test_no_snapshot_routes_under_auth(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path, auth_http_addresses=["127.0.0.1:1"])
+    for method, path in [("POST", "/nsqbox/snapshot"), ("POST", "/nsqbox/snapshot/load")]:
+        response = await client.request(method, server.url + path, params={"node": 0})
+        assert response.status_code == 404
+    assert spools(tmp_path) == []

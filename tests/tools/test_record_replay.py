@@ -1,0 +1,399 @@
+"""``nsqbox record`` and ``nsqbox replay`` (issue #34) against a real ``nsqbox up`` child, and
+``record`` against real nsqd when its binary is there.
+
+``record`` runs as a child process (it waits for signals); the test publishes once it said it
+is recording. ``replay`` runs in this process. No pass/fail here depends on timing: spacing is
+measured by ``bench/replay_bench.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from nsqbox import cli
+from nsqbox.snapshot.files import SnapshotReader, check_snapshot, open_for_reading
+from nsqbox.snapshot.format import MessageLine, message_body
+from nsqbox.tools.record import ROTATE
+from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
+
+NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
+BODIES = [b"first", b"two\nlines", b"\xff\x00 not utf-8", "caf\u00e9".encode(), b"last"]
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
+    yield from running_box(tmp_path_factory)
+
+
+def http(box: BoxProcess) -> str:
+    return str(box.ready["nsqd_http_addresses"][0])
+
+
+class Recorder:
+    """``nsqbox record`` as a child, started and told to wait for its ready line."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [*NSQBOX, "record", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert self.process.stderr is not None
+        readable, _, _ = select.select([self.process.stderr], [], [], TIMEOUT)
+        if not readable:
+            self.process.kill()
+            raise TimeoutError("nsqbox record did not say it records")
+        self.ready = self.process.stderr.readline().decode()
+
+    def wait(self) -> tuple[int, str, str]:
+        out, err = self.process.communicate(timeout=TIMEOUT)
+        return self.process.returncode, out.decode(), err.decode()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate(timeout=TIMEOUT)
+
+
+def recorded(path: Path) -> list[MessageLine]:
+    with open_for_reading(path) as stream:
+        return [r for r in SnapshotReader(stream) if isinstance(r, MessageLine)]
+
+
+def post(url: str, **params: str) -> None:
+    response = httpx.post(url, params=params, timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+
+
+def peek(box: BoxProcess, topic: str, channel: str = "") -> list[bytes]:
+    params = {"topic": topic, "body_bytes": "1000", "limit": "1000"}
+    if channel:
+        params["channel"] = channel
+    doc: dict[str, Any] = httpx.get(
+        f"http://{http(box)}/nsqbox/peek", params=params, timeout=TIMEOUT
+    ).json()
+    assert doc["next"] is None
+    return [base64.b64decode(m["body"]) for m in doc["messages"]]
+
+
+def depths(box: BoxProcess, topic: str) -> dict[str, int]:
+    doc = httpx.get(
+        f"http://{http(box)}/stats", params={"format": "json", "topic": topic}, timeout=TIMEOUT
+    ).json()
+    return {c["channel_name"]: c["depth"] for t in doc["topics"] or [] for c in t["channels"]}
+
+
+def record_publishes(box: BoxProcess, topic: str, path: Path) -> list[MessageLine]:
+    """Record ``BODIES`` published to ``topic`` (one PUB each, then a DPUB)."""
+    rec = Recorder(
+        topic,
+        "--to",
+        str(path),
+        "--count",
+        str(len(BODIES) + 1),
+        f"--nsqd-http-address={http(box)}",
+    )
+    try:
+        assert "through nsqbox's tap" in rec.ready
+        for body in BODIES:
+            response = httpx.post(
+                f"http://{http(box)}/pub", params={"topic": topic}, content=body, timeout=TIMEOUT
+            )
+            assert response.status_code == 200
+        response = httpx.post(
+            f"http://{http(box)}/pub",
+            params={"topic": topic, "defer": "60000"},
+            content=b"later",
+            timeout=TIMEOUT,
+        )
+        assert response.status_code == 200
+        status, out, err = rec.wait()
+    finally:
+        rec.kill()
+    assert status == 0, err
+    assert f"recorded {len(BODIES) + 1} messages" in out
+    return recorded(path)
+
+
+def test_record_then_replay_into_a_fresh_topic(box: BoxProcess, tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    lines = record_publishes(box, "rr_src", path)
+    summary = check_snapshot(path)
+    assert (summary.topics, summary.channels, summary.messages) == (1, 0, len(BODIES) + 1)
+    assert [message_body(m) for m in lines] == [*BODIES, b"later"]
+    assert [m.delay_ms for m in lines] == [0] * len(BODIES) + [60000]
+    stamps = [m.timestamp for m in lines]
+    assert stamps == sorted(stamps)
+    assert stamps[0] > 0
+
+    post(f"http://{http(box)}/topic/create", topic="rr_copy")
+    status = cli.main(
+        [
+            "replay",
+            str(path),
+            "--topic",
+            "rr_copy",
+            "--speed",
+            "max",
+            f"--nsqd-http-address={http(box)}",
+        ]
+    )
+    assert status == 0
+    # the topic has no channel: it holds them all, in order (the DPUB with its delay)
+    assert peek(box, "rr_copy") == [*BODIES, b"later"]
+
+    # at 10x: order and count only (spacing is bench/replay_bench.py's)
+    status = cli.main(
+        [
+            "replay",
+            str(path),
+            "--topic",
+            "rr_copy10",
+            "--speed",
+            "10x",
+            f"--nsqd-http-address={http(box)}",
+        ]
+    )
+    assert status == 0
+    assert peek(box, "rr_copy10") == [*BODIES, b"later"]
+
+
+def test_a_recording_seeds_a_box(box: BoxProcess, tmp_path: Path) -> None:
+    path = tmp_path / "seed.jsonl"
+    record_publishes(box, "rr_seed", path)
+    post(f"http://{http(box)}/topic/delete", topic="rr_seed")
+    status = cli.main(["snapshot", "load", str(path), f"--nsqd-http-address={http(box)}"])
+    assert status == 0
+    assert peek(box, "rr_seed") == [*BODIES, b"later"]
+
+
+def test_record_stops_at_sigterm_with_a_whole_file(box: BoxProcess, tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    rec = Recorder("rr_term", "--to", str(path), f"--nsqd-http-address={http(box)}")
+    try:
+        response = httpx.post(
+            f"http://{http(box)}/mpub",
+            params={"topic": "rr_term"},
+            content=b"a\nb\nc",
+            timeout=TIMEOUT,
+        )
+        assert response.status_code == 200
+        rec.process.send_signal(signal.SIGTERM)
+        status, _, err = rec.wait()
+    finally:
+        rec.kill()
+    assert status == 0, err
+    assert check_snapshot(path).messages == len(recorded(path))
+    # acknowledged before the signal: the tap had them, and the last read took them
+    assert [message_body(m) for m in recorded(path)] == [b"a", b"b", b"c"]
+    assert not Path(str(path) + ".part").exists()
+
+
+def test_record_replaces_its_tap_and_keeps_every_message_once(
+    box: BoxProcess, tmp_path: Path
+) -> None:
+    path = tmp_path / "many.jsonl.gz"
+    total = 3 * 5000  # past ROTATE: the tap is replaced while publishing goes on
+    assert total > ROTATE
+    rec = Recorder("rr_many", "--to", str(path), "--count", str(total),
+                   f"--nsqd-http-address={http(box)}")  # fmt: skip
+    try:
+        for batch in range(3):
+            content = b"\n".join(b"%d" % (batch * 5000 + i) for i in range(5000))
+            response = httpx.post(
+                f"http://{http(box)}/mpub",
+                params={"topic": "rr_many"},
+                content=content,
+                timeout=TIMEOUT,
+            )
+            assert response.status_code == 200
+        status, _, err = rec.wait()
+    finally:
+        rec.kill()
+    assert status == 0, err
+    lines = recorded(path)
+    assert [message_body(m) for m in lines] == [b"%d" % i for i in range(total)]
+    assert len({m.id for m in lines}) == total
+
+
+def test_replay_into_one_channel_only(box: BoxProcess, tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    record_publishes(box, "rr_chsrc", path)
+    post(f"http://{http(box)}/topic/create", topic="rr_ch")
+    for channel in ("billing", "audit"):
+        post(f"http://{http(box)}/channel/create", topic="rr_ch", channel=channel)
+    status = cli.main(
+        [
+            "replay",
+            str(path),
+            "--topic",
+            "rr_ch",
+            "--channel",
+            "billing",
+            "--speed",
+            "max",
+            f"--nsqd-http-address={http(box)}",
+        ]
+    )
+    assert status == 0
+    assert depths(box, "rr_ch") == {"billing": len(BODIES), "audit": 0}
+    assert peek(box, "rr_ch", "billing") == [*BODIES, b"later"]
+    assert peek(box, "rr_ch", "audit") == []
+    doc = httpx.get(
+        f"http://{http(box)}/nsqbox/peek",
+        params={"topic": "rr_ch", "channel": "billing"},
+        timeout=TIMEOUT,
+    ).json()
+    assert doc["deferred_count"] == 1  # the DPUB, deferred in that channel only
+
+
+def test_a_damaged_file_is_refused_and_publishes_nothing(
+    box: BoxProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rec.jsonl"
+    record_publishes(box, "rr_dsrc", path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[4] = lines[4].replace(b'"timestamp"', b'"timestamq"')
+    path.write_bytes(b"".join(lines))
+    status = cli.main(
+        ["replay", str(path), "--topic", "rr_damaged", f"--nsqd-http-address={http(box)}"]
+    )
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "refused, nothing published: line 5:" in err
+    doc = httpx.get(f"http://{http(box)}/stats", params={"format": "json"}, timeout=TIMEOUT)
+    assert "rr_damaged" not in {t["topic_name"] for t in doc.json()["topics"]}
+
+
+def test_channel_route_bounds(box: BoxProcess) -> None:
+    url = f"http://{http(box)}/nsqbox/channel/mpub"
+    bad = httpx.post(url, params={"topic": "rr_b", "channel": "c"}, content=b"\x00\x00\x00\x05")
+    assert (bad.status_code, bad.json()["message"]) == (413, "BAD_MESSAGE")
+    bad = httpx.post(url, params={"topic": "rr_b", "channel": "c", "defer": "-1"}, content=b"")
+    assert (bad.status_code, bad.json()["message"]) == (400, "INVALID_DEFER")
+    bad = httpx.post(url, params={"topic": "rr_b"}, content=b"")
+    assert (bad.status_code, bad.json()["message"]) == (400, "MISSING_ARG_CHANNEL")
+
+
+def test_channel_route_refuses_another_origin(box: BoxProcess) -> None:
+    url = f"http://{http(box)}/nsqbox/channel/mpub"
+    one = b"\x00\x00\x00\x01\x00\x00\x00\x02hi"
+    refused = httpx.post(
+        url,
+        params={"topic": "rr_evil", "channel": "c"},
+        content=one,
+        headers={"Origin": "http://evil.example"},
+        timeout=TIMEOUT,
+    )
+    assert refused.status_code == 403
+    assert depths(box, "rr_evil") == {}
+    accepted = httpx.post(url, params={"topic": "rr_evil", "channel": "c"}, content=one)
+    assert accepted.status_code == 200
+    assert peek(box, "rr_evil", "c") == [b"hi"]
+
+
+def test_channel_route_is_off_under_auth(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # it publishes without the authorization PUB needs: with auth, nsqd answers 404 as real
+    # nsqd does (the auth server is never asked: no client AUTHs here)
+    for authed in running_box(tmp_path_factory, "--auth-http-address=127.0.0.1:1"):
+        url = f"http://{http(authed)}/nsqbox/channel/mpub"
+        one = b"\x00\x00\x00\x01\x00\x00\x00\x02hi"
+        answer = httpx.post(url, params={"topic": "t", "channel": "c"}, content=one)
+        assert answer.status_code == 404
+        stats = httpx.get(f"http://{http(authed)}/stats", params={"format": "json"}).json()
+        assert stats["topics"] == []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def real_nsqd(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A real nsqd on 127.0.0.1: (tcp, http) addresses."""
+    if not os.access(NSQD_BIN, os.X_OK):
+        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
+    tcp, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    process = subprocess.Popen(
+        [
+            str(NSQD_BIN),
+            f"--tcp-address={tcp}",
+            f"--http-address={web}",
+            f"--data-path={tmp_path}",
+            "--log-level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with httpx.Client(timeout=1, trust_env=False) as client:
+            for _ in range(200):
+                try:
+                    if client.get(f"http://{web}/ping").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    select.select([], [], [], 0.05)  # a bounded wait for it to listen
+            else:
+                pytest.fail("real nsqd did not start")
+        yield tcp, web
+    finally:
+        process.terminate()
+        process.wait(TIMEOUT)
+
+
+def test_record_and_replay_against_real_nsqd(
+    real_nsqd: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tcp, web = real_nsqd
+    path = tmp_path / "real.jsonl"
+    rec = Recorder(
+        "orders",
+        "--to",
+        str(path),
+        "--count",
+        "3",
+        f"--nsqd-http-address={web}",
+        f"--nsqd-tcp-address={tcp}",
+    )
+    try:
+        assert "#ephemeral (no tap: real nsqd)" in rec.ready
+        response = httpx.post(
+            f"http://{web}/mpub", params={"topic": "orders"}, content=b"r1\nr2\nr3", timeout=TIMEOUT
+        )
+        assert response.status_code == 200
+        status, _, err = rec.wait()
+    finally:
+        rec.kill()
+    assert status == 0, err
+    assert [message_body(m) for m in recorded(path)] == [b"r1", b"r2", b"r3"]
+
+    # plain replay works on real nsqd; --channel is refused before anything is published
+    post(f"http://{web}/topic/create", topic="copy")
+    post(f"http://{web}/channel/create", topic="copy", channel="c")
+    assert cli.main(["replay", str(path), "--topic", "copy", f"--nsqd-http-address={web}"]) == 0
+    stats = httpx.get(f"http://{web}/stats", params={"format": "json", "topic": "copy"}).json()
+    assert stats["topics"][0]["channels"][0]["depth"] == 3
+    capsys.readouterr()
+    status = cli.main(
+        ["replay", str(path), "--topic", "other", "--channel", "c", f"--nsqd-http-address={web}"]
+    )
+    assert status == 1
+    assert "--channel needs nsqbox" in capsys.readouterr().err
+    topics = httpx.get(f"http://{web}/stats", params={"format": "json"}).json()["topics"]
+    assert "other" not in {t["topic_name"] for t in topics}
+
+
+if sys.platform == "win32":  # pragma: no cover
+    pytestmark = pytest.mark.skip("signals")
