@@ -7,6 +7,7 @@ over real sockets (RawConn, so the test says who holds each message when).
 from __future__ import annotations
 
 import base64
+import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import trio
 
 from nsqbox.client import Config, open_producer
 from nsqbox.nsqd.domain.channel import Channel
-from nsqbox.nsqd.domain.journal import Journal
+from nsqbox.nsqd.domain.journal import Journal, Published
 from nsqbox.wire import commands
 from tests.helpers import RawConn, wait_until
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
@@ -239,23 +240,33 @@ def test_the_ring_keeps_its_bounds() -> None:
     journal = Journal(10, wall_ns=lambda: 1, now=lambda: 1.0, clients={})
     factory = GUIDFactory(1)
     for _ in range(25):
-        journal.append((("t", None), factory.messages([b"x", b"y", b"z"], 1), 0.0, 3))
+        journal.append(Published(("t", None), factory.messages([b"x", b"y", b"z"], 1), 0.0, 3))
     journal.trim()  # entries past the bound go at the next queue scan
-    assert (len(journal.entries), journal.evicted, journal.recorded, journal.nbytes) == (
+    assert (len(journal), journal.evicted, journal.recorded, journal.nbytes) == (
         10,
         15,
         25,
         30,
     )
+    # the collector never tracks an entry: recording makes it run no more often
+    assert not any(gc.is_tracked(entry) for entry in journal.entries)
+    # a second scan's chunk: the oldest chunk goes whole, then the head of the next
+    batches = [factory.messages([b"w"], 1) for _ in range(7)]
+    for batch in batches:
+        journal.append(Published(("t", None), batch, 0.0, 1))
+    journal.trim()
+    kept = [entry.refs for entry in journal.entries]
+    assert (len(journal), journal.evicted, journal.nbytes) == (10, 22, 3 * 3 + 7)
+    assert kept[3:] == batches
     bytes_bound = Journal(1000, wall_ns=lambda: 1, now=lambda: 1.0, clients={}, entry_bytes=1000)
     for _ in range(10):
-        bytes_bound.append((("t", None), factory.messages([b"a" * 300], 1), 0.0, 300))
+        bytes_bound.append(Published(("t", None), factory.messages([b"a" * 300], 1), 0.0, 300))
     bytes_bound.trim()
-    assert (len(bytes_bound.entries), bytes_bound.nbytes) == (3, 900)
+    assert (len(bytes_bound), bytes_bound.nbytes) == (3, 900)
     huge = factory.messages([b"h" * 5000], 1)
-    bytes_bound.append((("t", None), huge, 0.0, 5000))
+    bytes_bound.append(Published(("t", None), huge, 0.0, 5000))
     bytes_bound.trim()  # one entry over the bound: kept alone, the newest
-    assert (len(bytes_bound.entries), bytes_bound.nbytes) == (1, 5000)
+    assert (len(bytes_bound), bytes_bound.nbytes) == (1, 5000)
 
 
 async def test_held_then_copied_to_two_channels_and_a_dpub_falls_due(

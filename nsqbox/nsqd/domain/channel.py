@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.message import MESSAGE_FRAME_HEADER
 from ...wire.names import is_ephemeral
+from .journal import DELIVERED, Step
 from .message import Message
 from .timeout_queue import TimeoutQueue
 
@@ -109,6 +110,7 @@ class Channel:
         #: shutdown; they wait out their delay when read back.
         self.restored_deadlines = node.restored_deadlines(topic_name, name)
         self.journal = node.journal  # None: --journal-size=0
+        self._record = None if node.journal is None else node.journal.append
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -192,12 +194,15 @@ class Channel:
                 ring.append(client)
                 return True
             msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
-            msg.lease = (client.id, now, now + client.msg_timeout)
-            self.in_flight.add(msg.data[:16], msg, msg.lease[2])
+            msg.lease = lease = (client.id, now, now + client.msg_timeout)
+            self.in_flight.add(msg.data[:16], msg, lease[2])
             client.in_flight_count += 1
             client.send_message(msg)
-            if (journal := self.journal) is not None:
-                journal.delivered(self.topic_name, self.name, client, msg.lease, msg, len(msg.data))
+            if (record := self._record) is not None:  # one entry (who it is: at SUB)
+                nbytes = len(msg.data)
+                record(
+                    Step(DELIVERED, now, self.topic_name, self.name, msg, lease, None, None, nbytes)
+                )
             if client.can_take():
                 ring.append(client)
             else:
@@ -408,6 +413,8 @@ class Channel:
                 f"consumers for {self.topic_name}:{self.name} exceeds limit of {limit}"
             )
         self.clients[client.id] = client
+        if self.journal is not None:
+            self.journal.seen(client)  # who it is, once: its deliveries only name its id
 
     def remove_client(self, client: Consumer) -> None:
         """A consumer left; an ephemeral channel goes with its last consumer."""

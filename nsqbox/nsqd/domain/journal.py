@@ -2,12 +2,19 @@
 
 A bounded ring of *entries*, each one event of a batch of messages, recorded where the code
 already works per batch: an MPUB's or a PUB's publish, a topic's fan-out, a delivery batch,
-a run of FINs, the timeouts of one scan. Recording appends one tuple that refers to objects
+a run of FINs, the timeouts of one scan. Recording appends one entry that refers to objects
 that exist anyway (the batch's :class:`~.message.Message` list, the FIN run's id list, a
 delivery's lease tuple) and builds nothing per message; :mod:`.journal_views` turns an
-entry into one event per message when the journal is read. The ring holds at most ``size``
-entries (``--journal-size``) and :data:`ENTRY_BYTES` of the messages they refer to;
-:meth:`Journal.trim` drops the oldest past either bound, every queue scan.
+entry into one event per message when the journal is read.
+
+An entry is a :class:`Published` or a :class:`Step`: structs the garbage collector does not
+track (as :class:`~.message.Message`), so recording never makes the collector run, and
+the ring it holds, however long, costs a collection nothing. The ring is a run of
+*chunks*: what was recorded between two calls of :meth:`Journal.trim` (every queue scan)
+is one list, counted once when it closes; the ring drops whole chunks from its old end
+(and the oldest part of one) while it holds more than ``size`` entries
+(``--journal-size``) or :data:`ENTRY_BYTES` of the messages they refer to, so its cost
+per entry is a step of C loops.
 
 The messages whose delivery went wrong (requeued or timed out) are also kept apart, bodies
 and all, until finished or dropped (:class:`Trouble`, at most :data:`TROUBLE_BYTES` of
@@ -18,11 +25,14 @@ and published again whatever the ring has dropped since.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
-from itertools import islice
-from operator import itemgetter
+from collections.abc import Callable, Iterator
+from itertools import accumulate, chain, islice
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+import msgspec
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -36,6 +46,8 @@ __all__ = [
     "Entry",
     "GivenUp",
     "Journal",
+    "Published",
+    "Step",
     "Trouble",
 ]
 
@@ -57,8 +69,8 @@ MAX_CLIENTS: Final = 10_000
 # The kinds of event, as the journal numbers them (KINDS names them).
 PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
 FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
-#: An entry's bytes: its last field.
-_BYTES: Final = itemgetter(-1)
+#: An entry's bytes.
+_BYTES: Final = attrgetter("nbytes")
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
 KINDS: Final = (
     "published",
@@ -74,10 +86,40 @@ KINDS: Final = (
 )
 
 
+class Published(msgspec.Struct, gc=False):
+    """A publish, as the ring holds it: ``key`` is the topic's ``(name, channels)``, the
+    channels that took the messages straight into memory (None: the topic held them);
+    ``refs`` one message (a PUB) or a list (an MPUB).
+
+    Not tracked by the garbage collector: it refers to strings, numbers, messages (not
+    tracked either) and at most a list, and nothing refers back, so it is in no cycle.
+    """
+
+    key: tuple[str, tuple[str, ...] | None]
+    refs: Any
+    defer: float
+    nbytes: int
+
+
+class Step(msgspec.Struct, gc=False):
+    """Any other entry: :class:`Entry`'s fields from ``kind`` on (untracked, as
+    :class:`Published`; what it refers to never refers back)."""
+
+    kind: int
+    now: float
+    topic: str
+    channel: str
+    refs: Any
+    a: Any
+    b: Any
+    c: Any
+    nbytes: int
+
+
 class Entry(NamedTuple):
     """One step of a batch of messages, as :mod:`.journal_views` reads it.
 
-    The ring holds the same fields from ``kind`` on as a plain tuple (what recording
+    The ring holds the same fields from ``kind`` on as a :class:`Step` (what recording
     builds); ``first`` is the number of its first event: the entry's number times 2**32.
     ``refs`` is a list of messages, one message, or (``finished``) a list of ids; ``a``,
     ``b`` and ``c`` depend on the kind.
@@ -166,15 +208,16 @@ class Journal:
         self.wall_ns = wall_ns
         self.now = now
         self._clients = clients
-        #: The ring: one plain tuple per step of a batch (:class:`Entry` without ``first``).
-        self.entries: deque[tuple[Any, ...]] = deque()
+        #: The ring's closed chunks, oldest first: ``[entries, their bytes]``.
+        self._chunks: deque[list[Any]] = deque()
+        #: What was recorded since the last :meth:`trim`: the chunk it closes next (one
+        #: list for good, emptied by each trim, so callers may keep its ``append``).
+        self._open: list[Published | Step] = []
+        self._held = 0  #: entries in the closed chunks
         self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
-        self.nbytes = 0  #: message bytes the entries counted by :meth:`trim` keep alive
-        self._counted = 0  #: entries at the ring's end :meth:`trim` has not counted yet
-        #: Record one entry: what a topic calls for a publish, ``(key, msgs, defer, size)``
-        #: with ``key`` its ``(topic, channels taking them or None)``; the other kinds are
-        #: ``(kind, now, topic, channel, refs, a, b, c, nbytes)``. Each ends with its bytes.
-        self.append = self.entries.append
+        self.nbytes = 0  #: message bytes the closed chunks' entries keep alive
+        #: Record one entry (a :class:`Published`, what a topic calls, or a :class:`Step`).
+        self.append: Callable[[Published | Step], None] = self._open.append
         #: broker wall ns = monotonic seconds * 1e9 + this, fixed on first use (a manual
         #: clock moves both alike): every read then gives an event the same time
         self._offset: int | None = None
@@ -200,33 +243,69 @@ class Journal:
     @property
     def recorded(self) -> int:
         """Entries ever recorded (the newest one's number)."""
-        return self.evicted + len(self.entries)
+        return self.evicted + self._held + len(self._open)
+
+    @property
+    def entries(self) -> Iterator[Published | Step]:
+        """The ring's entries, oldest first (what :meth:`trim` left, then what came since)."""
+        return chain(chain.from_iterable(chunk[0] for chunk in self._chunks), self._open)
+
+    def __len__(self) -> int:
+        """Entries the ring holds."""
+        return self._held + len(self._open)
 
     # -- the ring ------------------------------------------------------------
     def trim(self) -> None:
-        """Count what was recorded since the last call, then drop the oldest entries while
-        the ring holds more than ``size`` entries or ``entry_bytes`` of messages.
+        """Close the chunk recorded since the last call (count its bytes), then drop the
+        oldest entries while the ring holds more than ``size`` entries or ``entry_bytes``
+        of messages (the newest entry stays, whatever its size).
 
-        Recording only appends a tuple (the hot path's whole cost); this runs every queue
+        Recording only appends an entry (the hot path's whole cost); this runs every queue
         scan and before each read, so the ring passes its bound by at most what one queue
         scan interval records. Its work per entry is a step of C loops.
         """
-        entries = self.entries
-        new = len(entries) - self._counted
-        if new:
-            self.nbytes += sum(map(_BYTES, islice(reversed(entries), new)))
-        excess = len(entries) - self.size
-        if excess > 0:
-            popleft = entries.popleft
-            self.nbytes -= sum(map(_BYTES, [popleft() for _ in range(excess)]))
-            self.evicted += excess
-        while len(entries) > 1 and self.nbytes > self.entry_bytes:
-            self.nbytes -= entries.popleft()[-1]
-            self.evicted += 1
-        self._counted = len(entries)
+        if self._open:
+            chunk = self._open.copy()
+            self._open.clear()
+            nbytes = sum(map(_BYTES, chunk))
+            self._chunks.append([chunk, nbytes])
+            self._held += len(chunk)
+            self.nbytes += nbytes
+        self._drop(self._held - self.size)
+        if self.nbytes > self.entry_bytes and self._held > 1:
+            self._drop_bytes()
         sources = self.sources
         while len(sources) > 1 and sources[1][0] <= self.evicted + 1:
             sources.popleft()  # the publisher of the oldest entry stays
+
+    def _drop(self, count: int) -> None:
+        """Let the ``count`` oldest entries go: whole chunks, then the head of one."""
+        chunks = self._chunks
+        while count > 0 and chunks:
+            chunk = chunks[0]
+            entries: list[Any] = chunk[0]
+            if count >= len(entries):
+                chunks.popleft()
+                gone, nbytes = len(entries), chunk[1]
+            else:
+                gone, nbytes = count, sum(map(_BYTES, islice(entries, count)))
+                del entries[:count]
+                chunk[1] -= nbytes
+            self._held -= gone
+            self.nbytes -= nbytes
+            self.evicted += gone
+            count -= gone
+
+    def _drop_bytes(self) -> None:
+        """Drop the oldest entries until the rest keep at most ``entry_bytes`` alive."""
+        chunks = self._chunks
+        while len(chunks) > 1 and self.nbytes - chunks[0][1] >= self.entry_bytes:
+            self._drop(len(chunks[0][0]))
+        # then the fewest of the oldest chunk's entries (the newest entry always stays)
+        excess = self.nbytes - self.entry_bytes
+        if excess > 0:
+            running = list(accumulate(map(_BYTES, chunks[0][0])))
+            self._drop(min(bisect_left(running, excess) + 1, self._held - 1))
 
     def _seen(self, client_id: int, client: Any) -> None:
         """Remember who ``client_id`` is, the first time it shows."""
@@ -239,6 +318,11 @@ class Journal:
             getattr(client, "hostname", ""),
             getattr(client, "client_id", ""),
         )
+
+    def seen(self, client: Any) -> None:
+        """Remember who ``client`` (a TCP connection) is, unless the journal knows it."""
+        if client.id not in self.who:
+            self._seen(client.id, client)
 
     def publisher(self, client: Any) -> None:
         """``client`` (a TCP connection) publishes what comes next (once per command or run
@@ -263,21 +347,20 @@ class Journal:
     # -- recording: topics -----------------------------------------------------
     def fanned_out(self, topic: str, msgs: list[Message], channels: tuple[str, ...]) -> None:
         """A topic handed messages it held to its ``channels``' memory."""
-        self.entries.append((QUEUED, self.now(), topic, "", msgs, None, None, channels, 0))
+        self.append(Step(QUEUED, self.now(), topic, "", msgs, None, None, channels, 0))
 
     # -- recording: channels ---------------------------------------------------
     def queued_on_disk(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
         """A channel put its copies of ``msgs`` in its disk queue (its memory was full)."""
-        self.entries.append((QUEUED, now, topic, channel, msgs, "disk", None, None, 0))
+        self.append(Step(QUEUED, now, topic, channel, msgs, "disk", None, None, 0))
 
     def delivered(
         self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int
     ) -> None:
         """``msgs`` (a list, or one message sent as it was published) went to ``client``
         under ``lease`` (``nbytes`` of messages)."""
-        if client.id not in self.who:
-            self._seen(client.id, client)
-        self.entries.append((DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
+        self.seen(client)
+        self.append(Step(DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
 
     def finished(
         self, topic: str, channel: str, client_id: int, msg_ids: list[bytes], taken: list[Message]
@@ -286,7 +369,7 @@ class Journal:
         ids: Any = msg_ids if len(taken) == len(msg_ids) else [m.data[:16] for m in taken]
         if len(ids) == 1:  # a lone FIN's id, not its list: the collector tracks lists
             ids = ids[0]
-        self.entries.append((FINISHED, self.now(), topic, channel, ids, client_id, None, None, 0))
+        self.append(Step(FINISHED, self.now(), topic, channel, ids, client_id, None, None, 0))
         if self.troubles:
             troubles = self.troubles.get((topic, channel))
             if troubles:
@@ -297,7 +380,7 @@ class Journal:
     ) -> None:
         msgs = refs if refs.__class__ is list else [refs]
         nbytes = sum(len(m.data) for m in msgs)
-        self.entries.append((kind, now, topic, channel, refs, a, b, None, nbytes))
+        self.append(Step(kind, now, topic, channel, refs, a, b, None, nbytes))
 
     def touched(self, topic: str, channel: str, msg: Message, client_id: int, now: float) -> None:
         """``client_id`` restarted ``msg``'s timeout (its new deadline is in its lease)."""

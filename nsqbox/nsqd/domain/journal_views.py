@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import astuple
+
 from .journal import (
     DEFERRED,
     DELIVERED,
@@ -31,6 +33,7 @@ from .journal import (
     TOUCHED,
     Entry,
     Journal,
+    Published,
 )
 
 if TYPE_CHECKING:
@@ -89,13 +92,22 @@ def _entries(journal: Journal, base: int) -> Iterator[Entry]:
         while at + 1 < len(sources) and sources[at + 1][0] <= number:
             at += 1
             source = sources[at][1]
-        if len(raw) == 4:  # a publish: (key, msgs, defer, size)
-            (topic, channels), msgs, defer, size = raw
+        if raw.__class__ is Published:
+            topic, channels = raw.key
             yield Entry(
-                number << 32, PUBLISHED, None, topic, "", msgs, source, defer, channels, size
+                number << 32,
+                PUBLISHED,
+                None,
+                topic,
+                "",
+                raw.refs,
+                source,
+                raw.defer,
+                channels,
+                raw.nbytes,
             )
         else:
-            yield Entry(number << 32, *raw)
+            yield Entry(number << 32, *astuple(raw))
 
 
 class _Reading:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ...wire.names import is_ephemeral
 from .channel import Channel, ChannelError
+from .journal import Published
 from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class Topic:
         #: its messages straight into memory (None: the topic holds them).
         self._held_key: tuple[str, tuple[str, ...] | None] = (name, None)
         self._journal_key: tuple[str, tuple[str, ...] | None] = self._held_key
+        #: The journal's ``append`` (None: ``--journal-size=0``), looked up once.
+        self._record = None if node.journal is None else node.journal.append
         self.memory: deque[Message] = deque()
         self.mem_limit = node.options.mem_queue_size
         self.backend: BackendQueue = node.new_backend(name, self.ephemeral)
@@ -102,11 +105,13 @@ class Topic:
         fault = node.publish_fault
         if fault is not None and (error := fault(self.name)) is not None:
             raise TopicError(error)
+        refs: Message | list[Message]  # what the journal refers to: a PUB's message alone
         if len(bodies) == 1:  # a PUB: its id without the lists of a batch's
-            msgs = [self.id_factory.message(bodies[0], node.wall_ns())]
+            refs = self.id_factory.message(bodies[0], node.wall_ns())
+            msgs = [refs]
             size = len(bodies[0])
         else:
-            msgs = self.id_factory.messages(bodies, node.wall_ns())
+            refs = msgs = self.id_factory.messages(bodies, node.wall_ns())
             size = sum(map(len, bodies))
         if defer:
             lease = (0, 0.0, defer)  # the delay rides in the deadline until fan-out
@@ -123,10 +128,9 @@ class Topic:
             and not self.memory
             and not self.backend.depth
         )
-        if (journal := node.journal) is not None:  # one tuple: the journal's whole cost
+        if (record := self._record) is not None:  # one entry: the journal's whole cost
             key = self._journal_key if delivering and not defer else self._held_key
-            # a PUB's message alone: the collector tracks a list, never a message
-            journal.append((key, msgs if len(msgs) > 1 else msgs[0], defer, size))
+            record(Published(key, refs, defer, size))
         if delivering:
             if now is None:
                 now = node.now()
