@@ -152,6 +152,11 @@ async def test_timed_out_shows_the_holder_and_how_long(
     await wait_until(lambda: channel_of(server).timeout_count == 1, within=TIMEOUT * 3)
 
     events = await journey(client, server, msg.id.decode())
+    # sent on as it was published: one entry holds the publish and the delivery
+    assert [e["kind"] for e in events] == ["published", "delivered", "timed_out"]
+    delivered = events[1]
+    assert (delivered["channel"], delivered["attempt"]) == ("c", 1)
+    assert (delivered["user_agent"], delivered["timeout_ms"]) == ("slow-worker", 1000)
     timed_out = [e for e in events if e["kind"] == "timed_out"]
     assert len(timed_out) == 1
     assert timed_out[0]["user_agent"] == "slow-worker"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.message import MESSAGE_FRAME_HEADER
 from ...wire.names import is_ephemeral
-from .journal import DELIVERED, Step
+from .journal import Published
 from .message import Message
 from .timeout_queue import TimeoutQueue
 
@@ -110,7 +110,8 @@ class Channel:
         #: shutdown; they wait out their delay when read back.
         self.restored_deadlines = node.restored_deadlines(topic_name, name)
         self.journal = node.journal  # None: --journal-size=0
-        self._record = None if node.journal is None else node.journal.append
+        #: The journal's open chunk (None: no journal): a direct delivery's entry goes there.
+        self._chunk = None if node.journal is None else node.journal.open
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -198,11 +199,11 @@ class Channel:
             self.in_flight.add(msg.data[:16], msg, lease[2])
             client.in_flight_count += 1
             client.send_message(msg)
-            if (record := self._record) is not None:  # one entry (who it is: at SUB)
-                nbytes = len(msg.data)
-                record(
-                    Step(DELIVERED, now, self.topic_name, self.name, msg, lease, None, None, nbytes)
-                )
+            if (chunk := self._chunk) is not None:  # who it is: the journal knows from SUB
+                if chunk and (last := chunk[-1]).__class__ is Published and last.refs is msg:
+                    last.lease = lease  # a PUB sent on at once: its entry says so
+                elif self.journal is not None:  # a copy, or sent again: an entry of its own
+                    self.journal.delivered(self.topic_name, self.name, client, lease, msg, 0)
             if client.can_take():
                 ring.append(client)
             else:

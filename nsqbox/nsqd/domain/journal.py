@@ -72,18 +72,8 @@ FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
 #: An entry's bytes.
 _BYTES: Final = attrgetter("nbytes")
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
-KINDS: Final = (
-    "published",
-    "queued",
-    "delivered",
-    "touched",
-    "requeued",
-    "timed_out",
-    "finished",
-    "dropped",
-    "deferred",
-    "due",
-)
+_NAMES = "published queued delivered touched requeued timed_out finished dropped deferred due"
+KINDS: Final = tuple(_NAMES.split())
 
 
 class Published(msgspec.Struct, gc=False):
@@ -91,7 +81,7 @@ class Published(msgspec.Struct, gc=False):
     channels that took the messages straight into memory (None: the topic held them);
     ``refs`` one message (a PUB) or a list (an MPUB).
 
-    Not tracked by the garbage collector: it refers to strings, numbers, messages (not
+    Untracked by the garbage collector: it refers to strings, numbers, messages (not
     tracked either) and at most a list, and nothing refers back, so it is in no cycle.
     """
 
@@ -99,6 +89,9 @@ class Published(msgspec.Struct, gc=False):
     refs: Any
     defer: float
     nbytes: int
+    #: A PUB's message sent on at once by the first channel of ``key`` (the one given the
+    #: message itself, not a copy): its lease, set on this entry instead of a :class:`Step`.
+    lease: Any = None
 
 
 class Step(msgspec.Struct, gc=False):
@@ -208,23 +201,22 @@ class Journal:
         self.wall_ns = wall_ns
         self.now = now
         self._clients = clients
-        #: The ring's closed chunks, oldest first: ``[entries, their bytes]``.
+        #: The ring's closed chunks, oldest first: ``[entries (a tuple), their bytes]``.
         self._chunks: deque[list[Any]] = deque()
         #: What was recorded since the last :meth:`trim`: the chunk it closes next (one
         #: list for good, emptied by each trim, so callers may keep its ``append``).
-        self._open: list[Published | Step] = []
+        self.open: list[Published | Step] = []
         self._held = 0  #: entries in the closed chunks
         self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
         self.nbytes = 0  #: message bytes the closed chunks' entries keep alive
         #: Record one entry (a :class:`Published`, what a topic calls, or a :class:`Step`).
-        self.append: Callable[[Published | Step], None] = self._open.append
+        self.append: Callable[[Published | Step], None] = self.open.append
         #: broker wall ns = monotonic seconds * 1e9 + this, fixed on first use (a manual
         #: clock moves both alike): every read then gives an event the same time
         self._offset: int | None = None
         #: Who publishes from which entry on: ``(entry number, source)``, oldest first.
         self.sources: deque[tuple[int, object]] = deque([(1, 0)])
-        #: Who publishes next: a TCP client, an HTTP request's (remote address, headers),
-        #: 0 in-process; set by the edge before it hands bodies to a topic.
+        #: Who publishes next (a TCP client's id, an HTTP request's (address, headers), 0).
         self.source: object = 0
         #: The clients seen, by id: who they were when first seen.
         self.who: dict[int, Who] = {}
@@ -243,16 +235,16 @@ class Journal:
     @property
     def recorded(self) -> int:
         """Entries ever recorded (the newest one's number)."""
-        return self.evicted + self._held + len(self._open)
+        return self.evicted + self._held + len(self.open)
 
     @property
     def entries(self) -> Iterator[Published | Step]:
         """The ring's entries, oldest first (what :meth:`trim` left, then what came since)."""
-        return chain(chain.from_iterable(chunk[0] for chunk in self._chunks), self._open)
+        return chain(chain.from_iterable(chunk[0] for chunk in self._chunks), self.open)
 
     def __len__(self) -> int:
         """Entries the ring holds."""
-        return self._held + len(self._open)
+        return self._held + len(self.open)
 
     # -- the ring ------------------------------------------------------------
     def trim(self) -> None:
@@ -264,9 +256,9 @@ class Journal:
         scan and before each read, so the ring passes its bound by at most what one queue
         scan interval records. Its work per entry is a step of C loops.
         """
-        if self._open:
-            chunk = self._open.copy()
-            self._open.clear()
+        if self.open:
+            chunk = tuple(self.open)  # untracked once the collector has seen it
+            self.open.clear()
             nbytes = sum(map(_BYTES, chunk))
             self._chunks.append([chunk, nbytes])
             self._held += len(chunk)
@@ -283,13 +275,13 @@ class Journal:
         chunks = self._chunks
         while count > 0 and chunks:
             chunk = chunks[0]
-            entries: list[Any] = chunk[0]
+            entries: tuple[Any, ...] = chunk[0]
             if count >= len(entries):
                 chunks.popleft()
                 gone, nbytes = len(entries), chunk[1]
             else:
                 gone, nbytes = count, sum(map(_BYTES, islice(entries, count)))
-                del entries[:count]
+                chunk[0] = entries[count:]
                 chunk[1] -= nbytes
             self._held -= gone
             self.nbytes -= nbytes
@@ -358,16 +350,19 @@ class Journal:
         self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int
     ) -> None:
         """``msgs`` (a list, or one message sent as it was published) went to ``client``
-        under ``lease`` (``nbytes`` of messages)."""
+        under ``lease`` (``nbytes`` of messages; 0 for one message: its own)."""
         self.seen(client)
+        if not nbytes and msgs.__class__ is not list:
+            nbytes = len(msgs.data)
         self.append(Step(DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
 
     def finished(
         self, topic: str, channel: str, client_id: int, msg_ids: list[bytes], taken: list[Message]
     ) -> None:
         """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused)."""
-        ids: Any = msg_ids if len(taken) == len(msg_ids) else [m.data[:16] for m in taken]
-        if len(ids) == 1:  # a lone FIN's id, not its list: the collector tracks lists
+        # a tuple of ids (or a lone FIN's id): untracked after one collection, as a chunk
+        ids: Any = tuple(msg_ids) if len(taken) == len(msg_ids) else tuple(m.id for m in taken)
+        if len(ids) == 1:
             ids = ids[0]
         self.append(Step(FINISHED, self.now(), topic, channel, ids, client_id, None, None, 0))
         if self.troubles:

@@ -46,6 +46,8 @@ Doc = dict[str, Any]
 _ID = 16
 #: An event's number: its entry's number times 2**32, plus its place in the entry.
 _LOW = (1 << 32) - 1
+#: Where the delivery a publish's entry holds is numbered in it: after the publish's events.
+_SENT = 1 << 31
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ def _msgs(entry: Entry) -> list[Message]:
 def _ids(entry: Entry) -> list[bytes]:
     if entry.kind == FINISHED:
         refs = entry.refs
-        return refs if refs.__class__ is list else [refs]
+        return list(refs) if refs.__class__ is tuple else [refs]
     return [m.data[:_ID] for m in _msgs(entry)]
 
 
@@ -106,6 +108,12 @@ def _entries(journal: Journal, base: int) -> Iterator[Entry]:
                 channels,
                 raw.nbytes,
             )
+            if raw.lease is not None and channels:  # sent on at once: its delivery, after it
+                lease = raw.lease
+                yield Entry(
+                    number << 32 | _SENT, DELIVERED, lease[1], topic, channels[0], raw.refs,
+                    lease, None, None, 0,
+                )  # fmt: skip
         else:
             yield Entry(number << 32, *astuple(raw))
 
