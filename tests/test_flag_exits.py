@@ -84,7 +84,7 @@ COMMANDS = [
     ("lookupd", "Usage of nsqlookupd:\n"),
     ("admin", "Usage of nsqbox admin:\n"),
     ("tui", "Usage of nsqbox tui:\n"),
-    ("pub", "Usage of nsqbox pub:\n"),
+    ("pub", "usage: nsqbox pub [--topic] TOPIC [MESSAGE ...] [flags]\n"),
     ("tail", "Usage of nsqbox tail:\n"),
     ("stat", "usage: nsqbox stat "),
     ("fault", "usage: nsqbox fault "),

@@ -34,6 +34,10 @@ NOT_AT_START = (
     "html",  # the first redirect's body
     "nsqbox.process.terminal_text",  # the first NSQError
     "concurrent.futures",  # nsqd's disk-sync thread, made with its first disk queue
+    "nsqbox.snapshot.files",  # the first snapshot or step replay route's request
+    "nsqbox.snapshot.format",
+    "nsqbox.snapshot.replay",
+    "gzip",  # a snapshot's or a tap's .gz file
 )
 
 #: Loaded by ``nsqbox up`` (its command line), but not to start the fixture's box, whose

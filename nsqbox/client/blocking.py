@@ -172,6 +172,8 @@ class BlockingConsumer(_Closable):
             self._conn.close()
             raise
         self.address = self._conn.address
+        #: This end's ``host:port`` (nsqd's ``/stats`` names the client by it).
+        self.local_address = self._conn.local_address
         self._rdy = RdyController(
             self.config.max_in_flight,
             self._send_rdy,

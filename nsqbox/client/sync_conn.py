@@ -59,6 +59,9 @@ class SyncConnection:
             (host, port), timeout=config.dial_timeout
         )
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        #: This end's ``host:port``: what nsqd's ``/stats`` lists as the client's
+        #: ``remote_address`` (unless a NAT or proxy stands between).
+        self.local_address = format_address(self._sock.getsockname()[:2])
         self._encoder: Encoder | None = None
         self._decoder: Decoder | None = None
         self._reader = FrameReader()

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from typing import Final
 
 import h11
+import msgspec
 
 # One Content-Length line of a head h11 accepted: CRLF, the name (any case), the
 # value's digits with optional blanks around them, CRLF. Only a head with exactly
@@ -47,8 +47,7 @@ _STATEFUL: Final = frozenset({b"transfer-encoding", b"upgrade", b"expect"})
 MAX_REMEMBERED_HEAD: Final = 8192
 
 
-@dataclass(frozen=True, slots=True)
-class FastRequest:
+class FastRequest(msgspec.Struct, frozen=True):
     """A complete request as h11 reports it: ``headers`` have lower-case names."""
 
     method: bytes
@@ -60,8 +59,7 @@ class FastRequest:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class PlainHead:
+class PlainHead(msgspec.Struct, frozen=True):
     """A plain request head h11 parsed, for the next request with the same bytes.
 
     ``raw`` is the head's bytes; ``prefix`` and ``suffix`` the bytes before and

@@ -25,7 +25,8 @@ import functools
 import ipaddress
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["LocalGuard", "host_name", "local_guard"]
 
@@ -54,8 +55,7 @@ def _is_ip_literal(name: str) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class LocalGuard:
+class LocalGuard(msgspec.Struct, frozen=True):
     """The Host allowlist and Origin rule of one service.
 
     ``names`` are the allowed host names beyond IP literals and ``localhost``.

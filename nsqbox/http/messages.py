@@ -19,7 +19,6 @@ into bytes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote_to_bytes
 
@@ -55,8 +54,7 @@ class HTTPError(Exception):
         return f"HTTPError({self.status}, {self.message!r})"
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(msgspec.Struct, frozen=True):
     """A complete HTTP response. The server adds framing, and NSQ's header if ``nsq_header``."""
 
     status: int = 200

@@ -30,7 +30,6 @@ byte from the start of that request, as if there were no cache.
 from __future__ import annotations
 
 import http
-from dataclasses import dataclass
 from typing import Final, TypeAlias
 from urllib.parse import unquote, urlsplit
 
@@ -360,8 +359,7 @@ class ServerConnection:
         return b"".join(chunk for chunk in out if chunk)
 
 
-@dataclass(frozen=True, slots=True)
-class _Remembered:
+class _Remembered(msgspec.Struct, frozen=True):
     """The plain head the cache answers, with its request line decoded once."""
 
     head: PlainHead

@@ -45,8 +45,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
 from typing import Protocol
+
+import msgspec
 
 from nsqbox.http.local_guard import LocalGuard, local_guard
 from nsqbox.http.messages import HTTPError, Request, Response
@@ -71,8 +72,7 @@ DEFAULT_MAX_BODY_SIZE = 1024 * 1024
 NSQBOX_PATH = "/nsqbox"
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(msgspec.Struct, frozen=True):
     """What the server learns about a request from its head, before the body.
 
     ``respond`` answers the complete request (it never raises an
@@ -83,9 +83,9 @@ class Endpoint:
     """
 
     respond: Callable[[Request], Awaitable[Response]]
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = msgspec.field(default_factory=dict)
     max_body_size: int = DISCARD_BODY_LIMIT
-    too_large: Response = field(
+    too_large: Response = msgspec.field(
         default_factory=lambda: Response.error(HTTPError(413, "BODY_TOO_BIG"))
     )
     respond_now: Callable[[Request], Response | None] | None = None
@@ -99,8 +99,7 @@ class App(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Route:
+class _Route(msgspec.Struct, frozen=True):
     method: str
     pattern: str
     segments: tuple[str, ...]
@@ -180,7 +179,7 @@ class _Route:
             raise TypeError(f"plain-text route {self.pattern} returned {type(result)}")
         response = Response.v1(result)
         if self.plain_text:  # nsqd's PlainText decorator sends no NSQ header
-            response = replace(response, nsq_header=False)
+            response = msgspec.structs.replace(response, nsq_header=False)
         return response
 
     def _failed(self, exc: Exception, request: Request) -> Response:
@@ -438,7 +437,7 @@ def _match(
 
 def _error_response(error: HTTPError, plain_text: bool) -> Response:
     if plain_text and error.body is None:
-        return replace(Response.text(error.message, error.status), nsq_header=False)
+        return msgspec.structs.replace(Response.text(error.message, error.status), nsq_header=False)
     return Response.error(error)
 
 

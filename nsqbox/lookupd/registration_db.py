@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = [
     "ANY",
@@ -46,8 +47,7 @@ class Category(enum.Enum):
     CHANNEL = "channel"
 
 
-@dataclass(frozen=True, slots=True)
-class Registration:
+class Registration(msgspec.Struct, frozen=True):
     """A registration key: ``category``, ``key`` (the topic) and ``subkey`` (the channel)."""
 
     category: Category
@@ -63,8 +63,7 @@ class Registration:
         )
 
 
-@dataclass(slots=True, eq=False)
-class PeerInfo:
+class PeerInfo(msgspec.Struct, eq=False):
     """One identified nsqd connection, as it described itself in IDENTIFY.
 
     ``id`` is the connection's remote address (unique per connection);
@@ -86,8 +85,7 @@ class PeerInfo:
         return f"{self.broadcast_address}:{self.http_port}"
 
 
-@dataclass(slots=True, eq=False)
-class Producer:
+class Producer(msgspec.Struct, eq=False):
     """A peer's entry under one registration key (tombstones live here)."""
 
     peer: PeerInfo

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 
+import msgspec
 import trio
 
 from .. import program_version
@@ -34,8 +34,7 @@ __all__ = ["LookupdAddresses", "main", "serve_lookupd", "version_string"]
 _PREFIX = "[nsqlookupd] "
 
 
-@dataclass(frozen=True)
-class LookupdAddresses:
+class LookupdAddresses(msgspec.Struct, frozen=True):
     """What serve_lookupd reports once it listens; ``lookupd`` is the live state."""
 
     tcp: tuple[str, int]

@@ -5,7 +5,6 @@ reply, and the V1 round trip; the loop itself is :mod:`nsqbox.nsqd.lookup`.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 import msgspec
 import trio
@@ -56,18 +55,17 @@ SESSION_ERRORS = (
 )
 
 
-@dataclass(eq=False)
-class LookupPeer:
+class LookupPeer(msgspec.Struct, eq=False):
     """One lookupd address and the state of nsqd's connection to it."""
 
     address: str
     #: Commands to send, each with its sequence number (``pushed`` counts them).
-    queue: deque[tuple[int, bytes]] = field(default_factory=deque)
+    queue: deque[tuple[int, bytes]] = msgspec.field(default_factory=deque)
     pushed: int = 0
     #: The sequence number of the last command the lookupd answered (or covered by a
     #: full re-registration).
     acked: int = 0
-    wake: trio.Event = field(default_factory=trio.Event)
+    wake: trio.Event = msgspec.field(default_factory=trio.Event)
     info: LookupdInfo | None = None
     #: Between a dial and the end of that session's registration (from the moment the
     #: peer is added, so a publish right after start-up waits for the first dial).
@@ -75,7 +73,7 @@ class LookupPeer:
     connected: bool = False
     busy: bool = False
     removed: bool = False
-    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    cancel_scope: trio.CancelScope = msgspec.field(default_factory=trio.CancelScope)
 
     def push(self, command: bytes) -> None:
         self.pushed += 1

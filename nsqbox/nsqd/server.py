@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 import ssl
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import trio
 
 from .. import program_version
@@ -50,8 +50,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("nsqbox.nsqd")
 
 
-@dataclass(frozen=True)
-class NSQDAddresses:
+class NSQDAddresses(msgspec.Struct, frozen=True):
     """What serve_nsqd reports once it listens; ``nsqd`` is the live container."""
 
     tcp: tuple[str, int]

@@ -8,8 +8,12 @@ killed process loses nothing the kernel holds). Real nsqd ignores these files.
 
 The layout (big-endian)::
 
-    "NSQBOXTAP1\\n" <topic> "\\n"                        the header
-    [16 bytes id][8 timestamp ns][8 defer ms][4 n][n body]   one record, repeated
+    "NSQBOXTAP2\\n" <topic> "\\n"                        the header
+    [16 bytes id][8 timestamp ns][8 defer ms][4 n][n body][2 p][p publisher]   one record
+
+``publisher`` is who published it, as JSON (``{"protocol": "tcp", "client_id": ...}``), or
+nothing (``p`` = 0). A file an older nsqbox wrote (``NSQBOXTAP1``, records without the
+publisher) still loads, its records without one.
 
 A file whose last record is cut short (the machine, not the process, went down
 mid-write) loads up to that record and says it lost something; so does a file renamed
@@ -23,6 +27,8 @@ import os
 import re
 import struct
 from collections.abc import Iterable
+
+import msgspec
 
 from ..wire.names import is_valid_topic_name
 
@@ -39,11 +45,15 @@ __all__ = [
     "tap_file_path",
 ]
 
-#: One recorded message: id (hex), timestamp (ns), DPUB delay (ms), body.
-Record = tuple[str, int, int, bytes]
+#: One recorded message: id (hex), timestamp (ns), DPUB delay (ms), body, and who published it
+#: (``{"protocol": "tcp" or "http", ...}``; None: not known).
+Record = tuple[str, int, int, bytes, dict[str, str] | None]
 
-MAGIC = b"NSQBOXTAP1\n"
+MAGIC = b"NSQBOXTAP2\n"
+#: The header of a file without publishers (nsqbox before they were recorded).
+MAGIC_V1 = b"NSQBOXTAP1\n"
 _HEAD = struct.Struct(">16sqqI")
+_PUBLISHER = struct.Struct(">H")
 _NAME = re.compile(r"^nsqbox\.tap\.([0-9a-f]{16})(\.lost)?\.dat$")
 #: The longest header: the magic, a topic name (at most 64 bytes) and its newline.
 _MAX_HEADER = len(MAGIC) + 65
@@ -74,12 +84,34 @@ def create_tap_file(path: str, topic: str) -> None:
         f.write(MAGIC + topic.encode("ascii") + b"\n")
 
 
+def _publisher_bytes(publisher: dict[str, str] | None) -> bytes:
+    if not publisher:
+        return _PUBLISHER.pack(0)
+    data = msgspec.json.encode(publisher)
+    if len(data) > 0xFFFF:  # its fields are bounded far below; never cut a document short
+        return _PUBLISHER.pack(0)
+    return _PUBLISHER.pack(len(data)) + data
+
+
 def encode_records(records: Iterable[Record]) -> bytes:
     """``records`` as the file holds them."""
     return b"".join(
-        _HEAD.pack(tap_id.encode("ascii"), timestamp, defer_ms, len(body)) + body
-        for tap_id, timestamp, defer_ms, body in records
+        _HEAD.pack(tap_id.encode("ascii"), timestamp, defer_ms, len(body))
+        + body
+        + _publisher_bytes(publisher)
+        for tap_id, timestamp, defer_ms, body, publisher in records
     )
+
+
+def _publisher(data: bytes) -> dict[str, str] | None:
+    """A record's publisher, None when it is not a JSON object of strings."""
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        return None
+    return {str(k): v for k, v in doc.items()}
 
 
 def append_records(path: str, records: Iterable[Record]) -> None:
@@ -134,7 +166,11 @@ def load_tap_file(path: str, *, limit: int, lost: bool = False) -> LoadedTap | N
             data = f.read(_MAX_HEADER + limit + 1)
     except OSError:
         return None
-    if not data.startswith(MAGIC):
+    if data.startswith(MAGIC):
+        with_publisher = True
+    elif data.startswith(MAGIC_V1):
+        with_publisher = False
+    else:
         return None
     end = data.find(b"\n", len(MAGIC))
     if end < 0:
@@ -166,6 +202,19 @@ def load_tap_file(path: str, *, limit: int, lost: bool = False) -> LoadedTap | N
         except UnicodeDecodeError:
             loaded.lost = True
             break
-        loaded.records.append((tap_id, timestamp, defer_ms, bytes(body[start : start + size])))
         offset = start + size
+        publisher = None
+        if with_publisher:
+            if offset + _PUBLISHER.size > len(body):
+                loaded.lost = loaded.lost or not loaded.overflow
+                break
+            (length,) = _PUBLISHER.unpack_from(body, offset)
+            offset += _PUBLISHER.size
+            if offset + length > len(body):
+                loaded.lost = loaded.lost or not loaded.overflow
+                break
+            publisher = _publisher(bytes(body[offset : offset + length])) if length else None
+            offset += length
+        record = (tap_id, timestamp, defer_ms, bytes(body[start : start + size]), publisher)
+        loaded.records.append(record)
     return loaded

@@ -82,6 +82,9 @@ class BoxOptions:
     load_path: str = ""
     #: A seed (TOML) to apply once the nsqds run, after ``load_path`` (``--seed``).
     seed_path: str = ""
+    #: Where the admin service saves a snapshot a request names (``POST /api/snapshot?file=``,
+    #: the TUI's save); empty: the working directory the box started in.
+    snapshot_dir: str = ""
 
     def use_ephemeral_ports(self) -> None:
         """Put every listener on port 0 (the OS picks free ports)."""
@@ -329,11 +332,14 @@ def _node_name(options: NSQDOptions, node: NSQDAddresses) -> str:
 
 class AdminNodeControl:
     """The box's nsqds as the admin service's ``NodeControl``: ``/api/faults/restart``,
-    ``crash`` and ``start``, ``nsqbox fault restart`` and the TUI's node actions."""
+    ``crash`` and ``start``, ``nsqbox fault restart`` and the TUI's node actions; and its
+    ``SnapshotControl`` (``/api/snapshot``: cut, save into ``save_dir``, the last load)."""
 
-    def __init__(self, control: BoxControl, names: Sequence[str]) -> None:
+    def __init__(self, control: BoxControl, names: Sequence[str], save_dir: str = ".") -> None:
         self._control = control
         self._names = tuple(names)
+        #: Where ``POST /api/snapshot?file=NAME`` saves (the box's working directory).
+        self.save_dir = os.path.abspath(save_dir)
 
     def nodes(self) -> list[ControlledNode]:
         """Every nsqd of the box, running or not."""
@@ -371,6 +377,18 @@ class AdminNodeControl:
         from nsqbox.run.snapshot import cut_box
 
         return cut_box(self._control, self._names)
+
+    async def save_snapshot(self, name: str) -> dict[str, Any]:
+        """Save every nsqd's cut as the snapshot ``name`` in :attr:`save_dir`."""
+        from nsqbox.run.snapshot import save_box
+
+        return await save_box(self._control, self.save_dir, name)
+
+    def snapshot_info(self) -> dict[str, Any]:
+        """``{"loaded": the box's last load or None, "directory": save_dir}``."""
+        from nsqbox.run.snapshot import loaded_box
+
+        return {"loaded": loaded_box(self._control), "directory": self.save_dir}
 
 
 async def serve_box(
@@ -424,6 +442,7 @@ async def serve_box(
             _node_name(runner.options, node) for runner, node in zip(runners, nsqds, strict=True)
         ]
         admin_options = options.admin_options(_reachable(lookupd.http))
-        serve = functools.partial(serve_admin, control=AdminNodeControl(control, names))
+        node_control = AdminNodeControl(control, names, options.snapshot_dir or os.getcwd())
+        serve = functools.partial(serve_admin, control=node_control)
         admin: AdminAddresses = await nursery.start(serve, admin_options)
         task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control, clock))

@@ -12,10 +12,13 @@ so deferred messages fall due at the same broker time as in the box it came from
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from nsqbox.snapshot.files import SnapshotReader, check_snapshot, open_for_reading
 from nsqbox.snapshot.format import ChannelLine, MessageLine, SnapshotError, TopicLine
@@ -23,8 +26,9 @@ from nsqbox.snapshot.format import ChannelLine, MessageLine, SnapshotError, Topi
 if TYPE_CHECKING:
     from nsqbox.broker.clock import BrokerClock
     from nsqbox.nsqd.domain.nsqd import NSQD
+    from nsqbox.nsqd.routes.snapshot import Spool
 
-__all__ = ["BoxNodes", "cut_box", "load_box", "seed_box"]
+__all__ = ["BoxNodes", "cut_box", "load_box", "loaded_box", "save_box", "seed_box"]
 
 
 class BoxNodes(Protocol):
@@ -58,14 +62,98 @@ def cut_box(control: BoxNodes, names: Sequence[str]) -> list[dict[str, Any]]:
 
     cuts = []
     for index, nsqd in enumerate(_running(control)):
-        doc = asdict(spool_node(nsqd, index))
+        doc = msgspec.structs.asdict(spool_node(nsqd, index))
         del doc["path"]
         cuts.append({"node": index, "http_address": names[index], **doc})
     return cuts
 
 
-async def load_box(path: str | os.PathLike[str], control: BoxNodes, clock: BrokerClock) -> int:
-    """Load the snapshot at ``path`` into the box's nsqds; how many messages it held.
+def _cut_and_open(control: BoxNodes) -> tuple[list[Spool], list[IO[bytes]]]:
+    """Every nsqd's cut in one synchronous pass, each spool opened then removed from its
+    data path (the open file keeps it readable); OSError when a node is down."""
+    from nsqbox.nsqd.routes.snapshot import spool_node
+
+    spools: list[Spool] = []
+    sources: list[IO[bytes]] = []
+    try:
+        for index, nsqd in enumerate(_running(control)):
+            spools.append(spool_node(nsqd, index))
+        for spool in spools:
+            sources.append(open(spool.path, "rb"))  # noqa: SIM115 - the caller closes them
+    except BaseException:
+        for source in sources:
+            source.close()
+        raise
+    finally:
+        for spool in spools:
+            with contextlib.suppress(OSError):
+                os.unlink(spool.path)
+    return spools, sources
+
+
+async def save_box(control: BoxNodes, directory: str, name: str) -> dict[str, Any]:
+    """Save one consistent cut of every nsqd as the snapshot ``name`` in ``directory``.
+
+    The nodes are cut in one synchronous pass (:func:`cut_box`'s), their spools opened and
+    removed at once (nothing is left in the data paths), then written into the file off the
+    event loop, confined to ``directory`` (:func:`~nsqbox.snapshot.confined.open_confined`).
+    SaveNameError for a name that is not a snapshot's file name, FileExistsError when the
+    directory has that name, OSError when a node is down or a file cannot be written. What
+    was saved: ``{"file", "directory", "bytes", "nodes", "topics", "channels", "messages"}``.
+    """
+    import shutil
+
+    import trio
+
+    from nsqbox.snapshot.confined import check_save_name, open_confined
+    from nsqbox.snapshot.files import SnapshotWriter
+    from nsqbox.snapshot.format import Header
+
+    check_save_name(name)
+    spools, sources = _cut_and_open(control)
+    first = spools[0]
+    saved_at_ns = min(s.saved_at_ns for s in spools)
+    header = Header(0, len(spools), saved_at_ns, first.clock, first.clock_offset)
+
+    def write() -> int:
+        with open_confined(directory, name) as stream:
+            writer = SnapshotWriter(stream, header)
+            writer.flush()
+            for spool, source in zip(spools, sources, strict=True):
+                shutil.copyfileobj(source, stream, 1024 * 1024)
+                writer.add_counts(spool.topics, spool.channels, spool.messages)
+            writer.finish()
+        return os.stat(os.path.join(directory, name), follow_symlinks=False).st_size
+
+    try:
+        size = await trio.to_thread.run_sync(write)
+    finally:
+        for source in sources:
+            source.close()
+    return {
+        "file": name,
+        "directory": directory,
+        "bytes": size,
+        "nodes": len(spools),
+        "topics": sum(s.topics for s in spools),
+        "channels": sum(s.channels for s in spools),
+        "messages": sum(s.messages for s in spools),
+    }
+
+
+def loaded_box(control: BoxNodes) -> dict[str, Any] | None:
+    """The box's last load (:func:`~nsqbox.snapshot.loaded.latest` over its running nsqds)."""
+    from nsqbox.snapshot.loaded import latest
+
+    nodes = [control.nsqd(index) for index in range(len(control))]
+    return latest(nsqd.loaded_snapshot for nsqd in nodes if nsqd is not None)
+
+
+async def load_box(
+    path: str | os.PathLike[str], control: BoxNodes, clock: BrokerClock, name: str | None = None
+) -> int:
+    """Load the snapshot at ``path`` into the box's nsqds; how many messages it held. Each
+    node keeps the load as its last one, under ``name`` (default: the file's base name).
 
     ValueError (naming the line, from a :class:`SnapshotError`) when the file does not pass,
     or when the box has fewer nsqds than the snapshot; nothing is loaded then.
@@ -93,8 +181,10 @@ async def load_box(path: str | os.PathLike[str], control: BoxNodes, clock: Broke
         for record in SnapshotReader(stream):
             if isinstance(record, TopicLine | ChannelLine | MessageLine):
                 loaders[record.node].apply(record)
+    load_id = uuid.uuid4().hex
     for loader in loaders:
         loader.finish()
+        loader.remember(os.fspath(path) if name is None else name, load_id)
     return summary.messages
 
 
@@ -139,6 +229,6 @@ async def seed_box(
     os.close(fd)
     try:
         await trio.to_thread.run_sync(write_seed_snapshot, seed, spool)
-        return await load_box(spool, control, clock)
+        return await load_box(spool, control, clock, os.path.basename(name))
     finally:
         os.unlink(spool)

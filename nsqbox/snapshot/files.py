@@ -32,17 +32,19 @@ from .format import (
     EndLine,
     Header,
     MessageLine,
+    Publisher,
     Record,
     SnapshotError,
     TopicLine,
     body_fields,
     decode_header,
-    decode_record,
+    decode_records,
     encode,
     encode_lines,
 )
 
 __all__ = [
+    "READ_BLOCK",
     "WRITE_CHUNK",
     "SnapshotReader",
     "SnapshotSummary",
@@ -55,6 +57,8 @@ __all__ = [
 
 #: Bytes the writer gathers before each write.
 WRITE_CHUNK: Final = 1024 * 1024
+#: Bytes the reader reads at a time (whole lines of them are decoded in one call).
+READ_BLOCK: Final = 1024 * 1024
 _READ_BUFFER: Final = 1024 * 1024
 
 
@@ -162,6 +166,7 @@ class SnapshotWriter:
         body: bytes,
         delay_ms: int = 0,
         disk: bool = False,
+        publisher: Publisher | None = None,
     ) -> None:
         """A message line (its topic's and channel's lines came first)."""
         self.messages += 1
@@ -183,6 +188,7 @@ class SnapshotWriter:
                 disk,
                 text,
                 b64,
+                publisher,
             )
         )
         self._held += len(body) + 100
@@ -208,37 +214,76 @@ class SnapshotSummary:
 
 
 class SnapshotReader:
-    """Reads and checks a snapshot from ``stream``, one line at a time (module doc).
+    """Reads and checks a snapshot from ``stream`` (module doc), a block of whole lines at a
+    time (:data:`READ_BLOCK` bytes, each block decoded in one call).
 
     :attr:`header` is read on construction; iterating yields the records before the end
-    line, and :attr:`summary` is set once iteration finished at a valid end.
+    line, and :attr:`summary` is set once iteration finished at a valid end. :attr:`line` is
+    the last line read.
     """
 
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
         self.line = 0
         self.summary: SnapshotSummary | None = None
-        first = self._next_line()
-        if first is None:
+        #: Bytes read after the last whole line handed out (the start of the next line).
+        self._rest = b""
+        self._eof = False
+        block = self._next_block()
+        if block is None:
             raise SnapshotError(1, "empty file: no snapshot header")
-        self.header = decode_header(first, 1)
+        first = block.index(b"\n") + 1
+        self.header = decode_header(block[:first], 1)
+        self.line = 1
+        #: Whole lines read with the header, not yet handed out.
+        self._pending = block[first:]
 
-    def _next_line(self) -> bytes | None:
-        number = self.line + 1
+    def _read(self) -> bytes:
         try:
-            line = self._stream.readline(MAX_LINE_BYTES + 1)
+            return self._stream.read(READ_BLOCK)
         except EOFError:
-            raise SnapshotError(number, "truncated: the gzip stream ends early") from None
+            raise SnapshotError(self.line + 1, "truncated: the gzip stream ends early") from None
         except (gzip.BadGzipFile, zlib.error) as exc:
-            raise SnapshotError(number, f"damaged gzip stream ({exc})") from None
-        if not line:
+            raise SnapshotError(self.line + 1, f"damaged gzip stream ({exc})") from None
+
+    def _next_block(self) -> bytes | None:
+        """The next whole lines (ending in a newline), or None at the end of the stream.
+
+        A line is at most :data:`~.format.MAX_LINE_BYTES` bytes before its newline: only the
+        first line of a block can be longer than a block, so only it is measured.
+        """
+        parts = [self._rest]
+        size = len(self._rest)
+        while not self._eof:
+            data = self._read()
+            if not data:
+                self._eof = True
+                break
+            parts.append(data)
+            size += len(data)
+            if b"\n" not in data:  # inside one long line: keep reading, up to the bound
+                if size > MAX_LINE_BYTES:
+                    raise SnapshotError(self.line + 1, f"line longer than {MAX_LINE_BYTES} bytes")
+                continue
+            whole = b"".join(parts)
+            if whole.index(b"\n") > MAX_LINE_BYTES:
+                raise SnapshotError(self.line + 1, f"line longer than {MAX_LINE_BYTES} bytes")
+            cut = whole.rindex(b"\n") + 1
+            self._rest = whole[cut:]
+            return whole[:cut]
+        self._rest = b""
+        if not size:
             return None
-        self.line = number
-        if not line.endswith(b"\n"):
-            if len(line) > MAX_LINE_BYTES:
-                raise SnapshotError(number, f"line longer than {MAX_LINE_BYTES} bytes")
-            raise SnapshotError(number, "truncated: the last line has no newline")
-        return line
+        if size > MAX_LINE_BYTES:
+            raise SnapshotError(self.line + 1, f"line longer than {MAX_LINE_BYTES} bytes")
+        raise SnapshotError(self.line + 1, "truncated: the last line has no newline")
+
+    def _blocks(self) -> Iterator[bytes]:
+        if self._pending:
+            yield self._pending
+            self._pending = b""
+        while (block := self._next_block()) is not None:
+            yield block
 
     def __iter__(self) -> Iterator[Record]:
         nodes = self.header.nodes
@@ -246,48 +291,47 @@ class SnapshotReader:
         channels: set[tuple[int, str, str]] = set()
         deferred: dict[tuple[int, str, str], set[str]] = {}
         messages = 0
-        next_line = self._next_line
-        while True:
-            raw = next_line()
-            if raw is None:
-                raise SnapshotError(self.line + 1, "truncated: the file ends before its end line")
-            number = self.line
-            record = decode_record(raw, number, nodes)
-            if type(record) is MessageLine:  # the common line first
-                channel = record.channel
-                if channel is None:
+        for block in self._blocks():
+            first = self.line + 1
+            for number, record in enumerate(decode_records(block, first, nodes), first):
+                self.line = number
+                if type(record) is MessageLine:  # the common line first
+                    channel = record.channel
+                    if channel is None:
+                        if (record.node, record.topic) not in topics:
+                            raise SnapshotError(number, f"topic {record.topic!r} not listed before")
+                    else:
+                        key = (record.node, record.topic, channel)
+                        if key not in channels:
+                            raise SnapshotError(
+                                number, f"channel {record.topic}:{channel} not listed before"
+                            )
+                        if record.delay_ms:
+                            ids = deferred.setdefault(key, set())
+                            if record.id in ids:
+                                raise SnapshotError(number, f"deferred message {record.id} twice")
+                            ids.add(record.id)
+                    messages += 1
+                elif isinstance(record, EndLine):
+                    after = first + block.count(b"\n") - 1 - number  # lines after it read
+                    self._finish(record, len(topics), len(channels), messages, after > 0)
+                    return
+                elif isinstance(record, TopicLine):
+                    if (record.node, record.topic) in topics:
+                        raise SnapshotError(number, f"topic {record.topic!r} listed twice")
+                    topics.add((record.node, record.topic))
+                else:
+                    assert isinstance(record, ChannelLine)
                     if (record.node, record.topic) not in topics:
                         raise SnapshotError(number, f"topic {record.topic!r} not listed before")
-                else:
-                    key = (record.node, record.topic, channel)
-                    if key not in channels:
-                        raise SnapshotError(
-                            number, f"channel {record.topic}:{channel} not listed before"
-                        )
-                    if record.delay_ms:
-                        ids = deferred.setdefault(key, set())
-                        if record.id in ids:
-                            raise SnapshotError(number, f"deferred message {record.id} twice")
-                        ids.add(record.id)
-                messages += 1
-            elif isinstance(record, EndLine):
-                self._finish(record, len(topics), len(channels), messages)
-                return
-            elif isinstance(record, TopicLine):
-                if (record.node, record.topic) in topics:
-                    raise SnapshotError(number, f"topic {record.topic!r} listed twice")
-                topics.add((record.node, record.topic))
-            else:
-                assert isinstance(record, ChannelLine)
-                if (record.node, record.topic) not in topics:
-                    raise SnapshotError(number, f"topic {record.topic!r} not listed before")
-                ckey = (record.node, record.topic, record.channel)
-                if ckey in channels:
-                    raise SnapshotError(number, f"channel {record.channel!r} listed twice")
-                channels.add(ckey)
-            yield record
+                    ckey = (record.node, record.topic, record.channel)
+                    if ckey in channels:
+                        raise SnapshotError(number, f"channel {record.channel!r} listed twice")
+                    channels.add(ckey)
+                yield record
+        raise SnapshotError(self.line + 1, "truncated: the file ends before its end line")
 
-    def _finish(self, end: EndLine, topics: int, channels: int, messages: int) -> None:
+    def _finish(self, end: EndLine, topics: int, channels: int, messages: int, more: bool) -> None:
         number = self.line
         if (end.topics, end.channels, end.messages) != (topics, channels, messages):
             raise SnapshotError(
@@ -295,8 +339,8 @@ class SnapshotReader:
                 f"the end line counts {end.topics} topics, {end.channels} channels and "
                 f"{end.messages} messages; the file holds {topics}, {channels} and {messages}",
             )
-        if self._next_line() is not None:
-            raise SnapshotError(self.line, "a line after the end line")
+        if more or self._next_block() is not None:
+            raise SnapshotError(number + 1, "a line after the end line")
         self.summary = SnapshotSummary(self.header, topics, channels, messages, number)
 
 

@@ -30,12 +30,15 @@ __all__ = [
     "EndLine",
     "Header",
     "MessageLine",
+    "Publisher",
     "Record",
     "SnapshotError",
     "TopicLine",
     "body_fields",
+    "check_record",
     "decode_header",
     "decode_record",
+    "decode_records",
     "encode",
     "encode_lines",
     "message_body",
@@ -61,6 +64,7 @@ _Timestamp = Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]
 _Attempts = Annotated[int, msgspec.Meta(ge=0, le=MAX_ATTEMPTS)]
 _DelayMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_DELAY_MS)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
+_Field = Annotated[str, msgspec.Meta(max_length=1024)]
 
 
 class SnapshotError(ValueError):
@@ -106,6 +110,18 @@ class ChannelLine(
     paused: bool = False
 
 
+class Publisher(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Who published a recorded message (``nsqbox record`` through nsqbox's tap): a TCP
+    client as it identified itself, or an HTTP request's peer."""
+
+    #: ``tcp`` or ``http``.
+    protocol: Annotated[str, msgspec.Meta(pattern="^(tcp|http)$")]
+    client_id: _Field = ""
+    hostname: _Field = ""
+    user_agent: _Field = ""
+    remote_address: _Field = ""
+
+
 class MessageLine(
     msgspec.Struct, tag="message", tag_field="kind", forbid_unknown_fields=True, omit_defaults=True
 ):
@@ -115,7 +131,8 @@ class MessageLine(
     a DPUB's delay not yet started). ``attempts`` are as nsqd counts them; an in-flight
     message is saved as queued with the attempts it has. ``disk`` says a queued message was
     in the disk queue (loading puts it there again; the others go to memory while it has
-    room, as nsqd queues them).
+    room, as nsqd queues them). ``publisher`` is who published it, in a recording made through
+    nsqbox's tap (absent: not known; loading and replaying ignore it).
     """
 
     node: _Node
@@ -128,6 +145,7 @@ class MessageLine(
     disk: bool = False
     body: str | None = None
     body_b64: str | None = None
+    publisher: Publisher | None = None
 
 
 class EndLine(msgspec.Struct, tag="end", tag_field="kind", forbid_unknown_fields=True):
@@ -206,6 +224,43 @@ def decode_record(line: bytes, number: int, nodes: int) -> Record:
         raise SnapshotError(number, str(exc)) from None
     except msgspec.DecodeError as exc:
         raise SnapshotError(number, f"not a JSON record ({exc})") from None
+    check_record(record, number, nodes)
+    return record
+
+
+def decode_records(block: bytes, first: int, nodes: int) -> list[Record]:
+    """The records of ``block``, whole lines each ending in a newline, the first of them
+    line ``first``; each checked alone, as :func:`decode_record` checks one.
+
+    One call decodes the whole block (the fast way); only a block that fails is read again a
+    line at a time, to name the line it fails on with the same reason.
+    """
+    try:
+        records: list[Record] = _record_decoder.decode_lines(block)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        records = []
+    if len(records) != block.count(b"\n"):  # a bad or blank line: find it
+        found: list[Record] = []
+        for number, line in enumerate(block.split(b"\n")[:-1], first):
+            found.append(decode_record(line, number, nodes))
+            if type(found[-1]) is EndLine:
+                break  # the reader refuses what follows it
+        return found
+    message = MessageLine
+    for index, record in enumerate(records):
+        # a message with a text body on a node of the header: nothing more to check
+        if (
+            type(record) is not message
+            or record.body is None
+            or record.body_b64 is not None
+            or record.node >= nodes
+        ):
+            check_record(record, first + index, nodes)
+    return records
+
+
+def check_record(record: Record, number: int, nodes: int) -> None:
+    """What JSON alone does not say of a decoded record (line ``number``): SnapshotError."""
     kind = type(record)
     if kind is MessageLine:
         assert isinstance(record, MessageLine)
@@ -220,9 +275,9 @@ def decode_record(line: bytes, number: int, nodes: int) -> Record:
                 raise SnapshotError(number, "body_b64 is not base64") from None
         elif record.body_b64 is not None:
             raise SnapshotError(number, "a message has only one of body and body_b64")
-        return record
+        return
     if kind is EndLine:
-        return record
+        return
     assert isinstance(record, TopicLine | ChannelLine)
     if record.node >= nodes:
         raise SnapshotError(number, f"node {record.node} is not below the header's {nodes}")
@@ -230,4 +285,3 @@ def decode_record(line: bytes, number: int, nodes: int) -> Record:
         raise SnapshotError(number, f"invalid topic name {record.topic!r}")
     if isinstance(record, ChannelLine) and not is_valid_channel_name(record.channel):
         raise SnapshotError(number, f"invalid channel name {record.channel!r}")
-    return record

@@ -8,16 +8,20 @@ before it applies anything.)
 :func:`load` checks the whole file first, then uploads it to each node in pieces
 (``POST /nsqbox/snapshot/upload``) and has node ``i`` apply its records
 (``POST /nsqbox/snapshot/load?node=i``), which checks it again before it applies anything.
+With ``replace`` each node replaces what it holds with its records, and a node the file has
+no records for (the box has more nsqds than the snapshot) is emptied as a fresh one would
+be (an empty snapshot is uploaded to it).
 Neither side holds more than a piece (:data:`PIECE_BYTES`) of the file.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import httpx
 
@@ -30,14 +34,19 @@ from .files import (
 )
 from .format import Header, SnapshotError
 
-__all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save"]
+__all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save", "upload"]
 
 #: Bytes per upload (the most nsqd's upload route takes).
 PIECE_BYTES: Final = 1024 * 1024
 
 
 class SnapshotTransferError(Exception):
-    """A node refused or could not be reached; the message says which and why."""
+    """A node refused or could not be reached; the message says which and why, ``status``
+    the HTTP status it answered (0: none)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +96,8 @@ def _check(response: httpx.Response, url: str) -> httpx.Response:
         if detail == "INVALID_SNAPSHOT":
             raise SnapshotError(int(doc.get("line", 0)), str(doc.get("reason", "")))
         raise SnapshotTransferError(
-            f"{url} answered {response.status_code} {detail or response.text.strip()}"
+            f"{url} answered {response.status_code} {detail or response.text.strip()}",
+            response.status_code,
         )
     return response
 
@@ -138,14 +148,36 @@ def save(
     return SnapshotSummary(header, topics, channels, messages, topics + channels + messages + 2)
 
 
+def _empty_snapshot() -> bytes:
+    """A snapshot with nothing in it (what a node the file has no records for replaces
+    its state with)."""
+    buffer = io.BytesIO()
+    SnapshotWriter(buffer, Header(0, 1)).finish()
+    return buffer.getvalue()
+
+
+def _upload(client: httpx.Client, url: str, upload_id: str, stream: IO[bytes]) -> None:
+    offset = 0
+    while piece := stream.read(PIECE_BYTES):
+        params: dict[str, str | int] = {"id": upload_id, "offset": offset}
+        _check(client.post(f"{url}/nsqbox/snapshot/upload", params=params, content=piece), url)
+        offset += len(piece)
+
+
 def load(
-    client: httpx.Client, path: str | os.PathLike[str], addresses: Sequence[str]
+    client: httpx.Client,
+    path: str | os.PathLike[str],
+    addresses: Sequence[str],
+    *,
+    replace: bool = False,
 ) -> list[dict[str, Any]]:
-    """Load the snapshot at ``path`` into the nsqds (node ``i`` into ``addresses[i]``).
+    """Load the snapshot at ``path`` into the nsqds (node ``i`` into ``addresses[i]``),
+    merged with what they hold, or with ``replace`` instead of it (every nsqd given).
 
     SnapshotError (naming the line) for a file that does not pass, before any node is
     touched; SnapshotTransferError when the box has fewer nodes than the snapshot. Each
-    node's answer (``{"messages", "skipped"}``), in order.
+    node's answer (``{"messages", "skipped", "removed"}``), in order. Each node records the
+    load under the file's base name (the admin service's ``GET /api/snapshot``).
     """
     summary = check_snapshot(path)
     nodes = summary.header.nodes
@@ -154,18 +186,33 @@ def load(
             f"the snapshot holds {nodes} nsqds; the box has {len(addresses)} "
             f"(start it with --nsqd-count {nodes})"
         )
+    load_id = uuid.uuid4().hex
+    name = os.path.basename(os.fspath(path))
     answers = []
-    for index, address in enumerate(addresses[:nodes]):
+    for index, address in enumerate(addresses if replace else addresses[:nodes]):
         url = _url(address)
-        upload_id = uuid.uuid4().hex
-        offset = 0
-        with open_for_reading(path) as stream:
-            while piece := stream.read(PIECE_BYTES):
-                params: dict[str, str | int] = {"id": upload_id, "offset": offset}
-                upload = f"{url}/nsqbox/snapshot/upload"
-                _check(client.post(upload, params=params, content=piece), url)
-                offset += len(piece)
-        params = {"id": upload_id, "node": index}
+        if index < nodes:
+            upload_id = upload(client, path, url)
+        else:
+            upload_id = uuid.uuid4().hex
+            _upload(client, url, upload_id, io.BytesIO(_empty_snapshot()))
+        params: dict[str, str | int] = {
+            "id": upload_id,
+            "node": index,
+            "replace": "true" if replace else "false",
+            "name": name,
+            "load": load_id,
+        }
         answer = _check(client.post(f"{url}/nsqbox/snapshot/load", params=params), url)
         answers.append(answer.json())
     return answers
+
+
+def upload(client: httpx.Client, path: str | os.PathLike[str], address: str) -> str:
+    """Upload the snapshot at ``path`` (gunzipped) to the nsqd at ``address`` in pieces
+    (``POST /nsqbox/snapshot/upload``); the upload's id. SnapshotTransferError when the node
+    refuses (real nsqd: ``404``)."""
+    upload_id = uuid.uuid4().hex
+    with open_for_reading(path) as stream:
+        _upload(client, _url(address), upload_id, stream)
+    return upload_id

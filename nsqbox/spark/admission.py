@@ -22,8 +22,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Admission", "Bounds", "total_depth"]
+__all__ = ["Admission", "Bounds", "lag_report", "total_depth"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,22 @@ def total_depth(depths: Mapping[str, int | None]) -> int | None:
     if any(v is None for v in values):
         return None
     return sum(v for v in values if v is not None)
+
+
+def lag_report(depths: Mapping[str, int | None]) -> dict[str, Any] | None:
+    """``{"depth": n, "nodes": {address: n}}`` from the nodes' depths; None with no node.
+
+    A node whose depth could not be asked (no HTTP address, no answer, the channel
+    not created yet) is listed with ``None``, and then the total is unknown too:
+    ``depth`` is left out rather than reported as 0 (a lag of 0 would say "caught up").
+    """
+    if not depths:
+        return None
+    report: dict[str, Any] = {"nodes": dict(depths)}
+    total = total_depth(depths)
+    if total is not None:
+        report = {"depth": total, **report}
+    return report
 
 
 class Admission:

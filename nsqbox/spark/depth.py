@@ -16,6 +16,10 @@ lookupd lists beside each producer. A node whose HTTP address is unknown, or
 that does not answer, has an unknown depth (None): the readers then plan as if
 it had messages, so nothing waits on a node they cannot see.
 
+The simple reader also asks for the channel's clients (``include_clients=true``): how
+many messages nsqd has sent each of its connections, which :mod:`.lag` turns into
+the messages it has prefetched.
+
 Every answer is bounded: at most :data:`MAX_DOCUMENT` bytes, within the
 connection's ``dialTimeout`` for the whole exchange; no proxy from the
 environment (these are the cluster's own addresses).
@@ -34,9 +38,16 @@ import msgspec
 from ..client.config import format_address
 from ..client.discovery import ACCEPT, lookup_url
 from ..wire.peer_json import PeerJSONError, decode_peer_json
+from .lag import ChannelStats
 from .options import ConnectionOptions
 
-__all__ = ["MAX_DOCUMENT", "DepthProbe", "parse_lookup_http", "parse_stats_depth"]
+__all__ = [
+    "MAX_DOCUMENT",
+    "DepthProbe",
+    "parse_lookup_http",
+    "parse_stats_channel",
+    "parse_stats_depth",
+]
 
 log = logging.getLogger("nsqbox.spark")
 
@@ -47,9 +58,15 @@ MAX_DOCUMENT = 4 * 1024 * 1024
 MAX_DEPTH = 2**62
 
 
+class _Client(msgspec.Struct):
+    remote_address: str = ""
+    message_count: int = 0
+
+
 class _Channel(msgspec.Struct):
     channel_name: str = ""
     depth: int = 0
+    clients: list[_Client] | None = None
 
 
 class _Topic(msgspec.Struct):
@@ -76,16 +93,29 @@ _stats_decoder = msgspec.json.Decoder(_Stats)
 _lookup_decoder = msgspec.json.Decoder(_Lookup)
 
 
-def parse_stats_depth(body: bytes, topic: str, channel: str) -> int | None:
-    """The channel's depth in an nsqd ``/stats?format=json`` answer; None when it has no
-    such channel (not created yet: the first reader to subscribe creates it)."""
+def _bounded(count: int) -> int:
+    return min(max(count, 0), MAX_DEPTH)
+
+
+def parse_stats_channel(body: bytes, topic: str, channel: str) -> ChannelStats | None:
+    """The channel's depth and the messages sent to each client (by ``remote_address``)
+    in an nsqd ``/stats?format=json`` answer; None when it has no such channel (not
+    created yet: the first reader to subscribe creates it)."""
     stats = decode_peer_json(body, _stats_decoder, max_size=MAX_DOCUMENT)
     for entry in stats.topics:
         if entry.topic_name == topic:
             for chan in entry.channels:
                 if chan.channel_name == channel:
-                    return min(max(chan.depth, 0), MAX_DEPTH)
+                    sent = {c.remote_address: _bounded(c.message_count) for c in chan.clients or ()}
+                    return ChannelStats(_bounded(chan.depth), sent)
     return None
+
+
+def parse_stats_depth(body: bytes, topic: str, channel: str) -> int | None:
+    """The channel's depth in an nsqd ``/stats?format=json`` answer; None when it has no
+    such channel (not created yet: the first reader to subscribe creates it)."""
+    found = parse_stats_channel(body, topic, channel)
+    return None if found is None else found.depth
 
 
 def parse_lookup_http(body: bytes) -> dict[str, str]:
@@ -154,8 +184,18 @@ class DepthProbe:
 
     def depths(self, nodes: Iterable[str]) -> dict[str, int | None]:
         """``{nsqd tcp address: depth or None (unknown)}`` for each of ``nodes``."""
+        return {
+            node: None if stats is None else stats.depth
+            for node, stats in self.channel_stats(nodes, clients=False).items()
+        }
+
+    def channel_stats(
+        self, nodes: Iterable[str], *, clients: bool = True
+    ) -> dict[str, ChannelStats | None]:
+        """``{nsqd tcp address: the channel's stats or None (unknown)}`` for each of
+        ``nodes``; with ``clients``, what each node sent each client of the channel."""
         nodes = list(nodes)
-        out: dict[str, int | None] = dict.fromkeys(nodes)
+        out: dict[str, ChannelStats | None] = dict.fromkeys(nodes)
         if not nodes:
             return out
         with self._client() as client:
@@ -165,7 +205,7 @@ class DepthProbe:
                     "format": "json",
                     "topic": self.topic,
                     "channel": self.channel,
-                    "include_clients": "false",
+                    "include_clients": "true" if clients else "false",
                 }
             )
             for node in nodes:
@@ -177,7 +217,7 @@ class DepthProbe:
                 if body is None:
                     continue
                 try:
-                    out[node] = parse_stats_depth(body, self.topic, self.channel)
+                    out[node] = parse_stats_channel(body, self.topic, self.channel)
                 except PeerJSONError as exc:
                     log.warning("nsqd %s sent a bad /stats: %s", http, exc)
         return out

@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
@@ -33,6 +33,7 @@ from ..client.errors import ClientError
 from ..client.handshake import DEFAULT_MAX_RDY_COUNT
 from ..client.message import Message
 from ..wire.errors import NSQError
+from .lag import ConnectionCount
 from .options import ConnectionOptions, ReadOptions
 from .rdy_budget import RdyBudget
 
@@ -135,6 +136,8 @@ class Fetcher:
         self._buffer: deque[Message] = deque()
         #: When each buffered message arrived (by ``id()``): to hand back what gets stale.
         self._arrived: dict[int, float] = {}
+        #: Messages read off each connection since it connected (for the lag, see .lag).
+        self._received: dict[BlockingConsumer, int] = {}
         self.budget: RdyBudget[BlockingConsumer] = RdyBudget(
             max_in_flight, clock=time.monotonic, rotate_after=ROTATE_AFTER
         )
@@ -215,6 +218,7 @@ class Fetcher:
         log.warning("lost nsqd %s: %s", address, exc)
         for consumer in self._pools.pop(address, []):
             self.budget.remove(consumer)
+            self._received.pop(consumer, None)
             consumer.close()
         # What it delivered can no longer be answered; nsqd redelivers it after msg_timeout.
         kept = deque(m for m in self._buffer if m.nsqd_address != address)
@@ -254,6 +258,7 @@ class Fetcher:
         else:
             now = time.monotonic()
             self.budget.received(consumer, len(got))
+            self._received[consumer] = self._received.get(consumer, 0) + len(got)
             self._arrived.update((id(m), now) for m in got)
             self._buffer.extend(got)
         return len(got)
@@ -364,9 +369,7 @@ class Fetcher:
 
     def stop_receiving(self) -> None:
         """RDY 0 everywhere, then REQ what is buffered: this fetcher reads nothing more.
-
-        Messages nsqd sent before it saw the RDY 0 are REQ'd as they are drained.
-        """
+        Messages nsqd sent before it saw the RDY 0 are REQ'd as they are drained."""
         with self.lock:
             self._stopped = True
             self.budget.total = 0
@@ -433,6 +436,19 @@ class Fetcher:
         """TOUCH each message: nsqd restarts its in-flight timeout (up to max-msg-timeout)."""
         self._answer(messages, Message.touch)
 
+    def connection_counts(self) -> dict[str, list[ConnectionCount]]:
+        """Per nsqd address, each live connection's local address and how many messages it
+        brought (since it connected) and the buffer still holds: :mod:`.lag`'s input."""
+        with self.lock:
+            held = Counter(id(_consumer_of(m)) for m in self._buffer)
+            return {
+                address: [
+                    ConnectionCount(c.local_address, self._received.get(c, 0), held[id(c)])
+                    for c in pool
+                ]
+                for address, pool in self._pools.items()
+            }
+
     @property
     def buffered(self) -> list[Message]:
         """Messages received but not handed out (in flight on nsqd all the same)."""
@@ -440,15 +456,21 @@ class Fetcher:
             return list(self._buffer)
 
     def close(self, *, requeue_buffered: bool = True) -> None:
-        """REQ what is buffered (unless told not to), then CLS and close every connection."""
+        """RDY 0 (first, or nsqd sends a REQ'd message straight back), REQ the buffer (unless
+        told not to), then each consumer's graceful close: CLS, REQ what nsqd sent meanwhile,
+        wait for CLOSE_WAIT (within ``close_timeout``)."""
         self._closing.set()  # a reader idling in take() gives up the lock
         with self.lock:
             if self._closed:
                 return
+            self._stopped = True
+            self.budget.total = 0
+            self._rebalance()
             if requeue_buffered:
                 self.requeue(list(self._buffer))
             self._buffer.clear()
             self._arrived.clear()
+            self._received.clear()
             self._closed = True
             consumers = self._consumers()
             self._pools = {}

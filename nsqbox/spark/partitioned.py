@@ -40,7 +40,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from ..client.errors import ClientError
 from ..client.message import Message
 from ..wire.errors import NSQError
-from .admission import Admission, Bounds, total_depth
+from .admission import Admission, Bounds, lag_report, total_depth
 from .depth import MAX_DEPTH, DepthProbe
 from .fetch import discover_nsqd, node_fetcher
 from .options import ReadOptions
@@ -269,13 +269,9 @@ class NSQPartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """The lag: messages waiting in the channel over all nodes when the batch was planned.
 
-        ``{"depth": n, "nodes": {address: n}}`` (a node that could not be asked is
-        left out, and ``depth`` counts the others); None before the first look.
+        See :func:`lag_report`; None before the first look.
         """
-        known = {node: d for node, d in self._depths.items() if d is not None}
-        if not self._depths:
-            return None
-        return {"depth": sum(known.values()), "nodes": known}
+        return lag_report(self._depths)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One partition per slot and sequence after ``start`` up to ``end``."""

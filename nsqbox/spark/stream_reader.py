@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 import weakref
@@ -44,9 +47,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from ..client.message import Message
-from .admission import Admission, Bounds, total_depth
+from .admission import Admission, Bounds
 from .depth import DepthProbe
 from .fetch import Fetcher, discover_nsqd
+from .lag import waiting as waiting_of
 from .options import ReadOptions
 from .pending import PendingBatch, PendingBatches, split_taken
 from .rows import messages_to_batch
@@ -172,9 +176,11 @@ class _Session:
                 self.fetcher.requeue(abandoned)
 
     def close(self) -> None:
-        """Stop the keep-alive thread; REQ everything held; close the connections."""
+        """Stop the keep-alive thread; RDY 0; REQ everything held; close the connections."""
         self._stopping.set()
         with self.fetcher.lock:
+            # RDY 0 first, so what is REQ'd now is not sent straight back to this reader
+            self.fetcher.stop_receiving()
             self.fetcher.requeue([m for b in self.pending.pop_abandoned(-1) for m in b.messages])
             self.fetcher.close(requeue_buffered=True)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -226,33 +232,37 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         self._admission = Admission(options.max_trigger_delay)
 
     def _waiting(self, session: _Session) -> int | None:
-        """Messages waiting for this reader: the nodes' depth plus what it has received."""
+        """Messages no micro-batch holds yet: the nodes' depth plus what this reader has
+        prefetched (buffered, in the socket or still in nsqd's output buffer; see .lag)."""
         with session.fetcher.lock:
-            session.fetcher.drain()
-            nodes = session.fetcher.addresses
-            held = len(session.fetcher.buffered)
-        if not nodes:
+            counts = session.fetcher.connection_counts()
+        if not counts:
             return None
-        depth = total_depth(self._probe.depths(nodes))
-        return None if depth is None else depth + held
+        # What each connection released only changes in this thread (take) or when the
+        # keep-alive hands a stale message back: counted before nsqd answers, it stays true.
+        return waiting_of(self._probe.channel_stats(counts), counts)
 
-    def _admit(self, session: _Session) -> tuple[int | None, int | None]:
-        """``(how many to take or None for no batch, messages waiting)``, after waiting up
-        to ``pollTimeout`` for ``minMessagesPerTrigger`` (or its delay)."""
+    @property
+    def _depth_known(self) -> bool:
+        connection = self.options.connection
+        return bool(connection.nsqd_http or connection.lookupd)
+
+    def _admit(self, session: _Session, waiting: int | None) -> tuple[int | None, int | None]:
+        """``(how many to take or None for no batch, messages waiting)`` from ``waiting``
+        (asked already), after waiting up to ``pollTimeout`` for ``minMessagesPerTrigger``
+        (or its delay), asking again every ``DEPTH_POLL``."""
         options = self.options
         minimum = None if self._cutoff_ns is not None else options.min_messages_per_trigger
         bounds = Bounds(options.max_messages_per_batch, minimum)
-        if minimum is None and not (options.connection.nsqd_http or options.connection.lookupd):
-            return options.max_messages_per_batch, None  # no depth to ask
+        if minimum is None:
+            return options.max_messages_per_batch, waiting
         deadline = time.monotonic() + options.poll_timeout
         while True:
-            waiting = self._waiting(session)
-            if minimum is None:
-                return options.max_messages_per_batch, waiting
             rows = self._admission.rows(bounds, waiting, options.max_messages_per_batch)
             if rows is not None or time.monotonic() >= deadline:
                 return rows, waiting
             time.sleep(min(DEPTH_POLL, max(0.0, deadline - time.monotonic())))
+            waiting = self._waiting(session)
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles readers to executors for readBetweenOffsets: no sockets or threads.
@@ -266,6 +276,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             session.open()
             self._session = session
             atexit.register(_close_at_exit, weakref.ref(session))
+            _exit_on_sigterm()
         return self._session
 
     # -- SimpleDataSourceStreamReader --------------------------------------------------------
@@ -287,19 +298,28 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         With ``minMessagesPerTrigger``, no batch (``start``) while fewer wait on the
         nodes (asked over HTTP) and ``maxTriggerDelay`` has not passed since the last
         batch. The end offset records the messages waiting when the batch was
-        planned (``depth``, its own included) where the nodes can be asked.
+        planned (``depth``: every message of the channel no earlier batch holds, its
+        own included) where the nodes can be asked; once the channel is empty, one
+        empty batch records a depth of 0.
         """
         position = _position(start)
         session = self._open()
         options = self.options
         with session.fetcher.lock:
+            if not self._exhausted:
+                session.fetcher.connect()
+        # Asked before this call FINs anything: between micro-batches nsqd fills the
+        # reader's in-flight budget and then sends nothing, so no message moves from the
+        # queue to the reader while /stats is read (real nsqd reads its clients' counts
+        # a moment before the depth; a message moving in between would be missed).
+        waiting = self._waiting(session) if self._depth_known and not self._exhausted else None
+        with session.fetcher.lock:
             session.settle(position)
             if self._exhausted:
                 return iter(()), start
-            session.fetcher.connect()
-        limit, waiting = self._admit(session)
+        limit, waiting = self._admit(session, waiting)
         if limit is None:
-            return iter(()), start
+            return self._idle(start, position, waiting)
         with session.fetcher.lock:
             messages = session.fetcher.take(
                 limit,
@@ -310,7 +330,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             if self._cutoff_ns is not None:
                 messages = self._before_cutoff(session, messages)
             if not messages:
-                return iter(()), start
+                return self._idle(start, position, waiting)
             end = position + len(messages)
             pending = session.pending.add(position, end, messages)
         self._admission.planned()
@@ -321,6 +341,21 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         # Spark accepts Arrow record batches where it documents tuples (and converts
         # tuples to Arrow anyway); one batch per micro-batch, no object per cell.
         return cast(Iterator[tuple[Any, ...]], rows), offset
+
+    def _idle(
+        self, start: dict[str, Any], position: int, waiting: int | None
+    ) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        """No batch to plan: ``start`` again, unless the channel just emptied.
+
+        pyspark never asks a simple reader for a latest offset, and an idle trigger's
+        progress repeats the last batch's end offset, whose depth is stale once the
+        channel is empty. So the first idle trigger after a batch that recorded a depth
+        above 0 plans one empty batch whose end offset records 0; later ones plan none.
+        """
+        recorded = start.get(DEPTH_KEY)
+        if waiting == 0 and self._cutoff_ns is None and isinstance(recorded, int) and recorded:
+            return iter([]), {OFFSET_KEY: position, DEPTH_KEY: 0}
+        return iter(()), start
 
     def _before_cutoff(self, session: _Session, messages: list[Message]) -> list[Message]:
         cutoff = self._cutoff_ns
@@ -357,9 +392,70 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
             self._session = None
 
 
+#: A SIGTERM this soon after the first is ignored: Spark sends its stop twice (see
+#: :func:`_terminated`). A later one ends the process at once (a close that hangs).
+SIGTERM_REPEAT_GRACE = 30.0
+
+#: When this process got its first SIGTERM (``time.monotonic()``), if it has.
+_first_sigterm: float | None = None
+
+
+def _terminated(signum: int, frame: object) -> None:
+    # Spark's PythonStreamingSourceRunner.stop sends SIGTERM twice, a moment apart:
+    # stopWorker destroys the process, then the factory's stop destroys every worker it
+    # started again, while this one still runs. Raising SystemExit again would cut the
+    # exit-time close short (before a single REQ when it lands early): only the first
+    # one counts.
+    global _first_sigterm
+    now = time.monotonic()
+    if _first_sigterm is None:
+        _first_sigterm = now
+        raise SystemExit(128 + signum)
+    if now - _first_sigterm < SIGTERM_REPEAT_GRACE:
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+#: The module Spark runs a streaming source's Python process as.
+_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def _in_spark_worker() -> bool:
+    # Spark sets SPARK_PYTHON_RUNTIME for the Python workers it starts (4.1 and later);
+    # the source's process runs the runner module as __main__.
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return bool(os.environ.get("SPARK_PYTHON_RUNTIME")) or getattr(spec, "name", "") == _RUNNER
+
+
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM a normal exit in this process, so :func:`_close_at_exit` runs.
+
+    When a query stops (``query.stop()``, the end of a ``Trigger.Once`` or
+    ``availableNow`` run, ``spark.stop()``), Spark ends the simple reader's process
+    with SIGTERM (its Python worker factory's ``stopWorker``) and never calls
+    :meth:`NSQStreamReader.stop` (pyspark's bridge for simple readers does nothing
+    there). Python's default for SIGTERM ends the process at once, skipping exit
+    handlers, and real nsqd leaves a vanished client's messages in flight until
+    ``msg_timeout``. Spark's second SIGTERM for the same stop, which often arrives
+    while that close runs, is ignored (within :data:`SIGTERM_REPEAT_GRACE`). Only
+    in a Python worker Spark started (not in a program that drives the reader
+    itself), from the main thread (Python's rule), and only where no one else
+    handles SIGTERM.
+    """
+    if not _in_spark_worker() or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminated)
+    except (ValueError, OSError):  # pragma: no cover - no signals here (an embedded interpreter)
+        log.debug("cannot handle SIGTERM in this process")
+
+
 def _close_at_exit(ref: weakref.ref[_Session]) -> None:
     # Spark ends the reader's process when the query stops without calling stop()
-    # on simple readers; hand held messages back at once instead of at msg_timeout.
+    # on simple readers (with SIGTERM: see _exit_on_sigterm); hand held messages back
+    # at once instead of at msg_timeout.
     session = ref()
     if session is not None:
         try:

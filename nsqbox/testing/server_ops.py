@@ -37,8 +37,12 @@ class TapList(list["Message"]):
         self.node = node
         self.captured: list[CapturedMessage] = []
 
-    def extend(self, msgs: Iterable[Message]) -> None:
+    def tapped(self, msgs: list[Message], publisher: object = None) -> None:
         """Record ``msgs`` (called by the topic with each published batch)."""
+        self.extend(msgs)
+
+    def extend(self, msgs: Iterable[Message]) -> None:
+        """Record ``msgs``."""
         node = self.node
         self.captured.extend(
             CapturedMessage(

@@ -48,6 +48,12 @@ class PubOptions:
     defer: float = 0.0  # seconds; 0: publish at once (PUB/MPUB), else DPUB each message
 
 
+USAGE = """\
+usage: nsqbox pub [--topic] TOPIC [MESSAGE ...] [flags]
+  each MESSAGE is one message; without any, each line of stdin (or --delimiter) is one
+"""
+
+
 def pub_flag_set() -> FlagSet:
     """``nsqbox pub``'s flags (``to_nsq``'s, plus a positional topic and messages)."""
     flags = FlagSet("nsqbox pub")
@@ -172,5 +178,9 @@ def main(argv: list[str]) -> int:
     """``nsqbox pub TOPIC [MESSAGE ...]``; returns the exit status."""
     flags = pub_flag_set()
     return run_tool(
-        flags, argv, lambda args: run_trio(_publish, _options(flags, args)), version="nsqbox pub"
+        flags,
+        argv,
+        lambda args: run_trio(_publish, _options(flags, args)),
+        synopsis=USAGE,
+        version="nsqbox pub",
     )

@@ -8,10 +8,12 @@
 The file is a snapshot (docs/state.md) of one node and one topic: a header, the topic's line,
 a message line per publish in the order nsqd took them (its id, and its ``timestamp``: the
 broker time it was published at; a DPUB's ``delay_ms``), and the end line. The messages are
-the topic's own (no ``channel``), so ``nsqbox up --load`` or ``nsqbox snapshot load`` seeds a
-box with them, and ``nsqbox replay`` publishes them again with their spacing. Lines are
-written as they come (through ``FILE.part``, renamed once the end line is written): a long
-recording is never held in memory.
+the topic's own (no ``channel``), and through nsqbox's tap each says who published it
+(``publisher``: a TCP client's ``client_id``, ``hostname``, ``user_agent`` and
+``remote_address``, or ``"protocol": "http"`` with the request's peer), so ``nsqbox up --load``
+or ``nsqbox snapshot load`` seeds a box with them, and ``nsqbox replay`` publishes them again
+with their spacing. Lines are written as they come (through ``FILE.part``, renamed once the
+end line is written): a long recording is never held in memory.
 
 Against nsqbox it reads the topic through the nsqd's tap (``/nsqbox/tap/...``, at
 ``--nsqd-http-address``): every publish, even one no channel would see yet, and a DPUB at once
@@ -20,7 +22,8 @@ with its delay. The tap holds what was not read yet; ``record`` reads it every
 before the old one is closed, the overlap dropped by id), so the nsqd holds little. Against
 real nsqd (the tap answers ``404``) it subscribes an ephemeral channel at
 ``--nsqd-tcp-address`` instead: it sees what a new channel sees (a topic with no channel gives
-it what it holds; a DPUB arrives when its delay is over, recorded without it).
+it what it holds; a DPUB arrives when its delay is over, recorded without it), and records
+no publishers: nsqd does not keep them with the message.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import msgspec
 
 from ..go.flags import FlagSet
 from ..snapshot.files import SnapshotWriter, open_for_writing
-from ..snapshot.format import Header
+from ..snapshot.format import Header, Publisher
 from ..wire.names import is_valid_topic_name
 from .common import (
     DEFAULT_NSQD_HTTP,
@@ -129,15 +133,34 @@ class Recording:
         #: holds of what was published before is recorded yet).
         self.done = trio.Event()
 
-    def add(self, msg_id: bytes, timestamp: int, delay_ms: int, body: bytes) -> None:
+    def add(
+        self,
+        msg_id: bytes,
+        timestamp: int,
+        delay_ms: int,
+        body: bytes,
+        publisher: Publisher | None = None,
+    ) -> None:
         """One publish, unless the count is reached."""
         if self.full:
             return
-        self.writer.message(0, self.options.topic, None, msg_id, timestamp, 0, body, delay_ms)
+        self.writer.message(
+            0, self.options.topic, None, msg_id, timestamp, 0, body, delay_ms, publisher=publisher
+        )
         self.recorded += 1
         if self.options.count and self.recorded >= self.options.count:
             self.full = True
             self.done.set()
+
+
+def _publisher(doc: object) -> Publisher | None:
+    """A tap message's ``publisher`` (None when absent, or not one this format holds)."""
+    if not isinstance(doc, dict):
+        return None
+    try:
+        return msgspec.convert(doc, Publisher)
+    except msgspec.ValidationError:
+        return None
 
 
 def _say(text: str) -> None:
@@ -182,7 +205,8 @@ class _TapReader:
                     continue  # recorded from the tap before this one
                 self.skip = set()
             body = base64.b64decode(m["body"])
-            self.rec.add(msg_id.encode(), int(m["timestamp"]), int(m["defer_ms"]), body)
+            publisher = _publisher(m.get("publisher"))
+            self.rec.add(msg_id.encode(), int(m["timestamp"]), int(m["defer_ms"]), body, publisher)
         self.next = int(doc["next"])
         if (doc.get("overflow") or doc.get("lost")) and not self.warned:
             self.warned = True

@@ -6,48 +6,49 @@
     nsqbox replay orders.jsonl.gz --topic orders --speed 10x       # ten times as fast
     nsqbox replay orders.jsonl.gz --topic orders --speed max       # as fast as nsqd takes them
     nsqbox replay orders.jsonl.gz --topic orders --channel billing # into one channel (nsqbox)
+    nsqbox replay orders.jsonl.gz --topic orders --step            # under the manual clock
 
 FILE is a snapshot (docs/state.md): a recording of ``nsqbox record``, or any snapshot. It is
 read whole and checked first, so a damaged or truncated file is refused with the line it
 failed on and nothing is published. Then its message lines are published, in the file's order,
-to ``--topic`` through the nsqd at ``--nsqd-http-address`` (``/mpub?binary=true``; a message
-with ``delay_ms`` by itself, ``/pub?defer=``, with that delay). The first message goes at once,
-each other one when its ``timestamp`` is as far from the first's as in the recording, divided
-by ``--speed``; messages due together go in one MPUB (at most :data:`BATCH_MESSAGES` messages
-or :data:`BATCH_BYTES` bytes). ``--speed max`` sends batches one after the other.
+to ``--topic`` through the nsqd at ``--nsqd-http-address``, with the recorded spacing divided
+by ``--speed`` (:func:`nsqbox.snapshot.replay.replay`: wall time).
 
 ``--channel C`` publishes into that one channel of the topic and no other, through nsqbox's
 ``POST /nsqbox/channel/mpub`` (the topic and channel are created if need be). Real
 nsqd has no such route (it answers ``404``: a topic gives every message to all its channels),
 and replay says so before publishing anything.
+
+``--step`` follows the box's manual broker clock instead of wall time: the file is handed to
+the nsqd, which publishes each message when broker time reaches its recorded offset from the
+first (divided by ``--speed``), so ``nsqbox clock advance`` publishes exactly the messages due
+(:func:`nsqbox.snapshot.replay.start_step_replay`). The command returns once the nsqd took the
+file, having published the messages at offset 0.
 """
 
 from __future__ import annotations
 
-import struct
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import TextIO
 
 import httpx
 
 from ..go.flags import FlagSet
-from ..snapshot.files import SnapshotReader, check_snapshot, open_for_reading
-from ..snapshot.format import MessageLine, SnapshotError, message_body
+from ..snapshot.files import check_snapshot
+from ..snapshot.format import SnapshotError
+from ..snapshot.replay import (
+    BATCH_BYTES,
+    BATCH_MESSAGES,
+    ReplayError,
+    replay,
+    start_step_replay,
+)
+from ..snapshot.speed import parse_speed as parse_factor
 from ..wire.names import is_valid_channel_name, is_valid_topic_name
 from .common import DEFAULT_NSQD_HTTP, Fatal, ParsedArgs, run_tool
 
 __all__ = ["BATCH_BYTES", "BATCH_MESSAGES", "main", "parse_speed", "replay_flag_set"]
-
-#: The most messages, and body bytes, one MPUB carries.
-BATCH_MESSAGES: Final = 1000
-BATCH_BYTES: Final = 512 * 1024
-#: The fastest a recording's spacing can be replayed (``--speed``), and the slowest.
-MAX_SPEED: Final = 1_000_000.0
-MIN_SPEED: Final = 0.001
-_UINT32: Final = struct.Struct(">I")
 
 
 @dataclass(slots=True)
@@ -61,19 +62,16 @@ class ReplayOptions:
     speed: float | None
     nsqd_http: str
     timeout: float
+    #: Follow the box's manual broker clock (the nsqd publishes), not wall time.
+    step: bool = False
 
 
 def parse_speed(text: str) -> float | None:
     """``--speed``: ``max`` (None), or a factor such as ``10x``, ``0.5x`` or ``2``."""
-    if text == "max":
-        return None
     try:
-        speed = float(text.removesuffix("x"))
-    except ValueError:
-        raise Fatal(f"--speed must be max or a factor such as 10x, not {text!r}") from None
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise Fatal(f"--speed must be between {MIN_SPEED:g}x and {MAX_SPEED:g}x, not {text!r}")
-    return speed
+        return parse_factor(text)
+    except ValueError as exc:
+        raise Fatal(f"--{exc}") from None
 
 
 def replay_flag_set() -> FlagSet:
@@ -82,6 +80,7 @@ def replay_flag_set() -> FlagSet:
     flags.add_string("topic", "", "the topic to publish to (required)")
     flags.add_string("channel", "", "publish into this channel of the topic only (nsqbox only)")
     flags.add_string("speed", "1x", "the recorded spacing's speed-up (10x), or max")
+    flags.add_bool("step", False, "publish as the box's manual broker clock reaches each message")
     flags.add_string("nsqd-http-address", DEFAULT_NSQD_HTTP, "the nsqd's HTTP address")
     flags.add_duration("http-client-request-timeout", 30.0, "timeout for HTTP request")
     return flags
@@ -104,104 +103,19 @@ def _options(flags: FlagSet, args: ParsedArgs) -> ReplayOptions:
     if channel and not is_valid_channel_name(channel):
         raise Fatal(f"invalid channel name {channel!r}")
     http = str(flags["nsqd-http-address"].value.value)
+    speed = parse_speed(str(flags["speed"].value.value))
+    step = bool(flags["step"].value.value)
+    if step and speed is None:
+        raise Fatal("--step publishes at the recorded offsets: --speed max has none")
     return ReplayOptions(
         path=path,
         topic=topic,
         channel=channel,
-        speed=parse_speed(str(flags["speed"].value.value)),
+        speed=speed,
         nsqd_http=http if "://" in http else f"http://{http}",
         timeout=float(flags["http-client-request-timeout"].value.value),
+        step=step,
     )
-
-
-def _messages(path: str) -> Iterator[MessageLine]:
-    with open_for_reading(path) as stream:
-        for record in SnapshotReader(stream):
-            if type(record) is MessageLine:
-                yield record
-
-
-class _Publisher:
-    """Sends batches to the topic, or to one channel of it."""
-
-    def __init__(self, client: httpx.Client, options: ReplayOptions) -> None:
-        self.client = client
-        self.options = options
-        self.sent = 0
-
-    def send(self, bodies: list[bytes], defer_ms: int = 0) -> None:
-        if not bodies:
-            return
-        options = self.options
-        params: dict[str, str | int] = {"topic": options.topic}
-        if options.channel:
-            url = f"{options.nsqd_http}/nsqbox/channel/mpub"
-            params["channel"] = options.channel
-        elif defer_ms:
-            url = f"{options.nsqd_http}/pub"
-        else:
-            url = f"{options.nsqd_http}/mpub"
-            params["binary"] = "true"
-        if defer_ms:
-            params["defer"] = defer_ms
-        if url.endswith("/pub"):
-            content = bodies[0]
-        else:
-            parts = [_UINT32.pack(len(bodies))]
-            for body in bodies:
-                parts += (_UINT32.pack(len(body)), body)
-            content = b"".join(parts)
-        try:
-            response = self.client.post(url, params=params, content=content)
-        except httpx.HTTPError as exc:
-            raise Fatal(f"cannot reach nsqd at {options.nsqd_http}: {exc}") from None
-        if response.status_code == 404 and options.channel:
-            raise Fatal(
-                f"--channel needs nsqbox: {options.nsqd_http} has no /nsqbox/channel/mpub "
-                "(real nsqd publishes to the whole topic only); nothing more was published"
-            )
-        if response.status_code != 200:
-            raise Fatal(
-                f"publishing failed after {self.sent} messages: {url} answered "
-                f"{response.status_code} {response.text.strip()}"
-            )
-        self.sent += len(bodies)
-
-
-def replay(client: httpx.Client, options: ReplayOptions) -> int:
-    """Publish the (checked) file's messages as ``options`` say; how many were published."""
-    publisher = _Publisher(client, options)
-    try:  # the connection made before the clock starts: the first message is not late
-        client.get(f"{options.nsqd_http}/ping")
-    except httpx.HTTPError as exc:
-        raise Fatal(f"cannot reach nsqd at {options.nsqd_http}: {exc}") from None
-    batch: list[bytes] = []
-    size = 0
-    first: int | None = None
-    start = time.monotonic()
-    for record in _messages(options.path):
-        if options.speed is not None:
-            if first is None:
-                first = record.timestamp
-            due = start + max(0, record.timestamp - first) / 1e9 / options.speed
-            wait = due - time.monotonic()
-            if wait > 0:
-                publisher.send(batch)
-                batch, size = [], 0
-                time.sleep(wait)
-        body = message_body(record)
-        if record.delay_ms:
-            publisher.send(batch)
-            batch, size = [], 0
-            publisher.send([body], record.delay_ms)
-            continue
-        if batch and (len(batch) >= BATCH_MESSAGES or size + len(body) > BATCH_BYTES):
-            publisher.send(batch)
-            batch, size = [], 0
-        batch.append(body)
-        size += len(body)
-    publisher.send(batch)
-    return publisher.sent
 
 
 def run(options: ReplayOptions, out: TextIO | None = None) -> int:
@@ -213,9 +127,37 @@ def run(options: ReplayOptions, out: TextIO | None = None) -> int:
         raise Fatal(f"{options.path} refused, nothing published: {exc}") from None
     except OSError as exc:
         raise Fatal(f"cannot read {options.path}: {exc}") from None
-    with httpx.Client(timeout=options.timeout, trust_env=False) as client:
-        sent = replay(client, options)
     where = f"{options.topic}/{options.channel}" if options.channel else options.topic
+    try:
+        with httpx.Client(timeout=options.timeout, trust_env=False) as client:
+            if options.step:
+                assert options.speed is not None
+                started = start_step_replay(
+                    client,
+                    options.path,
+                    options.nsqd_http,
+                    options.topic,
+                    channel=options.channel,
+                    speed=options.speed,
+                )
+                out.write(
+                    f"replaying {started.messages} messages to {where} under the broker clock "
+                    f"(replay {started.id}): {started.published} published at once, the others "
+                    "as the clock reaches them (nsqbox clock advance)\n"
+                )
+                return 0
+            sent = replay(
+                client,
+                options.path,
+                options.nsqd_http,
+                options.topic,
+                channel=options.channel,
+                speed=options.speed,
+            )
+    except SnapshotError as exc:
+        raise Fatal(f"{options.path} refused by the nsqd, nothing published: {exc}") from None
+    except ReplayError as exc:
+        raise Fatal(str(exc)) from None
     out.write(f"replayed {sent} of {summary.messages} messages to {where}\n")
     return 0
 

@@ -4,6 +4,7 @@
 
     nsqbox snapshot save FILE        # every nsqd of the box, one consistent cut
     nsqbox snapshot load FILE        # into a running box (merged with what it holds)
+    nsqbox snapshot load FILE --replace  # instead of what it holds
     nsqbox snapshot check FILE       # read a snapshot strictly; say what it holds
 
 ``save`` and ``load`` reach the box through its admin service (``--admin-http-address``,
@@ -13,7 +14,9 @@ the box's node order (``GET /api/faults``). With ``--nsqd-http-address`` (repeat
 first) they talk to those nsqds directly, and ``save`` cuts them one after the other (a
 consistent cut of each node, not of all of them at once). A name ending in ``.gz`` is gzip.
 The format is docs/state.md's; a damaged or truncated file is refused with the line it failed
-on, before anything is loaded. ``nsqbox up --load FILE`` loads one into a new box.
+on, before anything is loaded. ``--replace`` makes each nsqd of the box hold what the file says
+and nothing else (every topic, channel and message the file does not list goes, in the same
+pass as the load on that node). ``nsqbox up --load FILE`` loads one into a new box.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ __all__ = ["main", "snapshot_flag_set"]
 USAGE = """\
 usage: nsqbox snapshot COMMAND FILE [flags]
   save FILE              save every nsqd of the box (one consistent cut) to FILE (.gz: gzip)
-  load FILE              load FILE into the running box's nsqds (merged with what they hold)
+  load FILE              load FILE into the running box's nsqds (merged with what they hold;
+                         --replace: instead of it)
   check FILE             read FILE strictly and say what it holds
 """
 
@@ -49,6 +53,9 @@ def snapshot_flag_set() -> FlagSet:
     flags.add_string("user", "", "the admin user to send (for an admin service with --admin-user)")
     flags.add_string("acl-http-header", "X-Forwarded-User", "the header naming the admin user")
     flags.add_duration("http-client-request-timeout", 300.0, "timeout for HTTP request")
+    flags.add_bool(
+        "replace", False, "load: remove every topic, channel and message the file does not hold"
+    )
     return flags
 
 
@@ -106,6 +113,22 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _loaded(path: str, answers: list[dict[str, Any]], replace: bool) -> str:
+    """The line ``load`` prints: how many messages went in, and what a replace removed."""
+    loaded = sum(int(a.get("messages", 0)) for a in answers)
+    line = f"loaded {path}: {loaded} messages into {len(answers)} nsqd(s)"
+    if replace:
+        removed = [a.get("removed") or {} for a in answers]
+        topics, channels, messages = (
+            sum(int(r.get(key, 0)) for r in removed) for key in ("topics", "channels", "messages")
+        )
+        line += (
+            f", replacing what they held (removed {_count(topics, 'topic')}, "
+            f"{_count(channels, 'channel')} and {_count(messages, 'message')})"
+        )
+    return line + "\n"
+
+
 def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:
     """Do what ``args`` asks; print what was saved, loaded or checked."""
     out = out or sys.stdout
@@ -120,6 +143,8 @@ def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:
             raise Fatal(f"unexpected argument {extra!r}\n{USAGE.rstrip()}")
         case [other, *_]:
             raise Fatal(f"unknown command {other!r}\n{USAGE.rstrip()}")
+    if flags["replace"].value.value and command != "load":
+        raise Fatal(f"--replace is for load, not {command}")
     headers = {}
     if flags["user"].value.value:
         headers[str(flags["acl-http-header"].value.value)] = str(flags["user"].value.value)
@@ -133,9 +158,9 @@ def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:
                 summary = save(client, path, _cuts(flags, client))
                 out.write(f"saved {path}: {describe(summary)}")
             else:
-                answers = load(client, path, _nsqds(flags, client))
-                loaded = sum(int(a.get("messages", 0)) for a in answers)
-                out.write(f"loaded {path}: {loaded} messages into {len(answers)} nsqd(s)\n")
+                replace = bool(flags["replace"].value.value)
+                answers = load(client, path, _nsqds(flags, client), replace=replace)
+                out.write(_loaded(path, answers, replace))
     except SnapshotError as exc:
         raise Fatal(f"{path} refused, nothing loaded: {exc}") from None
     except (SnapshotTransferError, OSError) as exc:

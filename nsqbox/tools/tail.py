@@ -207,9 +207,10 @@ async def _nsqd_http_address(info: ClusterInfo, tcp_address: str) -> str | None:
     return candidate if node.tcp_port == port else None
 
 
-async def _first_channel_warnings(options: TailOptions) -> list[str]:
+async def _first_channel_warnings(options: TailOptions) -> list[tuple[str, int]]:
     """:func:`~nsqbox.admin.first_channel.first_channel_warning` for each topic whose
-    ``/stats`` can be read; a topic that cannot be checked is passed over (debug log)."""
+    ``/stats`` can be read, with the topic's depth; a topic that cannot be checked is passed
+    over (debug log)."""
     from ..admin.clusterinfo import ClusterInfo, make_http_client
     from ..admin.first_channel import first_channel_warning
     from ..admin.stats import aggregate_topic
@@ -235,9 +236,10 @@ async def _first_channel_warnings(options: TailOptions) -> list[str]:
             if producers.errors or stats.errors:  # part of the cluster unseen: cannot tell
                 continue
             rows = [r for r in stats.value if r.topic_name == topic]
-            warning = first_channel_warning(aggregate_topic(topic, rows) if rows else None)
-            if warning is not None:
-                warnings.append(warning)
+            row = aggregate_topic(topic, rows) if rows else None
+            warning = first_channel_warning(row)
+            if warning is not None and row is not None:
+                warnings.append((warning, row.depth))
     return warnings
 
 
@@ -248,9 +250,15 @@ async def _tail(options: TailOptions) -> None:
 
     for address in options.nsqd_tcp_addresses:
         await _check_reachable(address)
-    for warning in await _first_channel_warnings(options):
+    for warning, depth in await _first_channel_warnings(options):
+        count = options.count
+        lost = (
+            f" (-n {count} prints {count:,} of them: the other {depth - count:,} are taken too)"
+            if count and depth > count
+            else ""
+        )
         sys.stderr.write(
-            f"nsqbox tail: WARNING: {visible(warning)}; tailing it anyway, as nsq_tail does\n"
+            f"nsqbox tail: WARNING: {visible(warning)}; tailing it anyway, as nsq_tail does{lost}\n"
         )
         sys.stderr.flush()
     config = Config(

@@ -127,3 +127,10 @@ async def test_no_snapshot_routes_under_auth(
         response = await client.request(method, server.url + path, params={"node": 0})
         assert response.status_code == 404
     assert spools(tmp_path) == []
+
+
+def test_the_routes_bound_nodes_as_the_format_does() -> None:
+    from nsqbox.nsqd.routes import snapshot as routes
+    from nsqbox.snapshot.format import MAX_NODES
+
+    assert routes._LAST_NODE == MAX_NODES - 1

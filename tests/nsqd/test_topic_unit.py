@@ -125,13 +125,23 @@ def test_dpub_defers_in_every_channel() -> None:
     assert c2.deferred_count() == 1
 
 
-def test_taps_see_every_published_message() -> None:
+def test_taps_see_every_published_message_and_its_publisher() -> None:
+    class Tap(list[tuple[bytes, object]]):
+        def tapped(self, msgs: list[Message], publisher: object) -> None:
+            self.extend((m.body, publisher) for m in msgs)
+
+    class Client:
+        def publisher_fields(self) -> dict[str, str]:
+            return {"protocol": "tcp"}
+
     node = FakeNode()
     topic = node.topic()
-    tap: list[Message] = []
+    tap = Tap()
     topic.taps.append(tap)
-    topic.put_messages([b"a", b"b"])
-    assert [m.body for m in tap] == [b"a", b"b"]
+    client = Client()
+    topic.put_messages([b"a", b"b"], 0.0, None, client)
+    topic.put_message(b"c")
+    assert tap == [(b"a", client), (b"b", client), (b"c", None)]
 
 
 def test_delete_existing_channel_and_the_ephemeral_topic_goes_with_its_last() -> None:

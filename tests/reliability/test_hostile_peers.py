@@ -317,7 +317,10 @@ async def test_taps_are_bounded(start_nsqd: StartNSQD, monkeypatch: pytest.Monke
             ).text == "OK"
         docs = [(await http.get("/nsqbox/tap/read", params={"id": i})).json() for i in ids]
         recorded = sum(len(doc["messages"]) for doc in docs)
-        assert recorded == 10_000 // (1000 + tap._RECORD_COST)
+        publisher = docs[0]["messages"][0]["publisher"]  # its fields count too
+        assert publisher["protocol"] == "http"
+        extra = sum(len(k) + len(v) for k, v in publisher.items())
+        assert recorded == 10_000 // (1000 + tap._RECORD_COST + extra)
         assert all(doc["overflow"] for doc in docs[recorded:])
         # the publishes themselves were never refused
         stats = (await http.get("/stats", params={"format": "json", "topic": "t"})).json()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsqbox.snapshot.files import (
+    READ_BLOCK,
     SnapshotReader,
     SnapshotWriter,
     check_snapshot,
@@ -154,3 +155,80 @@ def test_lines_after_the_end_and_foreign_headers_are_refused(tmp_path: Path) -> 
     error = refused(tmp_path, b'{"nsqbox_snapshot":2,"nodes":1}\n' + b"".join(lines[1:]))
     assert (error.line, "version 2" in error.reason) == (1, True)
     assert refused(tmp_path, b"").line == 1
+
+
+def write_many(path: Path, count: int) -> None:
+    """A snapshot of several read blocks: ``count`` messages of 100 bytes."""
+    with open_for_writing(path) as stream:
+        writer = SnapshotWriter(stream, Header(0, nodes=1))
+        writer.topic(0, "orders", False)
+        writer.channel(0, "orders", "billing", False)
+        for i in range(count):
+            writer.message(0, "orders", "billing", b"%016x" % i, i, 1, b"x" * 100)
+        writer.finish()
+
+
+@pytest.mark.parametrize("name", ["s.jsonl", "s.jsonl.gz"])
+def test_a_file_of_many_blocks_reads_back_and_names_a_bad_line_in_a_later_block(
+    tmp_path: Path, name: str
+) -> None:
+    count = 3 * READ_BLOCK // 200  # about 230 bytes a line: several blocks
+    path = tmp_path / name
+    write_many(path, count)
+    with open_for_reading(path) as stream:
+        reader = SnapshotReader(stream)
+        ids = [r.id for r in reader if isinstance(r, MessageLine)]
+    assert ids == [f"{i:016x}" for i in range(count)]
+    assert reader.summary is not None
+    assert reader.summary.lines == count + 4
+    with open_for_reading(path) as stream:
+        lines = stream.read().splitlines(keepends=True)
+    bad = count - 10  # a line index well past the first block
+    for damaged, reason in [
+        (b'{"kind":"message"}\n', "missing required field"),
+        (b"\n", "not a JSON record"),
+        (lines[bad].replace(b'"body":"', b'"body_b64":"x","body":"'), "only one of"),
+        (lines[bad].replace(b'"node":0', b'"node":1'), "not below the header's 1"),
+    ]:
+        copy = list(lines)
+        copy[bad] = damaged
+        error = refused(tmp_path, b"".join(copy))
+        assert (error.line, reason in error.reason) == (bad + 1, True), error
+    cut = b"".join(lines)[: READ_BLOCK * 2 + 7]  # inside a line of the third block
+    error = refused(tmp_path, cut)
+    assert error.line == cut.count(b"\n") + 1
+    assert error.reason == "truncated: the last line has no newline"
+    after = refused(tmp_path, b"".join([*lines[:-1], lines[-1], lines[5]]))
+    assert (after.line, after.reason) == (len(lines) + 1, "a line after the end line")
+
+
+def test_a_line_longer_than_the_bound_is_refused_across_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nsqbox.snapshot import files
+
+    monkeypatch.setattr(files, "MAX_LINE_BYTES", READ_BLOCK * 2)
+    lines = lines_of(tmp_path)
+    long_line = lines[3][:-2] + b" " * (READ_BLOCK * 2) + b"}\n"
+    error = refused(tmp_path, b"".join([*lines[:3], long_line, *lines[4:]]))
+    assert (error.line, "line longer than" in error.reason) == (4, True)
+    unended = refused(tmp_path, b"".join(lines[:3]) + b" " * (READ_BLOCK * 3))
+    assert (unended.line, "line longer than" in unended.reason) == (4, True)
+
+
+def test_a_message_line_may_say_who_published_it(tmp_path: Path) -> None:
+    # recordings made through nsqbox's tap carry it; files without it read as before
+    lines = lines_of(tmp_path)
+    who = b',"publisher":{"protocol":"tcp","client_id":"c","remote_address":"10.0.0.7:5"}}\n'
+    lines[3] = lines[3].rstrip(b"}\n") + who
+    path = tmp_path / "who.jsonl"
+    path.write_bytes(b"".join(lines))
+    with open_for_reading(path) as stream:
+        messages = [r for r in SnapshotReader(stream) if isinstance(r, MessageLine)]
+    publisher = messages[0].publisher
+    assert publisher is not None
+    assert (publisher.protocol, publisher.client_id, publisher.hostname) == ("tcp", "c", "")
+    assert [m.publisher for m in messages[1:]] == [None, None]
+    for bad in (b'{"protocol":"smtp"}', b'{"protocol":"tcp","pid":1}', b'{"client_id":"c"}'):
+        lines[3] = lines[3].split(b',"publisher":')[0] + b',"publisher":' + bad + b"}\n"
+        assert refused(tmp_path, b"".join(lines)).line == 4

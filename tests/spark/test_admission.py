@@ -16,10 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nsqbox.spark.admission import Admission, Bounds, total_depth
-from nsqbox.spark.depth import DepthProbe, parse_lookup_http, parse_stats_depth
+from nsqbox.spark.admission import Admission, Bounds, lag_report, total_depth
+from nsqbox.spark.depth import (
+    DepthProbe,
+    parse_lookup_http,
+    parse_stats_channel,
+    parse_stats_depth,
+)
+from nsqbox.spark.lag import ChannelStats, ConnectionCount, waiting
 from nsqbox.spark.options import OptionError, parse_read_options
 from nsqbox.testing import NSQBox, NSQBoxFactory
+from nsqbox.testing.waiting import poll
 
 from .conftest import TIMEOUT, create_channel, publish
 from .session import pyspark_version
@@ -77,6 +84,33 @@ def test_total_depth_is_unknown_when_one_node_is() -> None:
     assert total_depth({}) == 0
 
 
+def test_lag_report_leaves_an_unknown_depth_out_never_zero() -> None:
+    both = lag_report({"a:4150": 3, "b:4150": 4})
+    assert both == {"depth": 7, "nodes": {"a:4150": 3, "b:4150": 4}}
+    assert lag_report({"a:4150": 0}) == {"depth": 0, "nodes": {"a:4150": 0}}
+    # the channel not created yet, or no HTTP address: unknown, not a lag of 0
+    assert lag_report({"a:4150": None}) == {"nodes": {"a:4150": None}}
+    assert lag_report({"a:4150": 5, "b:4150": None}) == {"nodes": {"a:4150": 5, "b:4150": None}}
+    assert lag_report({}) is None  # no node known yet: no report
+
+
+def test_waiting_counts_what_nsqd_sent_the_reader_and_no_batch_holds() -> None:
+    ours = [ConnectionCount("10.0.0.5:40001", received=150, buffered=30)]
+    # nsqd sent 200 on that connection: 120 are in batches (or handed back), 30 buffered,
+    # 50 still on the wire; 70 more wait in the queue
+    stats = ChannelStats(70, {"10.0.0.5:40001": 200, "10.0.0.9:5000": 999})
+    assert waiting({"n1:4150": stats}, {"n1:4150": ours}) == 70 + 80
+    two = [*ours, ConnectionCount("10.0.0.5:40002", received=0, buffered=0)]
+    # a connection /stats does not list: the depth and what is buffered, no more
+    assert waiting({"n1:4150": stats}, {"n1:4150": two}) == 70 + 30
+    assert waiting({"n1:4150": stats, "n2:4150": None}, {"n1:4150": ours}) is None
+    assert waiting({"n1:4150": stats, "n2:4150": ChannelStats(5)}, {"n1:4150": ours}) == 155
+    assert waiting({}, {}) == 0
+    # a dual-stack listener writes an IPv4 client IPv4-mapped
+    mapped = ChannelStats(70, {"[::ffff:10.0.0.5]:40001": 200})
+    assert waiting({"n1:4150": mapped}, {"n1:4150": ours}) == 150
+
+
 def test_parsers_read_depth_and_http_ports() -> None:
     stats = {
         "topics": [
@@ -87,6 +121,11 @@ def test_parsers_read_depth_and_http_ports() -> None:
     body = json.dumps(stats).encode()
     assert parse_stats_depth(body, "t", "c") == 12
     assert parse_stats_depth(body, "t", "other") is None
+    clients = [{"remote_address": "127.0.0.1:5", "message_count": 9}, {"message_count": -4}]
+    stats["topics"][0]["channels"][0]["clients"] = clients
+    assert parse_stats_channel(json.dumps(stats).encode(), "t", "c") == ChannelStats(
+        12, {"127.0.0.1:5": 9, "": 0}
+    )
     lookup = {
         "producers": [
             {"broadcast_address": "h1", "tcp_port": 4150, "http_port": 4151},
@@ -147,7 +186,9 @@ def test_probe_asks_each_node_through_nsqd_http_and_lookupd(
     assert DepthProbe(unknown.connection, topic, CHANNEL).depths([tcp[0]]) == {tcp[0]: None}
 
 
-def test_probe_reads_real_nsqd_stats(tmp_path: Path, topic: str) -> None:
+@pytest.fixture
+def real_nsqd(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A real nsqd (``NSQ_BIN``): its TCP and HTTP addresses, answering /ping."""
     import os
     import subprocess
     import urllib.request
@@ -173,17 +214,63 @@ def test_probe_reads_real_nsqd_stats(tmp_path: Path, topic: str) -> None:
                 return False, None
 
         poll(up, TIMEOUT, lambda _: "the real nsqd never answered /ping")
-        create_channel_on(http, topic)
-        request = urllib.request.Request(f"http://{http}/mpub?topic={topic}", b"a\nb\nc")
-        urllib.request.urlopen(request, timeout=10).close()
-        wait_depth(http, topic, 3)
-        options = parse_read_options(
-            {"nsqd": tcp, "nsqdHttp": http, "topic": topic, "channel": CHANNEL}
-        )
-        assert DepthProbe(options.connection, topic, CHANNEL).depths([tcp]) == {tcp: 3}
+        yield tcp, http
     finally:
         proc.kill()
         proc.wait(30)
+
+
+def mpub_http(http: str, topic: str, bodies: list[bytes]) -> None:
+    """``/mpub`` newline-separated ``bodies`` (no newlines in them) on one nsqd."""
+    import urllib.request
+
+    request = urllib.request.Request(f"http://{http}/mpub?topic={topic}", b"\n".join(bodies))
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def test_probe_reads_real_nsqd_stats(real_nsqd: tuple[str, str], topic: str) -> None:
+    tcp, http = real_nsqd
+    create_channel_on(http, topic)
+    mpub_http(http, topic, [b"a", b"b", b"c"])
+    wait_depth(http, topic, 3)
+    options = parse_read_options(
+        {"nsqd": tcp, "nsqdHttp": http, "topic": topic, "channel": CHANNEL}
+    )
+    assert DepthProbe(options.connection, topic, CHANNEL).depths([tcp]) == {tcp: 3}
+
+
+def test_simple_reader_counts_its_prefetch_on_real_nsqd(
+    real_nsqd: tuple[str, str], topic: str
+) -> None:
+    """The lag counts what real nsqd sent the reader and no batch holds: matched by the
+    connection's address in /stats, read or not."""
+    from nsqbox.spark.stream_reader import NSQStreamReader
+
+    tcp, http = real_nsqd
+    create_channel_on(http, topic)
+    mpub_http(http, topic, [b"m%d" % i for i in range(10)])
+    wait_depth(http, topic, 10)
+    options = {"nsqd": tcp, "nsqdHttp": http, "topic": topic, "channel": CHANNEL}
+    options |= {"maxMessagesPerBatch": "3", "pollTimeout": "200ms"}
+    reader = NSQStreamReader(parse_read_options(options))
+    try:
+        end = reader.initialOffset()
+        for read_before in (0, 3, 6, 9):
+            rows, new_end = reader.read(end)
+            got = sum(b.num_rows for b in rows)
+            assert new_end["depth"] == 10 - read_before  # its own rows included
+            assert got == min(3, 10 - read_before)
+            end = new_end
+            # the next batch's worth (the in-flight bound is two batches) reaches the reader
+            # before it plans again, unread: nsqd's depth alone would miss it
+            wait_in_flight(http, topic, min(6, 10 - read_before))
+        rows, idle = reader.read(end)
+        assert (list(rows), idle) == ([], {"messages": 10, "depth": 0})  # emptied: 0, once
+        rows, again = reader.read(idle)
+        assert (list(rows), again) == ([], idle)
+        reader.commit(again)
+    finally:
+        reader.stop()
 
 
 @needs_limits
@@ -197,8 +284,6 @@ def test_partitioned_plan_follows_depth_and_limits(
     box = nsqbox_factory(nsqd=2)
     tcp = [str(a) for a in box.nsqd_tcp_addresses]
     http = [str(a) for a in box.nsqd_http_addresses]
-    for node in (0, 1):
-        create_channel_on(http[node], topic)
     options = {
         "nsqd": ",".join(tcp),
         "nsqdHttp": ",".join(http),
@@ -214,6 +299,13 @@ def test_partitioned_plan_follows_depth_and_limits(
     source = NSQPartitionedStreamReader(parse_read_options(options))
     assert source.getDefaultReadLimit() == ReadMinRows(40)
     start = source.initialOffset()
+    # no channel yet (a fresh query's first plan): the depth is unknown, not 0, and the
+    # nodes are planned as if they had messages
+    first = source.latestOffset(start, ReadMaxRows(100))
+    assert first["slots"] == sorted(f"{a}/{i}" for a in tcp for i in (0, 1))
+    assert source.reportLatestOffset() == {"nodes": {tcp[0]: None, tcp[1]: None}}
+    for node in (0, 1):
+        create_channel_on(http[node], topic)
     # both nodes empty: no batch, and the lag says so
     assert source.latestOffset(start, ReadMaxRows(100)) == start
     assert source.reportLatestOffset() == {"depth": 0, "nodes": {tcp[0]: 0, tcp[1]: 0}}
@@ -234,6 +326,29 @@ def test_partitioned_plan_follows_depth_and_limits(
     assert (end["slots"], end["quota"]) == (
         sorted([f"{tcp[1]}/0", f"{tcp[1]}/1", f"{tcp[0]}/0"]),
         1,
+    )
+
+
+def in_flight_at(http: str, topic: str) -> int:
+    """The channel CHANNEL's ``in_flight_count`` in one nsqd's /stats."""
+    import urllib.request
+
+    query = f"format=json&topic={topic}&channel={CHANNEL}"
+    with urllib.request.urlopen(f"http://{http}/stats?{query}", timeout=10) as response:
+        stats = json.load(response)
+    (entry,) = [t for t in stats["topics"] if t["topic_name"] == topic]
+    (channel,) = [c for c in entry["channels"] if c["channel_name"] == CHANNEL]
+    return int(channel["in_flight_count"])
+
+
+def wait_in_flight(http: str, topic: str, expected: int) -> None:
+    """Until the channel CHANNEL has ``expected`` messages in flight on one nsqd."""
+    from nsqbox.testing.waiting import poll
+
+    poll(
+        lambda: ((n := in_flight_at(http, topic)) == expected, n),
+        TIMEOUT,
+        lambda n: f"{n} in flight on nsqd {http}, not {expected}",
     )
 
 
@@ -441,6 +556,7 @@ def lag(progress: dict[str, Any]) -> int | None:
 
 
 @needs_limits
+@pytest.mark.usefixtures("every_trigger_reported")
 @pytest.mark.parametrize("kind", READERS)
 def test_lag_in_last_progress_while_a_backlog_drains(
     spark: SparkSession, nsqbox: NSQBox, topic: str, tmp_path: Path, kind: str
@@ -448,6 +564,7 @@ def test_lag_in_last_progress_while_a_backlog_drains(
     n = 1000
     create_channel(nsqbox, topic, CHANNEL)
     publish(nsqbox, topic, [b"l%04d" % i for i in range(n)])
+    wait_depth(str(nsqbox.nsqd_http_address), topic, n)
     # a batch every half second at most: the backlog drains over seconds, read meanwhile
     query = start_query(
         spark,
@@ -471,17 +588,25 @@ def test_lag_in_last_progress_while_a_backlog_drains(
                 if not seen or seen[-1] != depth:
                     seen.append(depth)
             time.sleep(0.05)
+        # drained: the next trigger's progress says so, batch or not, and so do the two after
+        drained_at = max(i for i, p in enumerate(query.recentProgress) if p["numInputRows"])
+
+        def three_more() -> tuple[bool, int]:
+            assert query.exception() is None
+            return len(query.recentProgress) > drained_at + 3, len(query.recentProgress)
+
+        poll(three_more, TIMEOUT, lambda n: f"only {n} progress reports after the drain")
     finally:
         query.stop()
     assert seen  # read while it drained
     assert seen[0] > seen[-1]
-    # each batch's progress says how many waited when it was planned, its own included
+    after, *idle = query.recentProgress[drained_at + 1 : drained_at + 4]
+    assert (after["numInputRows"], lag(after)) == (0, 0)
+    # the simple reader planned one empty batch to say so; then, as the partitioned one, none
+    assert [(lag(p), "addBatch" in p["durationMs"]) for p in idle] == [(0, False), (0, False)]
+    # each batch's progress says how many waited when it was planned, its own included:
+    # with the simple reader, what it prefetched too (in flight for it, in no batch yet)
     read_before = 0
     for progress in batches(query):
-        depth = lag(progress)
-        assert depth is not None
-        if kind == "partitioned":  # all of it on nsqd, nothing held between batches
-            assert depth == n - read_before
-        else:  # nsqd's depth plus what the reader received; some may be on the wire
-            assert progress["numInputRows"] <= depth <= n - read_before
+        assert lag(progress) == n - read_before
         read_before += progress["numInputRows"]

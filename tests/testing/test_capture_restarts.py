@@ -154,13 +154,13 @@ def test_a_tap_comes_back_with_its_id_after_a_restart_and_a_crash(
 def test_a_record_cut_short_loads_up_to_it_and_says_lost(tmp_path: Path) -> None:
     path = tap_file_path(str(tmp_path), "0123456789abcdef")
     create_tap_file(path, "orders")
-    append_records(path, [("0" * 16, 1, 0, b"whole"), ("1" * 16, 2, 500, b"cut")])
+    append_records(path, [("0" * 16, 1, 0, b"whole", None), ("1" * 16, 2, 500, b"cut", None)])
     os.truncate(path, os.path.getsize(path) - 1)
     loaded = load_tap_file(path, limit=1 << 20)
     assert loaded is not None
     assert (loaded.topic, loaded.records, loaded.lost) == (
         "orders",
-        [("0" * 16, 1, 0, b"whole")],
+        [("0" * 16, 1, 0, b"whole", None)],
         True,
     )
 
@@ -168,12 +168,40 @@ def test_a_record_cut_short_loads_up_to_it_and_says_lost(tmp_path: Path) -> None
 def test_a_file_is_read_no_further_than_the_budget(tmp_path: Path) -> None:
     path = tap_file_path(str(tmp_path), "0123456789abcdef")
     create_tap_file(path, "orders")
-    append_records(path, [("0" * 16, 1, 0, b"a" * 100), ("1" * 16, 2, 0, b"b" * 100)])
+    append_records(path, [("0" * 16, 1, 0, b"a" * 100, None), ("1" * 16, 2, 0, b"b" * 100, None)])
     loaded = load_tap_file(path, limit=200)
     assert loaded is not None
     assert ([r[3] for r in loaded.records], loaded.overflow, loaded.lost) == (
         [b"a" * 100],
         True,
+        False,
+    )
+
+
+def test_records_keep_their_publisher_and_old_files_load(tmp_path: Path) -> None:
+    path = tap_file_path(str(tmp_path), "0123456789abcdef")
+    create_tap_file(path, "orders")
+    tcp = {"protocol": "tcp", "client_id": "billing-7", "user_agent": "go-nsq/1.1.0"}
+    append_records(path, [("0" * 16, 1, 0, b"a", tcp), ("1" * 16, 2, 0, b"b", None)])
+    loaded = load_tap_file(path, limit=1 << 20)
+    assert loaded is not None
+    assert [(r[3], r[4]) for r in loaded.records] == [(b"a", tcp), (b"b", None)]
+    assert not loaded.lost
+    # a file an nsqbox before publishers wrote: its header, records without the field
+    old = tap_file_path(str(tmp_path), "fedcba9876543210")
+    Path(old).write_bytes(
+        b"NSQBOXTAP1\norders\n"
+        + b"0" * 16
+        + (5).to_bytes(8, "big")
+        + (0).to_bytes(8, "big")
+        + (3).to_bytes(4, "big")
+        + b"old"
+    )
+    loaded = load_tap_file(old, limit=1 << 20)
+    assert loaded is not None
+    assert (loaded.topic, loaded.records, loaded.lost) == (
+        "orders",
+        [("0" * 16, 5, 0, b"old", None)],
         False,
     )
 

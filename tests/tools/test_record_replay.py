@@ -23,8 +23,17 @@ import httpx
 import pytest
 
 from nsqbox import cli
-from nsqbox.snapshot.files import SnapshotReader, check_snapshot, open_for_reading
-from nsqbox.snapshot.format import MessageLine, message_body
+from nsqbox.client import Config
+from nsqbox.client.blocking import Publisher
+from nsqbox.snapshot.files import (
+    SnapshotReader,
+    SnapshotWriter,
+    check_snapshot,
+    open_for_reading,
+    open_for_writing,
+)
+from nsqbox.snapshot.format import Header, MessageLine, message_body
+from nsqbox.snapshot.format import Publisher as Publisher_
 from nsqbox.tools.record import ROTATE
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
 
@@ -166,6 +175,55 @@ def test_record_then_replay_into_a_fresh_topic(box: BoxProcess, tmp_path: Path) 
     )
     assert status == 0
     assert peek(box, "rr_copy10") == [*BODIES, b"later"]
+
+
+def test_record_keeps_each_publisher(box: BoxProcess, tmp_path: Path) -> None:
+    path = tmp_path / "who.jsonl"
+    rec = Recorder("rr_who", "--to", str(path), "--count", "4", f"--nsqd-http-address={http(box)}")
+    config = Config(client_id="billing-7", hostname="billing.example", user_agent="billing/1.0")
+    try:
+        assert "through nsqbox's tap" in rec.ready
+        response = httpx.post(
+            f"http://{http(box)}/pub",
+            params={"topic": "rr_who"},
+            content=b"over http",
+            headers={"User-Agent": "curl/8.5.0"},
+            timeout=TIMEOUT,
+        )
+        assert response.status_code == 200
+        with Publisher(box.ready["nsqd_tcp_addresses"][0], config=config) as producer:
+            producer.pub("rr_who", b"over tcp")
+            producer.mpub("rr_who", [b"batch 1", b"batch 2"])
+        status, _, err = rec.wait()
+    finally:
+        rec.kill()
+    assert status == 0, err
+    lines = recorded(path)
+    assert [message_body(m) for m in lines] == [b"over http", b"over tcp", b"batch 1", b"batch 2"]
+    http_publisher = lines[0].publisher
+    assert http_publisher is not None
+    assert (http_publisher.protocol, http_publisher.user_agent) == ("http", "curl/8.5.0")
+    assert http_publisher.remote_address.startswith("127.0.0.1:")
+    tcp = [m.publisher for m in lines[1:]]
+    assert tcp[0] is not None
+    assert tcp[0].remote_address.startswith("127.0.0.1:")
+    assert tcp[0].remote_address != http_publisher.remote_address  # another connection
+    assert (
+        tcp
+        == [
+            Publisher_(
+                protocol="tcp",
+                client_id="billing-7",
+                hostname="billing.example",
+                user_agent="billing/1.0",
+                remote_address=tcp[0].remote_address,
+            )
+        ]
+        * 3
+    )
+    # the field is the format's: the recording checks, seeds and replays as any snapshot
+    assert check_snapshot(path).messages == 4
+    assert b'"publisher":{"protocol":"tcp","client_id":"billing-7"' in path.read_bytes()
 
 
 def test_a_recording_seeds_a_box(box: BoxProcess, tmp_path: Path) -> None:
@@ -314,6 +372,62 @@ def test_channel_route_is_off_under_auth(tmp_path_factory: pytest.TempPathFactor
         assert stats["topics"] == []
 
 
+def test_replay_step_by_step_under_the_manual_clock(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    t0 = 1_795_833_104_000_000_000
+    with open_for_writing(path) as stream:
+        writer = SnapshotWriter(stream, Header(nsqbox_snapshot=1, nodes=1, saved_at_ns=t0))
+        writer.topic(0, "rec", False)
+        for i, body in enumerate(BODIES):  # one a second
+            writer.message(0, "rec", None, b"%016x" % i, t0 + i * 10**9, 0, body)
+        writer.finish()
+    for manual in running_box(tmp_path_factory, "--clock=manual"):
+        url = f"http://{http(manual)}"
+        post(f"{url}/topic/create", topic="rr_step")
+        post(f"{url}/channel/create", topic="rr_step", channel="c")
+        capsys.readouterr()
+        status = cli.main(
+            [
+                "replay",
+                str(path),
+                "--topic",
+                "rr_step",
+                "--step",
+                f"--nsqd-http-address={http(manual)}",
+            ]
+        )
+        assert status == 0
+        out = capsys.readouterr().out
+        assert f"replaying {len(BODIES)} messages to rr_step under the broker clock" in out
+        assert "1 published at once" in out
+        assert depths(manual, "rr_step") == {"c": 1}
+        for second in range(1, len(BODIES)):
+            # each advance answers once the message due in it was published, not before
+            advance = httpx.post(
+                f"{url}/nsqbox/clock/advance", params={"by": "1s"}, timeout=TIMEOUT
+            )
+            assert advance.status_code == 200, advance.text
+            assert depths(manual, "rr_step") == {"c": second + 1}
+        assert peek(manual, "rr_step", "c") == BODIES
+        assert httpx.get(f"{url}/nsqbox/replay/step", timeout=TIMEOUT).json() == {"replays": []}
+
+
+def test_replay_step_needs_the_manual_clock(
+    box: BoxProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rec.jsonl"
+    record_publishes(box, "rr_nostepsrc", path)
+    capsys.readouterr()
+    status = cli.main(
+        ["replay", str(path), "--topic", "rr_nostep", "--step", f"--nsqd-http-address={http(box)}"]
+    )
+    assert status == 1
+    assert "--step follows a manual broker clock" in capsys.readouterr().err
+    assert depths(box, "rr_nostep") == {}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -378,6 +492,7 @@ def test_record_and_replay_against_real_nsqd(
         rec.kill()
     assert status == 0, err
     assert [message_body(m) for m in recorded(path)] == [b"r1", b"r2", b"r3"]
+    assert [m.publisher for m in recorded(path)] == [None] * 3  # nsqd does not keep them
 
     # plain replay works on real nsqd; --channel is refused before anything is published
     post(f"http://{web}/topic/create", topic="copy")
@@ -391,6 +506,11 @@ def test_record_and_replay_against_real_nsqd(
     )
     assert status == 1
     assert "--channel needs nsqbox" in capsys.readouterr().err
+    status = cli.main(
+        ["replay", str(path), "--topic", "other", "--step", f"--nsqd-http-address={web}"]
+    )
+    assert status == 1
+    assert "--step needs nsqbox" in capsys.readouterr().err
     topics = httpx.get(f"http://{web}/stats", params={"format": "json"}).json()["topics"]
     assert "other" not in {t["topic_name"] for t in topics}
 

@@ -131,7 +131,8 @@ def test_tail_warns_on_a_topic_with_no_channel_as_the_tui_does(
     assert out == "1\n2\n3\n"
     assert err == (
         "nsqbox tail: WARNING: topic t_first has no channel: tailing it would consume its "
-        "6 buffered messages; tailing it anyway, as nsq_tail does\n"
+        "6 buffered messages; tailing it anyway, as nsq_tail does (-n 3 prints 3 of them: the "
+        "other 3 are taken too)\n"
     )
 
     # with a channel the tail's own gets only what comes next: no warning
@@ -225,5 +226,6 @@ def test_tail_with_an_nsqd_tcp_address_checks_the_next_port(
     assert out == "a\nb\n"
     assert err == (
         "nsqbox tail: WARNING: topic t has no channel: tailing it would consume its "
-        "4 buffered messages; tailing it anyway, as nsq_tail does\n"
+        "4 buffered messages; tailing it anyway, as nsq_tail does (-n 2 prints 2 of them: the "
+        "other 2 are taken too)\n"
     )

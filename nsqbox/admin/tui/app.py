@@ -7,7 +7,8 @@ Topic, Channel), *nodes* (Nodes, Node, Topic) and *faults*; ``t``, ``n`` and ``f
 asks for another with a message (:mod:`.navigation`) and the app pushes it, so only the app
 imports every view. An action runs in its own worker; its outcome is a notification (and an
 :class:`ActionResult` in :attr:`AdminApp.results`), and a refresh follows at once. Nothing a
-host does — refuse, time out, vanish — raises out of the app.
+host does — refuse, time out, vanish — raises out of the app. ``ctrl+s``, in every view, has
+the box save a snapshot of itself (:mod:`.snapshot_save`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from textual import on, work
@@ -30,21 +31,25 @@ from textual.worker import WorkerCancelled, WorkerFailed
 
 from ...broker.clock import BrokerClock
 from ...process.terminal_text import visible
+from ...snapshot.confined import default_save_name
 from ..model import ClusterSnapshot
-from .backend import Backend, BackendFactory, Outcome
+from .backend import Backend, BackendFactory, Outcome, SnapshotClientError
 from .channel import ChannelScreen
 from .faults import FaultsScreen
 from .help import HelpScreen
 from .messages import MessagesScreen
 from .navigation import OpenChannel, OpenMessages, OpenNode, OpenTopic
 from .nodes import NodeScreen, NodesScreen
+from .snapshot_save import SaveSnapshotScreen, saved_text
 from .topic import TopicScreen
 from .topics import TopicsScreen
 
 __all__ = ["ActionResult", "AdminApp"]
 
 #: App actions that make no sense while a modal (a confirmation, a form) is open.
-_NOT_UNDER_MODALS = frozenset({"show_view", "help", "refresh_now", "quit", "command_palette"})
+_NOT_UNDER_MODALS = frozenset(
+    {"show_view", "help", "refresh_now", "quit", "command_palette", "save_snapshot"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,14 @@ class AdminApp(App[int]):
         Binding("n", "show_view('nodes')", "Nodes"),
         Binding("f", "show_view('faults')", "Faults"),
         Binding("r", "refresh_now", "Refresh"),
+        # in the help view and the command palette; the footer keeps its room for ? and q
+        Binding(
+            "ctrl+s",
+            "save_snapshot",
+            "Save snapshot",
+            show=False,
+            tooltip="Have the box save a snapshot of itself",
+        ),
         Binding("question_mark", "help", "Help"),
         Binding("colon", "command_palette", "Commands", show=False),
         Binding("q", "quit", "Quit"),
@@ -207,6 +220,46 @@ class AdminApp(App[int]):
             self.notify(visible(label), title="done", markup=False)
         self.refresh_now()
 
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def action_save_snapshot(self) -> None:
+        """Ask for a file name, then have the box save a snapshot of itself under it."""
+        backend = self.backend
+        if backend is None:
+            self.notify("not connected to the cluster yet", severity="warning")
+            return
+        info = backend.snapshots
+        name = default_save_name(datetime.now(self.tz))
+        screen = SaveSnapshotScreen(name, info.directory if info is not None else None)
+
+        def asked(chosen: PurePosixPath | None) -> None:
+            if chosen is not None:
+                self._save_snapshot(str(chosen))
+
+        self.push_screen(screen, asked)
+
+    @work(group="actions", exit_on_error=False)
+    async def _save_snapshot(self, name: str) -> None:
+        label = f"save snapshot {name}"
+        backend = self.backend
+        try:
+            if backend is None:
+                raise SnapshotClientError(0, "not connected to the cluster yet")
+            saved = await backend.save_snapshot(name)
+        except SnapshotClientError as exc:
+            self.results.append(ActionResult(label, (exc.message,)))
+            self.notify(
+                visible(exc.message),
+                title=visible(f"{label}: failed"),
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+            return
+        self.results.append(ActionResult(label))
+        text = saved_text(saved.file, saved.directory, saved.messages, saved.topics, saved.channels)
+        self.notify(visible(text), title="snapshot saved", timeout=10, markup=False)
+
     # -- navigation, help, palette ------------------------------------------------------------
 
     def action_show_view(self, mode: str) -> None:
@@ -247,7 +300,10 @@ class AdminApp(App[int]):
         self.push_screen(HelpScreen(title, _unique(keys)))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Keep the app's keys away from confirmations and forms."""
+        """Keep the app's keys away from confirmations and forms; no saving when read-only
+        (a save writes a file on the box's machine)."""
+        if action == "save_snapshot" and self.read_only:
+            return False
         return not (action in _NOT_UNDER_MODALS and isinstance(self.screen, ModalScreen))
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

@@ -4,8 +4,9 @@ The screens never touch HTTP. They read :class:`ClusterSnapshot` objects and rat
 actions, through a :class:`Backend`. :class:`ModelBackend` is the real one: a
 :class:`~nsqbox.admin.model.ClusterModel` (lookupd ``/nodes``, nsqd ``/stats``) and its
 :class:`~nsqbox.admin.actions.ClusterActions`, plus nsqd's HTTP ``/pub`` for publishing and the
-nodes' (or the admin service's) fault routes for faults. Tests and
-the screenshot script use a fixed one (:mod:`.demo`).
+nodes' (or the admin service's) fault routes for faults; with an admin service, its
+``/api/snapshot`` too (saving a snapshot of the box, and where the box was loaded from, read
+at each refresh). Tests and the screenshot script use a fixed one (:mod:`.demo`).
 
 A backend is opened by a :data:`BackendFactory` (an async context manager), so the app owns its
 HTTP client for exactly as long as it runs.
@@ -24,13 +25,24 @@ from ..faults import ClusterFaults, FaultSource
 from ..faults_client import AdminFaults
 from ..model import ClusterModel, ClusterSnapshot, open_cluster_model
 from ..peek import PeekQuery, PeekResult, peek_nodes
+from ..snapshot_client import (
+    AdminSnapshots,
+    LoadedFrom,
+    SavedSnapshot,
+    SnapshotClientError,
+    SnapshotInfo,
+)
 from ..stats import Producer
 
 __all__ = [
     "Backend",
     "BackendFactory",
+    "LoadedFrom",
     "ModelBackend",
     "Outcome",
+    "SavedSnapshot",
+    "SnapshotClientError",
+    "SnapshotInfo",
     "open_model_backend",
 ]
 
@@ -47,6 +59,17 @@ class Backend(Protocol):
     @property
     def faults(self) -> FaultSource | None:
         """The cluster's faults (the Faults view), or None when there are none to read."""
+        ...
+
+    @property
+    def snapshots(self) -> SnapshotInfo | None:
+        """What the box's admin service said of its snapshots at the last refresh (where it
+        was loaded from, where it saves), or None without one."""
+        ...
+
+    async def save_snapshot(self, name: str) -> SavedSnapshot:
+        """Have the box save a snapshot of itself as ``name`` in its directory;
+        SnapshotClientError when it cannot (no admin service: status 0)."""
         ...
 
     async def refresh(self) -> ClusterSnapshot:
@@ -136,10 +159,29 @@ class ModelBackend:
         else:
             self.description = "nsqd " + ", ".join(model.nsqd_http_addresses)
         self._actions = model.actions
+        self._snapshots = (
+            AdminSnapshots(model.info.client, admin_http_address) if admin_http_address else None
+        )
+        self.snapshots: SnapshotInfo | None = None
 
     async def refresh(self) -> ClusterSnapshot:
-        """See :meth:`ClusterModel.refresh`."""
-        return await self.model.refresh()
+        """See :meth:`ClusterModel.refresh`; then the admin service's ``GET /api/snapshot``
+        (its failure only leaves :attr:`snapshots` None: a cluster without a box has none)."""
+        snapshot = await self.model.refresh()
+        if self._snapshots is not None:
+            try:
+                self.snapshots = await self._snapshots.info()
+            except SnapshotClientError:
+                self.snapshots = None
+        return snapshot
+
+    async def save_snapshot(self, name: str) -> SavedSnapshot:
+        """``POST /api/snapshot?file=NAME`` on the admin service."""
+        if self._snapshots is None:
+            raise SnapshotClientError(
+                0, "saving a snapshot needs nsqbox's admin service (--admin-http-address)"
+            )
+        return await self._snapshots.save(name)
 
     def rate(self, topic: str, channel: str | None = None, *, node: str = "*") -> float | None:
         """See :meth:`ClusterModel.rate`."""

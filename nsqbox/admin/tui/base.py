@@ -163,12 +163,33 @@ class ClusterScreen(Screen[None]):
         if clock is not None and clock.manual:  # broker time, when it is not real time
             when = datetime.fromtimestamp(clock.wall(), host.tz)
             parts.append(f"broker time {when:%Y-%m-%d %H:%M:%S}")
+        loaded = self._loaded(snapshot)
+        if loaded:
+            parts.append(loaded)
         if self.filter_text:
             parts.append(f"filter: {self.filter_text}")
         if host.read_only:
             parts.append("READ-ONLY")
         notes = [host.notice] if host.notice else []
         self.query_one(StatusLine).set(" · ".join(parts), errors, notes)
+
+    def _loaded(self, snapshot: ClusterSnapshot | None) -> str:
+        """``loaded from FILE at 12:09:36`` (a date too when not the day of the last refresh):
+        the box's last load, as its admin service said; "" when none."""
+        host = self.host
+        info = host.backend.snapshots if host.backend is not None else None
+        if info is None or info.loaded is None:
+            return ""
+        loaded = info.loaded
+        when = datetime.fromtimestamp(loaded.loaded_at_ns / 1e9, host.tz)
+        today = datetime.fromtimestamp(snapshot.wall_time, host.tz) if snapshot else None
+        at = (
+            f"{when:%H:%M:%S}"
+            if today and today.date() == when.date()
+            else f"{when:%Y-%m-%d %H:%M}"
+        )
+        text = f"loaded from {loaded.file or 'a snapshot'} at {at}"
+        return text + " (replace)" if loaded.replace else text
 
     # -- filter -------------------------------------------------------------------------------
 

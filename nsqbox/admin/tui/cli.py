@@ -3,7 +3,8 @@
 Flags follow nsqadmin's (Go style, one or two dashes): ``--lookupd-http-address`` or
 ``--nsqd-http-address`` (each repeatable, not both; with neither, the box's lookupd at
 ``127.0.0.1:4161``), plus ``--read-only``, ``--interval`` and ``--admin-http-address`` (nsqbox's
-admin service: the Faults view then goes through it, and can restart the box's nodes)::
+admin service: the Faults view then goes through it, and can restart the box's nodes; ``ctrl+s``
+has it save a snapshot; the status line says where the box was loaded from)::
 
     nsqbox tui --lookupd-http-address 10.0.0.9:4161 --read-only
 
@@ -86,7 +87,8 @@ def tui_flag_set() -> FlagSet:
     flags.add_string(
         "admin-http-address",
         "",
-        "nsqbox's admin service, for the Faults view's restart, crash and start (nsqbox up's)",
+        "nsqbox's admin service (nsqbox up's), for the Faults view's restart, crash and start, "
+        "and for saving snapshots (ctrl+s)",
     )
     flags.add_duration("interval", 2.0, "time between refreshes")
     flags.add_duration("http-client-connect-timeout", 2.0, "timeout for HTTP connect")

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from ..clusterinfo import UpstreamError
 from ..model import ClusterSnapshot, NodeSnapshot
 from ..peek import PeekQuery, PeekResult
+from ..snapshot_client import LoadedFrom, SavedSnapshot, SnapshotInfo
 from ..stats import (
     ChannelStats,
     ClientStats,
@@ -160,6 +161,16 @@ class DemoBackend:
     def __init__(self, snapshot: ClusterSnapshot | None = None) -> None:
         self.snapshot = snapshot or demo_snapshot()
         self.faults = DemoFaults()
+        #: The box was loaded from a snapshot 25 minutes before the demo's time.
+        self.snapshots = SnapshotInfo(
+            loaded=LoadedFrom(
+                file="bug.jsonl.gz",
+                loaded_at_ns=int(DEMO_TIME - 1520) * _NS,
+                messages=1284,
+                nodes=2,
+            ),
+            directory="/home/dev/shop",
+        )
         #: ``(method, args)`` of every action asked for.
         self.calls: list[tuple[str, tuple[object, ...]]] = []
 
@@ -233,6 +244,13 @@ class DemoBackend:
     async def publish(self, node: str, topic: str, body: bytes) -> Outcome:
         """Recorded."""
         return await self._record("publish", node, topic, body)
+
+    async def save_snapshot(self, name: str) -> SavedSnapshot:
+        """Recorded; "saved" in the demo's directory."""
+        await self._record("save_snapshot", name)
+        return SavedSnapshot(
+            file=name, directory="/home/dev/shop", nodes=3, topics=4, channels=6, messages=1290
+        )
 
 
 @asynccontextmanager

@@ -9,17 +9,20 @@ picture on every machine, so the snapshot tests compare it with a stored file an
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from textual.pilot import Pilot
+from textual.widgets import Input
 
+from ...snapshot.confined import default_save_name
 from .app import AdminApp
 from .base import ClusterScreen
 from .demo import DEMO_TIME, DemoBackend, open_demo_backend
 from .faults import FaultsScreen
 from .messages import MessagesScreen
+from .snapshot_save import SaveSnapshotScreen
 from .tail import TailScreen, TailSource
 from .widgets import StatsTable
 
@@ -41,6 +44,7 @@ VIEWS: dict[str, str] = {
     "message": "One message opened: details and its body as pretty JSON",
     "confirm": "A destructive action asks first",
     "help": "Help: the keys of the view",
+    "save": "Save a snapshot: the box saves every nsqd's state in its directory",
 }
 
 _TAIL = (
@@ -100,6 +104,8 @@ async def _walk(view: str, pilot: Pilot[Any], app: AdminApp) -> None:
         await pilot.press("ctrl+d")
     if view == "help":
         await pilot.press("question_mark")
+    if view == "save":
+        await _save(pilot, app)
     await _settle(pilot, app)
 
 
@@ -127,6 +133,21 @@ async def _messages(pilot: Pilot[Any], app: AdminApp, *, open_one: bool) -> None
     if open_one:
         _select(app, "#messages", "1")
         await pilot.press("enter")
+
+
+async def _save(pilot: Pilot[Any], app: AdminApp) -> None:
+    await pilot.press("ctrl+s")
+    for _ in range(500):  # a bound, not a timing: each pass yields to the app
+        if isinstance(app.screen, SaveSnapshotScreen):
+            break
+        await pilot.pause(0.01)
+    else:
+        raise TimeoutError("the save form did not open")
+    # the name proposed is the time now: the demo's time instead, for the same picture
+    name = default_save_name(datetime.fromtimestamp(DEMO_TIME, UTC))
+    field = app.screen.query_one("#name", Input)
+    field.cursor_blink = False  # a blinking cursor would be in one picture and not the next
+    field.value = name
 
 
 async def _tail(pilot: Pilot[Any], app: AdminApp) -> None:

@@ -23,7 +23,8 @@ import logging
 import os
 import re
 import struct
-from dataclasses import dataclass
+
+import msgspec
 
 log = logging.getLogger("nsqbox.nsqd.diskqueue")
 
@@ -36,8 +37,7 @@ META_RE = re.compile(
 )
 
 
-@dataclass(slots=True)
-class QueueState:
+class QueueState(msgspec.Struct):
     """The five numbers go-diskqueue persists in the meta file."""
 
     depth: int = 0

@@ -20,7 +20,7 @@ from .timeout_queue import RESOLUTION, TimeoutQueue
 if TYPE_CHECKING:
     from .nsqd import NSQD
 
-__all__ = ["SETTLE_TIMEOUT", "NodeTimers", "release_time"]
+__all__ = ["SETTLE_TIMEOUT", "NodeTimers", "delivered_at", "release_time"]
 
 #: The longest a settle waits for one connection's output to reach its socket (a
 #: consumer that stopped reading never gets it: the advance does not wait for it).
@@ -80,7 +80,7 @@ class NodeTimers:
             channel.process_deferred(now)
             fired += channel.timeout_count - timeouts + deferred - len(channel.deferred)
             if resume is not None and resume != now:
-                _delivered_at(channel.in_flight, now, resume)
+                delivered_at(channel.in_flight, now, resume)
         return fired
 
     async def settle(self) -> None:
@@ -91,7 +91,7 @@ class NodeTimers:
                 await _flushed(conn)
 
 
-def _delivered_at(in_flight: TimeoutQueue, now: float, resume: float) -> None:
+def delivered_at(in_flight: TimeoutQueue, now: float, resume: float) -> None:
     """Move the messages delivered at ``now`` to a delivery at ``resume``."""
     for msg in [m for m in in_flight if m.delivery_ts == now]:
         msg_id = msg.data[:16]

@@ -26,6 +26,7 @@ from .topic import Topic
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
+    from ...snapshot.loaded import LoadedSnapshot
     from .channel import Channel
     from .quantile import Quantile
 
@@ -87,6 +88,8 @@ class NSQD:
         #: Stopped by :meth:`crash`: nothing more is written to the data path.
         self.crashed = False
         self.loading = False
+        #: The last snapshot loaded into this nsqd (nsqbox's snapshot routes, ``up --load``).
+        self.loaded_snapshot: LoadedSnapshot | None = None
         #: This server's own random numbers (queue-scan sampling, sample rates): it
         #: runs inside test suites and applications and must not move their
         #: global random state (hypothesis checks that it does not).

@@ -17,13 +17,25 @@ as nsqd's HTTP API would, queued messages go where they were (memory while it ha
 disk queue for ``disk`` ones and the overflow), deferred ones wait out their delay from the
 node's broker time now. It merges: what the node holds stays. Nobody is delivered to while
 it runs (it is synchronous); the caller pumps afterwards (:meth:`NodeLoader.finish`).
+
+With ``replace`` it replaces instead: every topic and channel the node holds is emptied first
+(as ``/topic/empty`` and ``/channel/empty``: queued, in-flight and deferred messages), the
+records are applied with their paused flags as they are in the file (unpausing too), and
+:meth:`NodeLoader.finish` deletes every topic and channel the file does not list for this node
+(as ``/topic/delete`` and ``/channel/delete``: their consumers are disconnected; ephemeral
+ones too, which a snapshot never holds). All of it in the same synchronous pass as the load,
+so nothing happens on the node between the old state and the new one: the node ends as a
+fresh one loaded from the file would, its counters (``message_count``...) aside, which
+emptying leaves as nsqd's ``/channel/empty`` does.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from ...snapshot.format import ChannelLine, MessageLine, Record, TopicLine, message_body
+from ...snapshot.loaded import LoadedSnapshot, load_name
 from ...wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH, MSG_ID_LENGTH
 from ..diskqueue.reader import DiskQueueReader
 from ..diskqueue.walk import unread_records
@@ -113,19 +125,43 @@ def _save_disk(
 
 
 class NodeLoader:
-    """Applies the records of one node (``node``) to ``nsqd`` (see the module doc)."""
+    """Applies the records of one node (``node``) to ``nsqd``; with ``replace``, what the
+    node holds goes first (see the module doc)."""
 
-    def __init__(self, nsqd: NSQD, node: int) -> None:
+    def __init__(self, nsqd: NSQD, node: int, *, replace: bool = False) -> None:
         self.nsqd = nsqd
         self.node = node
+        self.replace = replace
         self.now = nsqd.now()
         self._owner: Topic | Channel | None = None
         self._memory: list[Message] = []
         self._disk: list[Message] = []
         self._touched: list[Topic] = []
+        #: The file's topics of this node, with their channels (what ``replace`` keeps).
+        self._listed: dict[str, set[str]] = {}
         #: Deferred messages not loaded because the channel already defers that id.
         self.skipped = 0
         self.messages = 0
+        #: What ``replace`` removed: messages emptied, topics and channels deleted.
+        self.removed_messages = 0
+        self.removed_topics = 0
+        self.removed_channels = 0
+        if replace:
+            self._empty_all()
+
+    def _empty_all(self) -> None:
+        """Empty every topic and channel (queued, in flight, deferred), as nsqd's empty."""
+        for topic in list(self.nsqd.topics.values()):
+            if topic.exiting:
+                continue
+            self.removed_messages += topic.depth()
+            topic.empty()
+            for channel in list(topic.channels.values()):
+                self.removed_messages += (
+                    channel.depth() + channel.in_flight_count() + channel.deferred_count()
+                )
+                channel.empty()
+                channel.restored_deadlines.clear()
 
     def apply(self, record: Record) -> None:
         """Apply one record (records of other nodes are ignored)."""
@@ -139,12 +175,11 @@ class NodeLoader:
         topic = self.nsqd.get_topic(record.topic)
         if isinstance(record, TopicLine):
             self._touched.append(topic)
-            if record.paused and not topic.paused:
-                topic.pause()
+            self._listed[record.topic] = set()
+            _set_paused(topic, record.paused, self.replace)
             return
-        channel = topic.get_channel(record.channel)
-        if record.paused and not channel.paused:
-            channel.pause()
+        self._listed[record.topic].add(record.channel)
+        _set_paused(topic.get_channel(record.channel), record.paused, self.replace)
 
     def _message(self, record: MessageLine) -> None:
         topic = self.nsqd.topics[record.topic]  # created by its topic line, checked before
@@ -184,11 +219,43 @@ class NodeLoader:
             raise SnapshotDiskError(self.nsqd.health_error or "failed to write to the disk queue")
 
     def finish(self) -> None:
-        """Write what is gathered, then let the topics and channels deliver."""
+        """Write what is gathered (with ``replace``, delete what the file does not list),
+        then let the topics and channels deliver."""
         self._flush()
         self._owner = None
+        if self.replace:
+            self._delete_unlisted()
         now = self.nsqd.now()
         for topic in self._touched:
             topic.pump()
             for channel in topic.channels.values():
                 channel.pump(now)
+
+    def remember(self, file: str | None, load_id: str = "") -> None:
+        """Leave this load on the nsqd (``nsqd.loaded_snapshot``): from ``file`` (its base
+        name is kept), now, as part of load ``load_id``."""
+        self.nsqd.loaded_snapshot = LoadedSnapshot(
+            load_name(file), time.time_ns(), self.replace, self.messages, load_id
+        )
+
+    def _delete_unlisted(self) -> None:
+        """Delete the topics and channels the file does not list for this node."""
+        nsqd = self.nsqd
+        for name, topic in list(nsqd.topics.items()):
+            listed = self._listed.get(name)
+            if listed is None:
+                self.removed_topics += 1
+                self.removed_channels += len(topic.channels)
+                nsqd.delete_existing_topic(name)
+                continue
+            for channel in [c for c in topic.channels if c not in listed]:
+                self.removed_channels += 1
+                topic.delete_existing_channel(channel)
+
+
+def _set_paused(owner: Topic | Channel, paused: bool, exactly: bool) -> None:
+    """Pause ``owner`` as the file says; unpause it too when ``exactly`` (a replace)."""
+    if paused and not owner.paused:
+        owner.pause()
+    elif exactly and not paused and owner.paused:
+        owner.unpause()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ...wire.names import is_ephemeral
 from .channel import Channel, ChannelError
@@ -24,6 +24,37 @@ from .message import GUIDFactory, Message
 if TYPE_CHECKING:
     from .backend import BackendQueue
     from .node import Node
+
+
+class Publisher(Protocol):
+    """Who published a batch (a TCP client, an HTTP request's peer), as a tap records it."""
+
+    def publisher_fields(self) -> dict[str, str]:
+        """``{"protocol": "tcp" or "http", ...}``: the client's ``client_id``, ``hostname``,
+        ``user_agent`` and ``remote_address`` as far as it has them, each bounded."""
+        ...
+
+
+#: The longest a publisher's field is recorded (IDENTIFY and headers may say more).
+MAX_PUBLISHER_FIELD = 256
+
+
+def publisher_fields(protocol: str, **fields: str) -> dict[str, str]:
+    """A publisher as taps record it: ``protocol`` and the non-empty ``fields``, each cut to
+    :data:`MAX_PUBLISHER_FIELD` characters."""
+    out = {"protocol": protocol}
+    for name, value in fields.items():
+        if value:
+            out[name] = value[:MAX_PUBLISHER_FIELD]
+    return out
+
+
+class TopicTap(Protocol):
+    """A ``Topic.taps`` entry: sees every batch as it is published, before fan-out."""
+
+    def tapped(self, msgs: list[Message], publisher: Publisher | None) -> None:
+        """Record ``msgs`` (their ``deadline`` holds a DPUB's delay until fan-out)."""
+        ...
 
 
 class TopicError(Exception):
@@ -68,8 +99,9 @@ class Topic:
         self.exiting = False
         self.message_count = 0
         self.message_bytes = 0
-        #: Called with each message batch as published (the test plugin's capture tap).
-        self.taps: list[list[Message]] = []
+        #: Called with each message batch as published (the test plugin's capture tap,
+        #: nsqbox's ``/nsqbox/tap`` routes).
+        self.taps: list[TopicTap] = []
 
     def __repr__(self) -> str:
         return f"Topic({self.name})"
@@ -92,12 +124,16 @@ class Topic:
         self.put_messages([body], defer)
 
     def put_messages(
-        self, bodies: list[bytes], defer: float = 0.0, now: float | None = None
+        self,
+        bodies: list[bytes],
+        defer: float = 0.0,
+        now: float | None = None,
+        publisher: Publisher | None = None,
     ) -> None:
         """Publish a batch: ids, one timestamp, fan-out or buffering. TopicError on failure.
 
         ``now`` is the node's clock if the caller has just read it (a connection reads
-        it once per turn).
+        it once per turn); ``publisher`` who published it, for the topic's taps.
         """
         if self.exiting:
             raise TopicError("exiting")
@@ -119,7 +155,7 @@ class Topic:
                 m.lease = lease
         if self.taps:
             for tap in self.taps:
-                tap.extend(msgs)
+                tap.tapped(msgs, publisher)
         channels = self._channel_list
         delivering = (  # _delivering, spelt out on the hot path, and nothing held before these
             channels

@@ -25,7 +25,7 @@ from ...wire.names import is_valid_channel_name, is_valid_topic_name
 from ...wire.peer_json import PeerJSONError, decode_peer_json
 from ..domain.options import TLS_REQUIRED
 from ..domain.stats import get_stats, memory_stats, stats_document
-from ..domain.topic import TopicError
+from ..domain.topic import TopicError, publisher_fields
 from .documents import config_value, debug_snapshot, duration_ns, render_stats_text
 from .faults import add_fault_routes
 from .journal import add_journal_routes
@@ -33,6 +33,7 @@ from .metrics import add_metrics_route
 from .mpub_body import read_binary_mpub
 from .peek import add_peek_routes
 from .replay import add_replay_routes
+from .replay_step import add_step_replay_routes
 from .snapshot import add_snapshot_routes
 from .tap import NodeTaps, add_tap_routes
 
@@ -149,10 +150,28 @@ def make_app(
     add_journal_routes(router, nsqd)  # nsqbox's own /nsqbox/journal (what happened to each)
     add_snapshot_routes(router, nsqd)  # nsqbox's own /nsqbox/snapshot (save and load state)
     add_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/channel/mpub (replay into one channel)
+    add_step_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/replay/step (under the clock)
     add_fault_routes(router, nsqd)  # nsqbox's own /nsqbox/faults (faults on demand)
     add_clock_routes(router, nsqd.clock)  # nsqbox's own /nsqbox/clock (time control)
     add_metrics_route(router, nsqd)  # nsqbox's own /metrics (Prometheus)
     return router
+
+
+class _HTTPPublisher:
+    """An HTTP publish's peer, as a topic's taps record it."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+
+    def publisher_fields(self) -> dict[str, str]:
+        request = self.request
+        return publisher_fields(
+            "http",
+            user_agent=request.header("user-agent") or "",
+            remote_address=request.remote_address,
+        )
 
 
 class TLSRequiredApp:
@@ -236,7 +255,7 @@ class _NSQDHTTP:
             raise HTTPError(400, query.error)
         topic = self.nsqd.get_topic(query.topic)
         defer = 0.0 if query.defer_ms is None else self._defer(query.defer_ms)
-        self._put(request, topic, [request.body], defer)
+        self._put(topic, [request.body], defer, request)
         return topic
 
     def _defer(self, ms: int | Literal[False]) -> float:
@@ -264,7 +283,7 @@ class _NSQDHTTP:
             # No line is longer than the body: only a long body needs the check.
             if len(request.body) > opts.max_msg_size and max(map(len, bodies)) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
-        self._put(request, topic, bodies, 0.0)
+        self._put(topic, bodies, 0.0, request)
         await self._announced(topic)
         return _OK
 
@@ -275,15 +294,16 @@ class _NSQDHTTP:
         if announced is not None:
             await announced()
 
-    def _put(self, request: Request, topic: Topic, bodies: list[bytes], defer: float) -> None:
+    def _put(self, topic: Topic, bodies: list[bytes], defer: float, request: Request) -> None:
         if self.nsqd.exiting or topic.exiting:
             raise HTTPError(503, "EXITING")
         if not bodies:
             return
         if (journal := self.nsqd.journal) is not None:  # who published, for the journal
             journal.publisher_http(request.remote_address, request.headers)
+        publisher = _HTTPPublisher(request) if topic.taps else None  # who, for a tap
         try:
-            topic.put_messages(bodies, defer)
+            topic.put_messages(bodies, defer, None, publisher)
         except TopicError:
             raise HTTPError(503, "EXITING") from None
 

@@ -17,28 +17,32 @@ a whole snapshot:
   (an upload holds at most :data:`MAX_UPLOAD_BYTES`: ``413 UPLOAD_TOO_BIG``);
   ``POST /nsqbox/snapshot/load?id=X&node=N`` then reads the whole upload strictly (off the
   event loop) and only if it passed applies node ``N``'s records
-  (:class:`~nsqbox.nsqd.domain.snapshot.NodeLoader`), answering ``{"messages", "skipped"}``;
-  a bad file is ``400`` with ``{"message": "INVALID_SNAPSHOT", "line", "reason"}`` and loads
-  nothing. The upload is removed either way.
+  (:class:`~nsqbox.nsqd.domain.snapshot.NodeLoader`), answering ``{"messages", "skipped",
+  "removed"}``; a bad file is ``400`` with ``{"message": "INVALID_SNAPSHOT", "line",
+  "reason"}`` and loads nothing. The upload is removed either way. ``replace=true`` replaces
+  what the node holds (every topic, channel and message the file does not list for node ``N``
+  goes, in the same pass as the load: ``removed`` counts them); ``name`` (the file's name)
+  and ``load`` (an id shared by the nodes of one load) are kept as the node's last load.
+
+The snapshot format and files (:mod:`nsqbox.snapshot`, gzip) are imported when a route is
+first used, not with nsqd: a box that never saves or loads does not pay for them at start.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import uuid
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from ...go.syntax import parse_count
 from ...http import HTTPError, Request, Response, Router
-from ...snapshot.files import SnapshotReader, SnapshotWriter, check_snapshot, open_for_reading
-from ...snapshot.format import MAX_NODES, SnapshotError
-from ..domain.snapshot import NodeLoader, save_node
 
 if TYPE_CHECKING:
     from ..domain.nsqd import NSQD
+    from ..domain.snapshot import NodeLoader
 
 __all__ = [
     "MAX_UPLOAD_BYTES",
@@ -57,10 +61,12 @@ MAX_UPLOAD_BYTES: Final = 32 * 1024**3
 _SPOOL: Final = "nsqbox.snapshot.{}.spool"
 _UPLOAD: Final = "nsqbox.snapshot.{}.upload"
 _JSON_LINES: Final = (("Content-Type", "application/x-ndjson"),)
+#: The highest node number a snapshot holds (:data:`nsqbox.snapshot.format.MAX_NODES` - 1,
+#: kept here so that registering the routes imports no snapshot module).
+_LAST_NODE: Final = 63
 
 
-@dataclass(frozen=True, slots=True)
-class Spool:
+class Spool(msgspec.Struct, frozen=True):
     """One node's cut, written to a file in its data path."""
 
     id: str
@@ -75,6 +81,8 @@ class Spool:
 
 
 def _remove(data_path: str, pattern: str) -> None:
+    import glob
+
     for stale in glob.glob(os.path.join(glob.escape(data_path), pattern.format("*"))):
         with contextlib.suppress(OSError):
             os.unlink(stale)
@@ -86,6 +94,9 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
     Synchronous: the cut is consistent, and several nodes cut one after the other in the same
     call (a box's) make one consistent cut of them all. OSError when it cannot be written.
     """
+    from ...snapshot.files import SnapshotWriter
+    from ..domain.snapshot import save_node
+
     _remove(nsqd.data_path, _SPOOL)
     spool_id = uuid.uuid4().hex
     path = os.path.join(nsqd.data_path, _SPOOL.format(spool_id))
@@ -167,8 +178,27 @@ def _append(data_path: str, file_id: str, offset: int, data: bytes) -> None:
         stream.write(data)
 
 
-def _apply(path: str, nsqd: NSQD, node: int) -> NodeLoader:
-    loader = NodeLoader(nsqd, node)
+def _flag(request: Request, name: str) -> bool:
+    value = (request.args().get(name) or ["false"])[0]
+    if value not in ("true", "false", "1", "0"):
+        raise HTTPError(400, f"INVALID_{name.upper()}")
+    return value in ("true", "1")
+
+
+def _bounded(request: Request, name: str, most: int) -> str:
+    value = (request.args().get(name) or [""])[0]
+    if len(value) > most:
+        raise HTTPError(400, f"INVALID_{name.upper()}")
+    return value
+
+
+def _apply(path: str, nsqd: NSQD, node: int, replace: bool) -> NodeLoader:
+    """Apply node ``node``'s records (replacing what ``nsqd`` holds, with ``replace``), in
+    one synchronous pass."""
+    from ...snapshot.files import SnapshotReader, open_for_reading
+    from ..domain.snapshot import NodeLoader
+
+    loader = NodeLoader(nsqd, node, replace=replace)
     with open_for_reading(path) as stream:
         for record in SnapshotReader(stream):
             loader.apply(record)
@@ -180,12 +210,12 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
     """Add the snapshot routes (module doc) for ``nsqd`` to its HTTP router."""
 
     async def cut(request: Request) -> Response:
-        node = _number(request, "node", MAX_NODES - 1)
+        node = _number(request, "node", _LAST_NODE)
         try:
             spool = spool_node(nsqd, node)
         except OSError as exc:
             raise HTTPError(500, f"SNAPSHOT_FAILED: {exc}") from None
-        doc = asdict(spool)
+        doc = msgspec.structs.asdict(spool)
         del doc["path"]
         return Response.json(doc)
 
@@ -205,8 +235,15 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
     async def load(request: Request) -> Response:
         import trio
 
+        from ...snapshot.files import check_snapshot
+        from ...snapshot.format import SnapshotError
+        from ...snapshot.loaded import MAX_NAME_CHARS
+
         file_id = _file_id(request)
-        node = _number(request, "node", MAX_NODES - 1)
+        node = _number(request, "node", _LAST_NODE)
+        replace = _flag(request, "replace")
+        name = _bounded(request, "name", 4 * MAX_NAME_CHARS)
+        load_id = _bounded(request, "load", 64)
         path = _existing(nsqd, _UPLOAD, file_id)
         try:
             try:  # the whole file first, off the loop: a bad one loads nothing
@@ -214,11 +251,18 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
             except SnapshotError as exc:
                 body = {"message": "INVALID_SNAPSHOT", "line": exc.line, "reason": exc.reason}
                 return Response.json(body, 400)
-            loader = _apply(path, nsqd, node)
+            loader = _apply(path, nsqd, node, replace)
+            loader.remember(name, load_id)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        return Response.json({"messages": loader.messages, "skipped": loader.skipped})
+        removed = {
+            "topics": loader.removed_topics,
+            "channels": loader.removed_channels,
+            "messages": loader.removed_messages,
+        }
+        doc = {"messages": loader.messages, "skipped": loader.skipped, "removed": removed}
+        return Response.json(doc)
 
     router.add("POST", SNAPSHOT_PATH, cut)
     router.add("GET", SNAPSHOT_PATH, read, log=False)

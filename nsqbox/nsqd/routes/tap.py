@@ -8,8 +8,12 @@ knows it talks to nsqbox; real nsqd answers ``404``.
 
 - ``POST /nsqbox/tap/open?topic=T``: start recording; ``{"id": "..."}`` (16 hex digits).
 - ``GET /nsqbox/tap/read?id=I&from=N``: the messages recorded from the ``N``-th on,
-  ``{"messages": [{"id", "timestamp", "defer_ms", "body"}], "next": M, "overflow": B,
-  "lost": L}`` (``body`` in base64, ``timestamp`` in ns, ``defer_ms`` the DPUB delay).
+  ``{"messages": [{"id", "timestamp", "defer_ms", "body", "publisher"}], "next": M,
+  "overflow": B, "lost": L}`` (``body`` in base64, ``timestamp`` in ns, ``defer_ms`` the DPUB
+  delay, ``publisher`` who published it: ``{"protocol": "tcp", "client_id", "hostname",
+  "user_agent", "remote_address"}`` as the client identified itself, or ``{"protocol":
+  "http", "user_agent", "remote_address"}``; a field it did not have is left out, each at most
+  256 characters; ``null`` when not known).
 - ``POST /nsqbox/tap/close?id=I``: stop recording; the same document from ``from``.
 
 A tap survives a restart and a crash of the node: it writes what it records through
@@ -40,7 +44,7 @@ from typing import TYPE_CHECKING
 from ...go.syntax import parse_count
 from ...http import HTTPError, Request, Router
 from ...wire.names import is_valid_topic_name
-from ..domain.topic import Topic
+from ..domain.topic import Publisher, Topic
 from ..tap_file import (
     Record,
     append_records,
@@ -96,7 +100,7 @@ class _Tap(list["Message"]):
         self.lost_path = lost_path
         self.touched = time.monotonic()
 
-    def extend(self, msgs: Iterable[Message]) -> None:
+    def tapped(self, msgs: Iterable[Message], publisher: Publisher | None = None) -> None:
         """Record ``msgs`` (the topic calls this with every batch, before fan-out)."""
         if time.monotonic() - self.touched > IDLE_TIMEOUT:
             self.release()  # abandoned: hold nothing until the next request drops it
@@ -105,14 +109,16 @@ class _Tap(list["Message"]):
             return
         budget = self.budget
         start = len(self.records)
+        fields = publisher.publisher_fields() if publisher is not None else None
+        extra = sum(len(k) + len(v) for k, v in fields.items()) if fields else 0
         for m in msgs:
-            cost = len(m.body) + _RECORD_COST
+            cost = len(m.body) + _RECORD_COST + extra
             if len(self.records) >= MAX_MESSAGES or budget.used + cost > MAX_BYTES:
                 self.overflow = True
                 break
             # the DPUB delay is in the deadline until fan-out
             self.records.append(
-                (m.id.decode("ascii"), m.timestamp, round(m.deadline * 1000), m.body)
+                (m.id.decode("ascii"), m.timestamp, round(m.deadline * 1000), m.body, fields)
             )
             self.size += cost
             budget.used += cost
@@ -143,6 +149,13 @@ class _Tap(list["Message"]):
             if path is not None:
                 remove_tap_file(path)
         self.path = None
+
+
+def _cost(record: Record) -> int:
+    """What a record holds of the budget: its body, its publisher and a fixed part."""
+    fields = record[4]
+    extra = sum(len(k) + len(v) for k, v in fields.items()) if fields else 0
+    return len(record[3]) + _RECORD_COST + extra
 
 
 class _Budget:
@@ -180,7 +193,7 @@ class _Taps:
                 continue  # not a tap's file after all: leave it alone
             tap = self._new_tap(tap_id, loaded.topic, None if lost else path)
             tap.records = loaded.records
-            tap.size = sum(len(r[3]) + _RECORD_COST for r in loaded.records)
+            tap.size = sum(_cost(r) for r in loaded.records)
             self.budget.used += tap.size
             tap.lost = loaded.lost
             tap.overflow = loaded.overflow
@@ -261,8 +274,9 @@ def _document(tap: _Tap, start: int) -> dict[str, object]:
             "timestamp": timestamp,
             "defer_ms": defer_ms,
             "body": base64.b64encode(body).decode("ascii"),
+            "publisher": publisher,
         }
-        for tap_id, timestamp, defer_ms, body in tap.records[start:]
+        for tap_id, timestamp, defer_ms, body, publisher in tap.records[start:]
     ]
     return {
         "messages": messages,

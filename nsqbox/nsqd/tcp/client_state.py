@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
+from ..domain.topic import publisher_fields
 from .connection import Connection
 
 if TYPE_CHECKING:
@@ -46,8 +48,7 @@ STATE_CLOSING = 4
 DEFAULT_OUTPUT_BUFFER_SIZE = 16 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class ClientSettings:
+class ClientSettings(msgspec.Struct, frozen=True):
     """What a client may set with IDENTIFY (times in seconds), as nsqd's clientV2 keeps them."""
 
     client_id: str
@@ -180,6 +181,16 @@ class ClientState:
         self.msg_timeout = settings.msg_timeout
         self.conn.heartbeat_interval = settings.heartbeat_interval
         self.conn.restart_heartbeat()
+
+    def publisher_fields(self) -> dict[str, str]:
+        """This client as a tap records its publishes (IDENTIFY's names, its address)."""
+        return publisher_fields(
+            "tcp",
+            client_id=self.client_id,
+            hostname=self.hostname,
+            user_agent=self.user_agent,
+            remote_address=self.remote_address,
+        )
 
     # -- what a channel calls ------------------------------------------------
     def can_take(self) -> bool:

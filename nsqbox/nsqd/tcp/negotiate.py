@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import ssl
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
+import msgspec
 import trio
 
 from ... import NSQ_VERSION
@@ -45,8 +45,7 @@ DEFAULT_DEFLATE_LEVEL: Final = 6
 _OK_FRAME: Final = encode_frame(FrameType.RESPONSE, OK)
 
 
-@dataclass(frozen=True, slots=True)
-class Upgrades:
+class Upgrades(msgspec.Struct, frozen=True):
     """The layers IDENTIFY agreed to stack on the connection, in nsqd's order."""
 
     tls: bool = False
@@ -168,7 +167,7 @@ def _settings(current: ClientSettings, data: IdentifyRequest, opts: NSQDOptions)
         msg_timeout = data.msg_timeout / 1000
     else:
         raise ValueError(f"msg timeout ({data.msg_timeout}) is invalid")
-    return replace(
+    return msgspec.structs.replace(
         current,
         client_id=data.client_id,
         hostname=data.hostname,
@@ -212,15 +211,15 @@ async def upgrade_transport(transport: Transport, upgrades: Upgrades, initial: b
             if scope.cancelled_caught:
                 raise NSQError("E_IDENTIFY_FAILED", "IDENTIFY failed TLS handshake timeout")
             initial = b""
-            transport = replace(transport, stream=tls, tls=tls)
+            transport = msgspec.structs.replace(transport, stream=tls, tls=tls)
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         raise _upgrade_failed(exc) from exc
     if upgrades.snappy:
         stream: trio.abc.Stream = SnappyStream(transport.stream, initial=initial)
-        transport = replace(transport, stream=stream, snappy=True)
+        transport = msgspec.structs.replace(transport, stream=stream, snappy=True)
     elif upgrades.deflate:
         stream = DeflateStream(transport.stream, upgrades.deflate_level, initial=initial)
-        transport = replace(transport, stream=stream, deflate=True)
+        transport = msgspec.structs.replace(transport, stream=stream, deflate=True)
     return transport
 
 

@@ -421,7 +421,7 @@ class ProtocolV2:
             journal.publisher(client)  # who publishes, for the journal
         try:
             for body in bodies:
-                topic.put_messages([body], delay, now)
+                topic.put_messages([body], delay, now, client)
                 done += 1
         except TopicError as err:
             client.conn.respond_ok(done)
@@ -439,7 +439,7 @@ class ProtocolV2:
         if (journal := self.nsqd.journal) is not None:
             journal.publisher(client)  # who publishes, for the journal
         try:
-            topic.put_messages(bodies, 0.0, client.conn.now)
+            topic.put_messages(bodies, 0.0, client.conn.now, client)
         except TopicError as err:
             raise NSQError("E_MPUB_FAILED", f"MPUB failed {err}") from None
         pub_counts = client.pub_counts

@@ -7,15 +7,13 @@ returns the new :class:`Transport`); the connection reads and writes through
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import trio
 
 __all__ = ["Transport"]
 
 
-@dataclass(frozen=True, slots=True)
-class Transport:
+class Transport(msgspec.Struct, frozen=True):
     """A connection's stream and the layers it is made of."""
 
     #: What commands are read from and answers written to: the topmost layer.
