@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import astuple
@@ -39,7 +40,7 @@ from .journal import (
 if TYPE_CHECKING:
     from .message import Message
 
-__all__ = ["EventFilter", "events_page", "given_up_doc", "troubles_doc"]
+__all__ = ["EventFilter", "Reading", "events_page", "given_up_doc", "troubles_doc"]
 
 Doc = dict[str, Any]
 
@@ -84,12 +85,16 @@ def _ids(entry: Entry) -> list[bytes]:
     return [m.data[:_ID] for m in _msgs(entry)]
 
 
-def _entries(journal: Journal, base: int) -> Iterator[Entry]:
-    """The ring's entries as :class:`Entry`, a publish with who published it."""
+def _entries(
+    journal: Journal, base: int, skip: int = 0, count: int | None = None
+) -> Iterator[Entry]:
+    """The ring's entries as :class:`Entry`, a publish with who published it (``count`` of
+    them, or all, from the ``skip``-th held one on)."""
     sources = list(journal.sources)
     at = 0
     source = sources[0][1]
-    for i, raw in enumerate(journal.entries):
+    stop = None if count is None else skip + count
+    for i, raw in enumerate(islice(journal.entries, skip, stop), skip):
         number = base + i
         while at + 1 < len(sources) and sources[at + 1][0] <= number:
             at += 1
@@ -121,20 +126,32 @@ def _entries(journal: Journal, base: int) -> Iterator[Entry]:
 class _Reading:
     """One pass over the ring: what the entries say together (see the module docstring)."""
 
-    def __init__(self, journal: Journal, want: EventFilter) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        want: EventFilter,
+        start: int = 0,
+        delivered: dict[tuple[str, bytes], Message] | None = None,
+        last: int = 0,
+        count: int | None = None,
+    ) -> None:
+        """Read ``count`` entries (None: all) of the ring from entry number ``start`` on (0:
+        its oldest); ``delivered`` and ``last`` carry on from a reading of the entries
+        before ``start`` (a follower's). A delivery's attempt is then counted back from the
+        last entry read (see the module doc)."""
         self.journal = journal
         self.want = want
         journal.trim()
         base = journal.evicted + 1
-        self.entries = list(_entries(journal, base))
+        self.entries = list(_entries(journal, base, max(start - base, 0), count))
         #: each delivery's attempt, by event number
         self.attempts: dict[int, int] = {}
         #: (channel, id) of copies that did not wait in memory: sent on at once, deferred,
         #: or put on disk (a publish's or fan-out's implied "queued" is then not shown)
         self.not_in_memory: set[tuple[str, bytes]] = set()
         #: the last delivery of each (channel, id) met so far, for a FIN's attempt
-        self.delivered: dict[tuple[str, bytes], Message] = {}
-        self._last = 0  #: the time of the last entry read
+        self.delivered: dict[tuple[str, bytes], Message] = {} if delivered is None else delivered
+        self._last = last  #: the time of the last entry read
         self._scan()
 
     def _wanted(self, msg_id: bytes) -> bool:
@@ -278,6 +295,10 @@ class _Reading:
         elif kind == DEFERRED:
             doc["delay_ms"] = round(entry.a * 1000)
         return doc
+
+
+#: One pass over the ring, from an entry on (what :mod:`.journal_follow` reads with).
+Reading = _Reading
 
 
 def ids_of(entry: Entry) -> list[Any]:

@@ -9,6 +9,10 @@ Not part of NSQ (nsq#848, #1311, #633; dead letters: nsq#974, #591, #1309). Unde
   number ``n``; ``next`` is the ``after`` of the following page, ``null`` after the last.
   ``since`` and ``until`` are broker wall times in ns; ``client`` is a connection's id as
   ``/stats`` shows it; ``kind`` names kinds from :data:`~..domain.journal.KINDS`.
+- ``GET /nsqbox/journal/stream[?<the same filters>][&after=N][&max_ms=M]``: the streaming
+  form (:mod:`.journal_stream`): the events recorded from now on (or after event ``N``), as
+  JSON lines written as they come, for ``max_ms`` (at most an hour) or until the client
+  hangs up; at most :data:`MAX_STREAMS` at once per nsqd (``503 TOO_MANY_STREAMS``).
 - ``GET /nsqbox/journal/troubles?topic=T&channel=C[&requeues=N][&held_ms=X][&timed_out=true]
   [&body_bytes=B][&limit=L]``: the channel's messages in trouble now (requeued or timed
   out, not finished), with their bodies (base64, the first ``body_bytes`` bytes).
@@ -25,19 +29,29 @@ let any HTTP client read message bodies.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from ...go.syntax import parse_count
-from ...http import HTTPError, Request, Router
+from ...http import HTTPError, Request, Response, Router
 from ...wire.names import is_valid_channel_name, is_valid_topic_name
 from ..domain.journal import KINDS
+from ..domain.journal_follow import Follower
 from ..domain.journal_views import EventFilter, events_page, given_up_doc, troubles_doc
+from .journal_stream import stream_lines
 
 if TYPE_CHECKING:
     from ..domain.journal import Journal
     from ..domain.nsqd import NSQD
 
-__all__ = ["DEFAULT_LIMIT", "MAX_BODY_BYTES", "MAX_LIMIT", "add_journal_routes"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_BODY_BYTES",
+    "MAX_LIMIT",
+    "MAX_STREAMS",
+    "MAX_STREAM_MS",
+    "add_journal_routes",
+]
 
 #: Events (or messages) per page unless ``limit`` says otherwise, and the most it may say.
 DEFAULT_LIMIT = 100
@@ -46,6 +60,11 @@ MAX_LIMIT = 1000
 DEFAULT_BODY_BYTES = 1024
 MAX_BODY_BYTES = 1024 * 1024
 _INT64 = (1 << 63) - 1
+#: How long one stream may last (ms), and its default; a client goes on with a new stream
+#: from the last one's ``next``.
+MAX_STREAM_MS = 3_600_000
+#: Streams one nsqd serves at once.
+MAX_STREAMS = 64
 
 Doc = dict[str, object]
 
@@ -116,6 +135,30 @@ def add_journal_routes(router: Router, nsqd: NSQD) -> None:
         limit = _count(request, "limit", DEFAULT_LIMIT, MAX_LIMIT, least=1)
         return events_page(journal(), want, after, limit)
 
+    streams = 0
+
+    async def stream(request: Request) -> Response:
+        want = _filter(request)
+        after = _count(request, "after", 0, _INT64) if _arg(request, "after") else None
+        seconds = _count(request, "max_ms", MAX_STREAM_MS, MAX_STREAM_MS, least=1) / 1000
+        follower = Follower(journal(), want, after)
+        if streams >= MAX_STREAMS:
+            raise HTTPError(503, "TOO_MANY_STREAMS")
+        return Response(
+            headers=(("Content-Type", "application/x-ndjson"),),
+            nsq_header=False,
+            stream=_counted(stream_lines(follower.journal, follower, seconds)),
+        )
+
+    async def _counted(lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        nonlocal streams
+        streams += 1
+        try:
+            async for piece in lines:
+                yield piece
+        finally:
+            streams -= 1
+
     async def troubles(request: Request) -> Doc:
         topic, channel = _place(request, required=True)
         timed_out = _arg(request, "timed_out")
@@ -144,5 +187,6 @@ def add_journal_routes(router: Router, nsqd: NSQD) -> None:
         )
 
     router.add("GET", "/nsqbox/journal", events, log=False)
+    router.add("GET", "/nsqbox/journal/stream", stream, log=False)
     router.add("GET", "/nsqbox/journal/troubles", troubles, log=False)
     router.add("GET", "/nsqbox/journal/given_up", given_up, log=False)
