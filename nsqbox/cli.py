@@ -39,6 +39,8 @@ SUBCOMMANDS: dict[str, str] = {
     "snapshot": "nsqbox.tools.snapshot:main",
     "record": "nsqbox.tools.record:main",
     "replay": "nsqbox.tools.replay:main",
+    "journey": "nsqbox.tools.journey:main",
+    "trace": "nsqbox.tools.trace:main",
     "docs": "nsqbox.tools.docs:main",
 }
 
@@ -57,6 +59,8 @@ SUMMARIES: dict[str, str] = {
     "snapshot": "save the box's state to a file, load one into it (docs/state.md)",
     "record": "keep every message published to a topic in a file (docs/state.md)",
     "replay": "publish a recording again, with its spacing or faster (docs/state.md)",
+    "journey": "what happened to one message, on every nsqd (docs/journeys.md)",
+    "trace": "a live line per event of a topic's messages (docs/journeys.md)",
     "docs": "print the documentation that ships with nsqbox (nsqbox docs testing)",
 }
 
