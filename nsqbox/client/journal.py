@@ -34,7 +34,6 @@ __all__ = [
     "JournalUnsupported",
     "Merged",
     "base_url",
-    "check_journal",
     "given_up",
     "lookupd_nsqds",
     "merge_events",
@@ -105,11 +104,6 @@ def _get(client: httpx.Client, node: str, path: str, params: Mapping[str, Any]) 
     if status != 200:
         raise status_error(node, status, body)
     return decode_peer_object(body)
-
-
-def check_journal(client: httpx.Client, node: str) -> None:
-    """Raise :class:`JournalUnsupported` unless ``node`` keeps a journal (one cheap page)."""
-    _get(client, node, "/nsqbox/journal", {"limit": 1, "kind": "published", "since": 1 << 62})
 
 
 def node_events(

@@ -195,3 +195,16 @@ async def test_off_and_guarded_as_the_other_journal_routes(
         f"{server.url}/nsqbox/journal/stream", headers={"Origin": "http://evil.example"}
     )
     assert foreign.status_code == 403
+
+
+async def test_an_after_from_before_a_restart_starts_from_the_oldest(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    journal = server.nsqd.journal
+    assert journal is not None
+    async with open_producer(server.tcp) as producer:
+        await producer.pub("t", b"since the restart")
+    follower = Follower(journal, EventFilter(topic="t"), after=(1 << 40) << 32)
+    page = follower.read(10)
+    assert [(e["kind"], e["n"] >> 32) for e in page.events] == [("published", 1)]

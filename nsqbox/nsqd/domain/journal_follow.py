@@ -57,14 +57,19 @@ class Follower:
     """A cursor on ``journal`` for the events ``want`` matches.
 
     ``after`` is an event number (``n``) to go on after; None starts after the newest event
-    recorded so far (only what comes next).
+    recorded so far (only what comes next). An ``after`` past the newest entry (a number from
+    the journal an nsqd had before it restarted) starts from the oldest entry held.
     """
 
     def __init__(self, journal: Journal, want: EventFilter, after: int | None = None) -> None:
         self.journal = journal
         self.want = want
+        if after is None:
+            after = journal.recorded << 32 | _LOW
+        elif after >> 32 > journal.recorded:
+            after = 0
         #: The number of the last event handed out (or passed over).
-        self.after = journal.recorded << 32 | _LOW if after is None else after
+        self.after = after
         self._delivered: dict[tuple[str, bytes], Message] = {}
         self._last = 0
 
