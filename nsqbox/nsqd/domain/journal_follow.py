@@ -34,7 +34,7 @@ __all__ = ["DELIVERIES", "ENTRIES", "Follower", "Page"]
 
 #: The most entries one read decodes: a follower far behind catches up in steps of this
 #: many, each a bounded piece of work for the loop the publishers share.
-ENTRIES: Final = 4096
+ENTRIES: Final = 512
 #: The most deliveries a follower remembers for the attempts of the FINs it reads next.
 DELIVERIES: Final = 65_536
 _LOW: Final = (1 << 32) - 1

@@ -18,12 +18,16 @@ The stream holds no more than one piece (at most :data:`PIECE_EVENTS` events) fo
 while the client does not read, nothing more is decoded, and the journal's ring, whose size is
 ``--journal-size`` whoever reads, is the only backlog. The stream looks for new entries every
 :data:`POLL` and decodes them on the loop the publishers share, a bounded piece at a time
-(:mod:`..domain.journal_follow`), with a turn for everyone else after each piece.
+(:mod:`..domain.journal_follow`), and takes at most :data:`SHARE` of the loop's time: after
+each piece it waits four times what decoding it took. A stream that cannot keep up within
+that share falls behind, and then loses entries (a ``lost`` marker), rather than slowing the
+publishers further.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from time import perf_counter
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -33,7 +37,7 @@ from ..domain.journal_follow import Follower
 if TYPE_CHECKING:
     from ..domain.journal import Journal
 
-__all__ = ["HEARTBEAT", "PIECE_EVENTS", "POLL", "stream_lines"]
+__all__ = ["HEARTBEAT", "PIECE_EVENTS", "POLL", "SHARE", "stream_lines"]
 
 #: How often a stream looks for new entries (seconds).
 POLL: Final = 0.05
@@ -41,6 +45,9 @@ POLL: Final = 0.05
 HEARTBEAT: Final = 5.0
 #: The most events decoded and written as one piece of the body.
 PIECE_EVENTS: Final = 1000
+#: The most of the loop's time one stream takes decoding: after each piece it waits until
+#: the piece's decoding time is this share of the time since it began.
+SHARE: Final = 0.2
 
 _encoder = msgspec.json.Encoder()
 
@@ -58,18 +65,22 @@ async def stream_lines(
     quiet_since = trio.current_time()
     while (now := trio.current_time()) < end:
         if follower.pending():
+            began = perf_counter()
             page = follower.read(PIECE_EVENTS)
             lines = []
             if page.lost:
                 lost = {"marker": "lost", "entries": page.lost, "next": page.lost_until}
                 lines.append(lost)
             lines.extend(page.events)
+            piece = _encoder.encode_lines(lines)
+            # the loop's share this stream may take: wait what the others are owed
+            owed = (perf_counter() - began) * (1 / SHARE - 1)
             if lines:
-                yield _encoder.encode_lines(lines)
+                yield piece
                 quiet_since = trio.current_time()
-            await trio.lowlevel.checkpoint()  # a turn for the publishers
+            await trio.sleep(owed)  # a turn for the publishers, at least
             if follower.pending():
-                continue  # more already: no wait
+                continue  # more already: no poll
         elif now - quiet_since >= HEARTBEAT:
             beat = {"marker": "heartbeat", "time": journal.wall_ns(), "next": follower.after}
             yield encode(beat) + b"\n"
