@@ -32,7 +32,7 @@ from itertools import accumulate, chain, islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-import msgspec
+from .journal_entries import Entry, Published, Run, Step, ids_run
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -47,6 +47,7 @@ __all__ = [
     "GivenUp",
     "Journal",
     "Published",
+    "Run",
     "Step",
     "Trouble",
 ]
@@ -65,6 +66,8 @@ GIVEN_UP_BYTES: Final = 16 * 1024 * 1024
 GIVEN_UP_COUNT: Final = 10_000
 #: Clients whose identity (address, user agent, hostname) the journal remembers.
 MAX_CLIENTS: Final = 10_000
+#: The longest a client's field is remembered (IDENTIFY may say more), as taps cut them.
+MAX_WHO_FIELD: Final = 256
 
 # The kinds of event, as the journal numbers them (KINDS names them).
 PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
@@ -74,62 +77,6 @@ _BYTES: Final = attrgetter("nbytes")
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
 _NAMES = "published queued delivered touched requeued timed_out finished dropped deferred due"
 KINDS: Final = tuple(_NAMES.split())
-
-
-class Published(msgspec.Struct, gc=False):
-    """A publish, as the ring holds it: ``key`` is the topic's ``(name, channels)``, the
-    channels that took the messages straight into memory (None: the topic held them);
-    ``refs`` one message (a PUB) or a list (an MPUB).
-
-    Untracked by the garbage collector: it refers to strings, numbers, messages (not
-    tracked either) and at most a list, and nothing refers back, so it is in no cycle.
-    """
-
-    key: tuple[str, tuple[str, ...] | None]
-    refs: Any
-    defer: float
-    nbytes: int
-    #: A PUB's message sent on at once by the first channel of ``key`` (the one given the
-    #: message itself, not a copy): its lease, set on this entry instead of a :class:`Step`.
-    lease: Any = None
-
-
-class Step(msgspec.Struct, gc=False):
-    """Any other entry: :class:`Entry`'s fields from ``kind`` on (untracked, as
-    :class:`Published`; what it refers to never refers back)."""
-
-    kind: int
-    now: float
-    topic: str
-    channel: str
-    refs: Any
-    a: Any
-    b: Any
-    c: Any
-    nbytes: int
-
-
-class Entry(NamedTuple):
-    """One step of a batch of messages, as :mod:`.journal_views` reads it.
-
-    The ring holds the same fields from ``kind`` on as a :class:`Step` (what recording
-    builds); ``first`` is the number of its first event: the entry's number times 2**32.
-    ``refs`` is a list of messages, one message, or (``finished``) a list of ids; ``a``,
-    ``b`` and ``c`` depend on the kind.
-    """
-
-    first: int
-    kind: int
-    #: When, on the node's monotonic clock (seconds); None for a publish, whose messages
-    #: carry their broker wall time.
-    now: float | None
-    topic: str
-    channel: str
-    refs: Any
-    a: Any
-    b: Any
-    c: Any
-    nbytes: int
 
 
 class Who(NamedTuple):
@@ -201,7 +148,8 @@ class Journal:
         self.wall_ns = wall_ns
         self.now = now
         self._clients = clients
-        #: The ring's closed chunks, oldest first: ``[entries (a tuple), their bytes]``.
+        #: The ring's closed chunks, oldest first: ``[entries (a tuple), the bytes of those
+        #: still held, the first still held]`` (a chunk's head goes before the chunk does).
         self._chunks: deque[list[Any]] = deque()
         #: What was recorded since the last :meth:`trim`: the chunk it closes next (one
         #: list for good, emptied by each trim, so callers may keep its ``append``).
@@ -240,7 +188,8 @@ class Journal:
     @property
     def entries(self) -> Iterator[Published | Step]:
         """The ring's entries, oldest first (what :meth:`trim` left, then what came since)."""
-        return chain(chain.from_iterable(chunk[0] for chunk in self._chunks), self.open)
+        held = (islice(chunk[0], chunk[2], None) for chunk in self._chunks)
+        return chain(chain.from_iterable(held), self.open)
 
     def __len__(self) -> int:
         """Entries the ring holds."""
@@ -260,7 +209,7 @@ class Journal:
             chunk = tuple(self.open)  # untracked once the collector has seen it
             self.open.clear()
             nbytes = sum(map(_BYTES, chunk))
-            self._chunks.append([chunk, nbytes])
+            self._chunks.append([chunk, nbytes, 0])
             self._held += len(chunk)
             self.nbytes += nbytes
         self._drop(self._held - self.size)
@@ -270,19 +219,23 @@ class Journal:
         while len(sources) > 1 and sources[1][0] <= self.evicted + 1:
             sources.popleft()  # the publisher of the oldest entry stays
 
-    def _drop(self, count: int) -> None:
-        """Let the ``count`` oldest entries go: whole chunks, then the head of one."""
+    def _drop(self, count: int, head_bytes: int | None = None) -> None:
+        """Let the ``count`` oldest entries go: whole chunks, then the head of one (its
+        bytes ``head_bytes``, else the chunk's shared out evenly: no walk over entries; the
+        head is freed with the rest of its chunk, at most one queue scan later)."""
         chunks = self._chunks
         while count > 0 and chunks:
             chunk = chunks[0]
             entries: tuple[Any, ...] = chunk[0]
-            if count >= len(entries):
+            live = len(entries) - chunk[2]
+            if count >= live:
                 chunks.popleft()
-                gone, nbytes = len(entries), chunk[1]
+                gone, nbytes = live, chunk[1]
             else:
-                gone, nbytes = count, sum(map(_BYTES, islice(entries, count)))
-                chunk[0] = entries[count:]
+                gone = count
+                nbytes = chunk[1] * count // live if head_bytes is None else head_bytes
                 chunk[1] -= nbytes
+                chunk[2] += count
             self._held -= gone
             self.nbytes -= nbytes
             self.evicted += gone
@@ -292,24 +245,23 @@ class Journal:
         """Drop the oldest entries until the rest keep at most ``entry_bytes`` alive."""
         chunks = self._chunks
         while len(chunks) > 1 and self.nbytes - chunks[0][1] >= self.entry_bytes:
-            self._drop(len(chunks[0][0]))
+            self._drop(len(chunks[0][0]) - chunks[0][2])
         # then the fewest of the oldest chunk's entries (the newest entry always stays)
         excess = self.nbytes - self.entry_bytes
         if excess > 0:
-            running = list(accumulate(map(_BYTES, chunks[0][0])))
-            self._drop(min(bisect_left(running, excess) + 1, self._held - 1))
+            chunk = chunks[0]
+            running = list(accumulate(map(_BYTES, islice(chunk[0], chunk[2], None))))
+            count = min(bisect_left(running, excess) + 1, self._held - 1)
+            if count > 0:
+                self._drop(count, min(running[count - 1], chunk[1]))
 
     def _seen(self, client_id: int, client: Any) -> None:
         """Remember who ``client_id`` is, the first time it shows."""
         who = self.who
         if len(who) >= MAX_CLIENTS:
             del who[next(iter(who))]
-        who[client_id] = Who(
-            getattr(client, "remote_address", ""),
-            getattr(client, "user_agent", ""),
-            getattr(client, "hostname", ""),
-            getattr(client, "client_id", ""),
-        )
+        fields = ("remote_address", "user_agent", "hostname", "client_id")
+        who[client_id] = Who(*(str(getattr(client, f, ""))[:MAX_WHO_FIELD] for f in fields))
 
     def seen(self, client: Any) -> None:
         """Remember who ``client`` (a TCP connection) is, unless the journal knows it."""
@@ -343,8 +295,12 @@ class Journal:
 
     # -- recording: channels ---------------------------------------------------
     def queued_on_disk(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
-        """A channel put its copies of ``msgs`` in its disk queue (its memory was full)."""
-        self.append(Step(QUEUED, now, topic, channel, msgs, "disk", None, None, 0))
+        """A channel put its copies of ``msgs`` in its disk queue (its memory was full):
+        the entry keeps the first and how many when it can, as a publish's does."""
+        run = ids_run(msgs)
+        refs: Any = msgs if run is None else run
+        nbytes = len(msgs[0].data) if run is not None else sum(len(m.data) for m in msgs)
+        self.append(Step(QUEUED, now, topic, channel, refs, "disk", None, None, nbytes))
 
     def delivered(
         self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int
@@ -357,14 +313,24 @@ class Journal:
         self.append(Step(DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
 
     def finished(
-        self, topic: str, channel: str, client_id: int, msg_ids: list[bytes], taken: list[Message]
+        self,
+        topic: str,
+        channel: str,
+        client_id: int,
+        msg_ids: list[bytes],
+        taken: list[Message],
+        now: float,
     ) -> None:
-        """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused)."""
-        # a tuple of ids (or a lone FIN's id): untracked after one collection, as a chunk
-        ids: Any = tuple(msg_ids) if len(taken) == len(msg_ids) else tuple(m.id for m in taken)
-        if len(ids) == 1:
-            ids = ids[0]
-        self.append(Step(FINISHED, self.now(), topic, channel, ids, client_id, None, None, 0))
+        """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused) at
+        ``now`` (the node's clock, as the turn read it)."""
+        ids: Any  # a lone FIN's id; else a tuple of ids, untracked after one collection
+        if len(taken) == len(msg_ids):
+            ids = msg_ids[0] if len(msg_ids) == 1 else tuple(msg_ids)
+        else:
+            ids = tuple(m.id for m in taken)
+            if len(ids) == 1:
+                ids = ids[0]
+        self.append(Step(FINISHED, now, topic, channel, ids, client_id, None, None, 0))
         if self.troubles:
             troubles = self.troubles.get((topic, channel))
             if troubles:
