@@ -21,6 +21,8 @@ import trio
 from nsqbox.client import open_producer
 from nsqbox.client.journal import JournalUnsupported
 from nsqbox.client.journal_stream import JournalStream, open_journal_stream
+from nsqbox.nsqd.domain.journal import Journal
+from nsqbox.nsqd.domain.journal_entries import Step
 from nsqbox.nsqd.domain.journal_follow import Follower
 from nsqbox.nsqd.domain.journal_views import EventFilter
 from nsqbox.wire import commands
@@ -208,3 +210,21 @@ async def test_an_after_from_before_a_restart_starts_from_the_oldest(
     follower = Follower(journal, EventFilter(topic="t"), after=(1 << 40) << 32)
     page = follower.read(10)
     assert [(e["kind"], e["n"] >> 32) for e in page.events] == [("published", 1)]
+
+
+def test_the_ring_read_from_an_entry_on_is_its_tail() -> None:
+    journal = Journal(25, wall_ns=lambda: 0, now=lambda: 0.0, clients={})
+    number = 0
+    for chunk in (10, 10, 10, 8):  # the last trim drops 5 (a chunk) and 3 (the head of one)
+        for _ in range(chunk):
+            number += 1
+            journal.append(Step(0, 0.0, "t", "", None, number, None, None, 0))
+        journal.trim()
+    for _ in range(3):  # and some not trimmed yet
+        number += 1
+        journal.append(Step(0, 0.0, "t", "", None, number, None, None, 0))
+    held = [step.a for step in journal.entries]
+    assert held == list(range(number - len(journal) + 1, number + 1))
+    assert journal.evicted == 13  # a chunk begins at an offset
+    for skip in range(len(held) + 2):
+        assert [step.a for step in journal.entries_from(skip)] == held[skip:], skip

@@ -191,6 +191,26 @@ class Journal:
         held = (islice(chunk[0], chunk[2], None) for chunk in self._chunks)
         return chain(chain.from_iterable(held), self.open)
 
+    def entries_from(self, skip: int) -> Iterator[Published | Step]:
+        """The ring's entries from the ``skip``-th held one on, oldest first: found from the
+        newest end, so a reader of the ring's tail (a follower) pays for the chunks it
+        reads, not for the whole ring."""
+        opened = self.open
+        need = self._held + len(opened) - max(skip, 0)
+        if need <= len(opened):
+            return iter(opened[len(opened) - max(need, 0) :])
+        need -= len(opened)
+        pieces = []
+        for chunk in reversed(self._chunks):
+            entries, offset = chunk[0], chunk[2]
+            held = len(entries) - offset
+            if held >= need:
+                pieces.append(islice(entries, len(entries) - need, None))
+                break
+            pieces.append(islice(entries, offset, None))
+            need -= held
+        return chain(chain.from_iterable(reversed(pieces)), opened)
+
     def __len__(self) -> int:
         """Entries the ring holds."""
         return self._held + len(self.open)

@@ -96,8 +96,8 @@ def _entries(
     sources = list(journal.sources)
     at = 0
     source = sources[0][1]
-    stop = None if count is None else skip + count
-    for i, raw in enumerate(islice(journal.entries, skip, stop), skip):
+    held = journal.entries_from(skip) if skip else journal.entries
+    for i, raw in enumerate(islice(held, count), skip):
         number = base + i
         while at + 1 < len(sources) and sources[at + 1][0] <= number:
             at += 1
