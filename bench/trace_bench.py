@@ -166,9 +166,11 @@ class _Trace:
         except subprocess.TimeoutExpired:
             self.process.terminate()
             _, err = self.reader.communicate(timeout=30)
+        cpu = _cpu(self.process.pid)
         self.process.terminate()
         self.process.wait(30)
         summary: dict[str, Any] = json.loads(err.decode().strip().splitlines()[-1])
+        summary["trace_cpu_s"] = round(cpu, 2)
         return summary
 
 
@@ -199,6 +201,7 @@ def _run(
                 None if seen["done_at"] is None else round(seen["done_at"] - stopped, 3)
             ),
             lost_entries=trace.lost,
+            trace_cpu_s=seen["trace_cpu_s"],
         )
     return row
 

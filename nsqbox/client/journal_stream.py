@@ -77,6 +77,11 @@ class JournalStream:
             body += more.data
         raise status_error(self.node, event.status_code, body[:_ERROR_BODY])
 
+    @property
+    def buffered(self) -> int:
+        """Documents received and not handed out yet (0: the next waits for the node)."""
+        return len(self._lines)
+
     def __aiter__(self) -> JournalStream:
         return self
 

@@ -99,20 +99,23 @@ class Trace:
         self.shown = 0
         self.done = trio.Event()
 
-    def show(self, event: dict[str, Any]) -> None:
-        """Print one event; set :attr:`done` when ``-n`` is reached or stdout went away."""
+    def show(self, event: dict[str, Any], *, flush: bool = True) -> None:
+        """Print one event (``flush``: and what was printed before); set :attr:`done` when
+        ``-n`` is reached or stdout went away."""
         if self.done.is_set():
             return
         options = self.options
         line = event_json(event) if options.as_json else describe(event, node=self.several, id=True)
+        self.shown += 1
+        last = bool(options.count and self.shown >= options.count)
         try:
             self.out.write(line + "\n")
-            self.out.flush()
+            if flush or last:
+                self.out.flush()
         except BrokenPipeError:  # `nsqbox trace t | head -3`
             self.done.set()
             return
-        self.shown += 1
-        if options.count and self.shown >= options.count:
+        if last:
             self.done.set()
 
 
@@ -151,7 +154,8 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
                     if isinstance(following, int) and not isinstance(following, bool):
                         after = following
                     if marker is None:
-                        trace.show({**doc, "node": node})
+                        # flushed once per piece the node sent, not per line
+                        trace.show({**doc, "node": node}, flush=not stream.buffered)
                     elif marker == "start" and not started:
                         started = True
                         task_status.started(None)
