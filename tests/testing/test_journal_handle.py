@@ -8,6 +8,7 @@ finishes it: the handle shows the journey and lists the message as given up, wit
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -129,6 +130,7 @@ def test_the_async_twins(box: NSQBox) -> None:
         assert await box.agiven_up(topic, "nobody") == []
 
     trio.run(main)
+    asyncio.run(main())
 
 
 def test_bad_ids_are_refused_before_any_request(box: NSQBox) -> None:
