@@ -78,6 +78,8 @@ class ServerSpec:
     binary: str = ""
     tree: str = ""
     script: str = ""
+    #: Flags this server gets besides every workload's (``--also-with``).
+    extra: tuple[str, ...] = ()
 
     @property
     def listeners(self) -> int:
@@ -92,6 +94,7 @@ class ServerSpec:
             f"--http-address=127.0.0.1:{http}",
             f"--data-path={data}",
             *flags,
+            *self.extra,
         ]
         if self.binary:
             return [self.binary, f"--https-address=127.0.0.1:{free_port()}", *common]
@@ -478,6 +481,14 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         help="an nsqbox source tree to measure (repeat: A/B); default: this one",
     )
+    parser.add_argument(
+        "--also-with",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help="the last nsqbox tree again with these flags (space-separated), e.g. "
+        "--also-with=--journal-size=0: on vs off, alternating as every server does",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--no-ceiling", action="store_true", help="skip bench/ceiling.py's bare loops"
@@ -506,6 +517,10 @@ def main(argv: list[str] | None = None) -> None:
     for tree in trees:
         label = "nsqbox" if len(trees) == 1 else f"nsqbox@{Path(tree).name}"
         specs.append(ServerSpec(label, tree=tree))
+    for flags in args.also_with:
+        specs.append(
+            ServerSpec(f"{specs[-1].label} {flags}", tree=trees[-1], extra=tuple(flags.split()))
+        )
     if not args.no_floor:
         specs.append(ServerSpec(FLOOR, tree=trees[-1], script="floor_server.py"))
     names = args.only.split(",") if args.only else list(WORKLOADS)

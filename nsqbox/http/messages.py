@@ -19,6 +19,7 @@ into bytes.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from typing import Final
 from urllib.parse import unquote_to_bytes
 
@@ -55,13 +56,20 @@ class HTTPError(Exception):
 
 
 class Response(msgspec.Struct, frozen=True):
-    """A complete HTTP response. The server adds framing, and NSQ's header if ``nsq_header``."""
+    """A complete HTTP response. The server adds framing, and NSQ's header if ``nsq_header``.
+
+    With ``stream``, the body is not ``body`` but what ``stream`` yields, written as it comes
+    (chunked; an HTTP/1.0 client reads until the server closes): the server ends it when the
+    iterator ends or the peer goes away (see :mod:`nsqbox.http.server`).
+    """
 
     status: int = 200
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
     #: Whether ``X-NSQ-Content-Type`` goes out (see the module doc).
     nsq_header: bool = True
+    #: A streamed body's pieces (nsqbox's own routes only: NSQ's answers are whole).
+    stream: AsyncIterator[bytes] | None = None
 
     @classmethod
     def text(cls, body: str | bytes, status: int = 200) -> Response:

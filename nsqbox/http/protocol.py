@@ -112,6 +112,8 @@ class ServerConnection:
         self._body: list[bytes] = []
         self._body_size = 0
         self._awaiting_response = False
+        # A streamed answer's head is sent; its body is not ended yet.
+        self._streaming = False
         # The cache in front of h11: while h11 is idle with nothing buffered
         # (_idle), received bytes wait in _pending for the last plain head h11
         # parsed here (_plain). _fast_raw is the request the cache dispatched,
@@ -145,8 +147,8 @@ class ServerConnection:
         """What the pump should do next (see the module doc)."""
         if self._closing is not None:
             return self._closing
-        if self._awaiting_response:
-            raise RuntimeError("call respond() for the dispatched request first")
+        if self._awaiting_response or self._streaming:
+            raise RuntimeError("call respond() (and end_stream()) for the dispatched request first")
         if self._idle:
             if not self._pending:
                 return NEED_DATA
@@ -190,12 +192,37 @@ class ServerConnection:
             answered = self._answered
             if answered is not None and answered[0] is response:
                 return answered[1]
-            data = _fast_encode(response)
+            data = _fast_encode(response) if response.stream is None else None
             if data is not None:
                 self._answered = (response, data)
                 return data
             self._replay(raw)
+        if response.stream is not None:
+            self._streaming = True
+            return self._encode_head(response, close=False, length=None)
         data = self._encode(response, close=False)
+        self._next_cycle()
+        return data
+
+    def stream_data(self, data: bytes) -> bytes:
+        """The bytes of one piece of a streamed body (a chunk; ``b""`` for an empty piece)."""
+        if not self._streaming:
+            raise RuntimeError("no streamed response is being sent")
+        if not data or (self._head is not None and self._head.method == b"HEAD"):
+            return b""  # h11 frames a HEAD answer but refuses its body
+        return self._h11.send(h11.Data(data=data)) or b""
+
+    def end_stream(self) -> bytes:
+        """The bytes that end a streamed body; prepares for the next request."""
+        if not self._streaming:
+            raise RuntimeError("no streamed response is being sent")
+        self._streaming = False
+        data = self._h11.send(h11.EndOfMessage()) or b""
+        self._next_cycle()
+        return data
+
+    def _next_cycle(self) -> None:
+        """After an answer: ready h11 for the next request, or close."""
         candidate, self._candidate = self._candidate, None
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
@@ -210,7 +237,6 @@ class ServerConnection:
         else:
             # HTTP/1.0 or "Connection: close": h11 has said close in our headers.
             self._closing = CloseConnection(drain=False)
-        return data
 
     def _cached_dispatch(self) -> Dispatch | None:
         """The next request by the cache, or None when h11 must parse it."""
@@ -342,16 +368,22 @@ class ServerConnection:
             f"Connection: close\r\n\r\n{content}".encode("latin-1")
         )
 
-    def _encode(self, response: Response, *, close: bool) -> bytes:
+    def _encode_head(self, response: Response, *, close: bool, length: int | None) -> bytes:
+        """The status line and headers; without ``length``, h11 frames the body chunked
+        (HTTP/1.1) or by closing the connection (HTTP/1.0)."""
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
         if response.nsq_header:
             headers.append(_NSQ_HEADER)
-        headers.append((b"Content-Length", str(len(response.body)).encode()))
+        if length is not None:
+            headers.append((b"Content-Length", str(length).encode()))
         if close:
             headers.append((b"Connection", b"close"))
         reason = _REASONS.get(response.status, b"")
         head = h11.Response(status_code=response.status, headers=headers, reason=reason)
-        out = [self._h11.send(head)]
+        return self._h11.send(head) or b""
+
+    def _encode(self, response: Response, *, close: bool) -> bytes:
+        out = [self._encode_head(response, close=close, length=len(response.body))]
         # h11 frames a HEAD response with Content-Length but refuses its body.
         if response.body and not (self._head is not None and self._head.method == b"HEAD"):
             out.append(self._h11.send(h11.Data(data=response.body)))

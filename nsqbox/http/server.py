@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from typing import Any, Final, NoReturn, Protocol
 
@@ -169,8 +169,53 @@ async def _pump(conn: ServerConnection, io: _IO) -> None:
             rest = io.send_ready(conn.respond(response))
             if rest:
                 await io.send_all(rest)
+            if response.stream is not None:
+                await _stream(conn, io, response.stream)
         elif await _ends(event, io):
             return
+
+
+async def _stream(conn: ServerConnection, io: _IO, pieces: AsyncIterator[bytes]) -> None:
+    """Send a streamed body's pieces as they come, then its end.
+
+    The body ends when ``pieces`` does; the peer hanging up (its end of input, seen by a
+    read beside the writes) or a failed write ends the connection instead, and ``pieces``
+    is closed either way. A peer that sends again meanwhile (a pipelined request) is read
+    once the body has ended.
+    """
+    gone = False
+    failed: Exception | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal gone
+                data = await io.receive()
+                if data:
+                    conn.receive_data(data)  # the next request: left for after the body
+                    return
+                gone = True
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            try:
+                async for piece in pieces:
+                    data = conn.stream_data(piece)
+                    if data:
+                        await io.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                failed = exc  # as a bare error: the pump's "peer went away"
+            nursery.cancel_scope.cancel()
+    finally:
+        aclose = getattr(pieces, "aclose", None)
+        if aclose is not None:
+            with trio.CancelScope(shield=True):
+                await aclose()
+    if failed is not None:
+        raise failed
+    if gone:
+        raise trio.BrokenResourceError("the peer went away during a streamed answer")
+    await io.send_all(conn.end_stream())
 
 
 async def _answer(conn: ServerConnection, event: Dispatch) -> Response:

@@ -119,6 +119,11 @@ NSQD_OPTION_FLAGS: tuple[OptionFlag, ...] = (
         field="auth_http_addresses",
     ),
     ALLOWED_HOST_FLAG,
+    OptionFlag(
+        "journal-size",
+        _I,
+        "nsqbox: events the message journal keeps (0: no journal; /nsqbox/journal)",
+    ),
     # Added to NSQ after v1.3.0; nsqbox's auth client supports it.
     OptionFlag("auth-http-request-method", _S, "HTTP method of auth server requests: get or post"),
     OptionFlag(

@@ -123,6 +123,8 @@ async def queue_scan_loop(nsqd: NSQD) -> None:
     while True:
         await trio.sleep(opts.queue_scan_interval)
         nsqd.scan_queues(nsqd.channels())
+        if nsqd.journal is not None:
+            nsqd.journal.trim()  # what was recorded since, into its bounded ring
         if trio.current_time() >= next_sync:
             nsqd.sync_backends()
             next_sync = trio.current_time() + sync_period

@@ -1,9 +1,8 @@
-"""The per-test handle: addresses, publish, stats, wait_for, capture, consume, snapshots.
+"""The per-test handle: addresses, publish, stats, wait_for, capture, consume, snapshots, journal.
 
-:class:`NSQBox` is what the ``nsqbox`` fixture gives a test. Its methods block; each one that
-waits has an async twin (``await_for``, ``aconsume``...) for asyncio and trio tests, which runs
-the wait in a worker thread so the test's own loop (and the app under test on it) keeps running.
-"""
+:class:`NSQBox` is what the ``nsqbox`` fixture gives a test. Its methods block; each one that waits
+has an async twin (``await_for``, ``aconsume``...) for asyncio and trio tests, in a worker thread
+so the test's own loop (and the app under test on it) keeps running."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from .boxes import Box, xdist_worker
 from .clock import ClockAccess
 from .config import Address, AddressView, BoxAddresses, Cleanup, Mode, SeedPath
 from .faults_http import Faults, faults_for
+from .journal import JournalAccess
 from .snapshot import SnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .tap import Capture
@@ -78,7 +78,7 @@ class BoxView(AddressView):
         return Expectation(topic, channel, {k: v for k, v in counts.items() if v is not None})
 
 
-class NSQBox(ClockAccess, SnapshotAccess, BoxView):
+class NSQBox(ClockAccess, JournalAccess, SnapshotAccess, BoxView):
     """A test's handle on a box (the ``nsqbox`` fixture).
 
     It cleans up after the test (see the ``nsqbox_cleanup`` option) when closed.

@@ -132,6 +132,8 @@ class ClusterOps:
             if len(body) > limit:
                 raise ValueError(f"message too big: {len(body)} > --max-msg-size {limit}")
         created = topic not in nsqd.topics
+        if nsqd.journal is not None:
+            nsqd.journal.publisher_in_process()
         nsqd.get_topic(topic).put_messages(bodies, defer_ms / 1000)
         return created
 

@@ -22,6 +22,7 @@ from .config import Address, ClusterSpec
 from .discovery import all_listed, producers_message
 from .faults_trio import TrioFaults
 from .handle import Bodies, BoxView, consume_bodies, new_namespace, normalize_bodies
+from .journal import TrioJournalAccess
 from .server_ops import ClusterOps
 from .snapshot import TrioSnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
@@ -41,7 +42,7 @@ async def poll_on_loop(check: Callable[[], bool], limit: float) -> bool:
     return False
 
 
-class TrioNSQBox(TrioSnapshotAccess, BoxView):
+class TrioNSQBox(TrioJournalAccess, TrioSnapshotAccess, BoxView):
     """A cluster started in a trio nursery, and the test's handle on it.
 
     It lives as long as the nursery (pytest-trio's ``nursery`` fixture: the test), with

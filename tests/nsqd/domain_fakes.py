@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from nsqbox.nsqd.domain.backend import BackendQueue
 from nsqbox.nsqd.domain.channel import Channel
+from nsqbox.nsqd.domain.journal import Journal
 from nsqbox.nsqd.domain.message import Message, encode_messages
 from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.nsqd.domain.quantile import Quantile
@@ -89,6 +90,7 @@ class FakeNode:
         self.logger = logging.getLogger("tests.nsqd.fake_node")
         self.health_error: str | None = None
         self.publish_fault: Callable[[str], str | None] | None = None
+        self.journal: Journal | None = None
         self.e2e = e2e
         self.backends: dict[str, MemoryBackend] = {}
         self.persisted = 0

@@ -22,7 +22,7 @@ from nsqbox.nsqd.domain.options import (
 )
 
 # Every flag nsqd v1.3.0 defines (apps/nsqd/options.go), plus auth-http-request-method from
-# later NSQ releases and nsqbox's own allowed-host.
+# later NSQ releases and nsqbox's own allowed-host and journal-size.
 NSQD_FLAGS = {
     "version", "config", "log-level", "log-prefix", "verbose", "node-id", "worker-id",
     "https-address", "http-address", "tcp-address", "auth-http-address", "broadcast-address",
@@ -37,6 +37,7 @@ NSQD_FLAGS = {
     "e2e-processing-latency-percentile", "e2e-processing-latency-window-time", "tls-cert",
     "tls-key", "tls-client-auth-policy", "tls-root-ca-file", "tls-required", "tls-min-version",
     "deflate", "max-deflate-level", "snappy", "auth-http-request-method", "allowed-host",
+    "journal-size",
 }  # fmt: skip
 
 

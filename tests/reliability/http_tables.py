@@ -114,6 +114,50 @@ NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
             (404, "CHANNEL_NOT_FOUND"),
         }
     ),
+    # nsqbox's own: what happened to each message (nsqbox/nsqd/routes/journal.py)
+    ("GET", "/nsqbox/journal"): frozenset(
+        {
+            _OK,
+            _BAD_QUERY,
+            (400, "INVALID_ID"),
+            (400, "INVALID_TOPIC"),
+            (400, "INVALID_CHANNEL"),
+            (400, "INVALID_KIND"),
+            (400, "INVALID_CLIENT"),
+            (400, "INVALID_SINCE"),
+            (400, "INVALID_UNTIL"),
+            (400, "INVALID_AFTER"),
+            (400, "INVALID_LIMIT"),
+        }
+    ),
+    ("GET", "/nsqbox/journal/troubles"): frozenset(
+        {
+            _OK,
+            _BAD_QUERY,
+            _NO_TOPIC,
+            (400, "MISSING_ARG_CHANNEL"),
+            (400, "INVALID_TOPIC"),
+            (400, "INVALID_CHANNEL"),
+            (400, "INVALID_REQUEUES"),
+            (400, "INVALID_HELD_MS"),
+            (400, "INVALID_TIMED_OUT"),
+            (400, "INVALID_BODY_BYTES"),
+            (400, "INVALID_LIMIT"),
+        }
+    ),
+    ("GET", "/nsqbox/journal/given_up"): frozenset(
+        {
+            _OK,
+            _BAD_QUERY,
+            _NO_TOPIC,
+            (400, "MISSING_ARG_CHANNEL"),
+            (400, "INVALID_TOPIC"),
+            (400, "INVALID_CHANNEL"),
+            (400, "INVALID_ATTEMPTS"),
+            (400, "INVALID_BODY_BYTES"),
+            (400, "INVALID_LIMIT"),
+        }
+    ),
     # nsqbox's own: faults on demand (nsqbox/nsqd/routes/faults.py); not fuzzed (FUZZED_NSQD_ROUTES)
     ("GET", "/nsqbox/faults"): frozenset({_OK}),
     ("DELETE", "/nsqbox/faults"): frozenset({_OK}),

@@ -156,6 +156,7 @@ async def test_curl_like_and_same_origin_requests_still_work(box: Box) -> None:
 
 REBOUND_READS = [
     pytest.param("nsqd", "/nsqbox/peek?topic=t", id="nsqd-peek"),
+    pytest.param("nsqd", "/nsqbox/journal", id="nsqd-journal"),
     pytest.param("nsqd", "/nsqbox/faults", id="nsqd-faults"),
     pytest.param("lookupd", "/nsqbox/faults", id="lookupd-faults"),
     pytest.param("admin", "/api/messages/t", id="admin-messages"),
@@ -232,6 +233,8 @@ NSQBOX_ONLY_ROUTES = [
     ("GET", "nsqd", "/nsqbox/clock"),
     ("POST", "nsqd", "/nsqbox/clock/advance?by=1h"),
     ("GET", "nsqd", "/nsqbox/peek?topic=t"),
+    ("GET", "nsqd", "/nsqbox/journal"),
+    ("GET", "nsqd", "/nsqbox/journal/given_up?topic=t&channel=c"),
     ("POST", "nsqd", "/nsqbox/tap/open?topic=t"),
     ("GET", "lookupd", "/nsqbox/faults"),
     ("POST", "lookupd", "/nsqbox/faults/lookupd_down"),

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.message import MESSAGE_FRAME_HEADER
 from ...wire.names import is_ephemeral
+from .journal import Published
 from .message import Message
 from .timeout_queue import TimeoutQueue
 
@@ -108,6 +109,9 @@ class Channel:
         #: Deadlines (wall-clock ns by id) of deferred messages flushed to disk at the last
         #: shutdown; they wait out their delay when read back.
         self.restored_deadlines = node.restored_deadlines(topic_name, name)
+        self.journal = node.journal  # None: --journal-size=0
+        #: The journal's open chunk (None: no journal): a direct delivery's entry goes there.
+        self._chunk = None if node.journal is None else node.journal.open
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -158,6 +162,8 @@ class Channel:
         if room > 0:
             memory.extend(msgs[:room])
             msgs = msgs[room:]
+        if (journal := self.journal) is not None:
+            journal.queued_on_disk(self.topic_name, self.name, msgs, now)
         if not self.node.write_to_backend(self.backend, msgs):
             raise ChannelError(self.node.health_error or "failed to write message to backend")
 
@@ -165,6 +171,8 @@ class Channel:
         """A new DPUB message: held for ``delay`` seconds, then queued."""
         self.message_count += 1
         self.deferred.add(msg.data[:16], msg, now + delay)
+        if (journal := self.journal) is not None:
+            journal.deferred(self.topic_name, self.name, msg, delay, now)
 
     def _put(self, msg: Message, now: float) -> None:
         if self._ring and not self.paused and self._dispatch(msg, now):
@@ -187,10 +195,15 @@ class Channel:
                 ring.append(client)
                 return True
             msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
-            msg.lease = (client.id, now, now + client.msg_timeout)
-            self.in_flight.add(msg.data[:16], msg, msg.lease[2])
+            msg.lease = lease = (client.id, now, now + client.msg_timeout)
+            self.in_flight.add(msg.data[:16], msg, lease[2])
             client.in_flight_count += 1
             client.send_message(msg)
+            if (chunk := self._chunk) is not None:  # who it is: the journal knows from SUB
+                if chunk and (last := chunk[-1]).__class__ is Published and last.refs is msg:
+                    last.lease = lease  # a PUB sent on at once: its entry says so
+                elif self.journal is not None:  # a copy, or sent again: an entry of its own
+                    self.journal.delivered(self.topic_name, self.name, client, lease, msg, 0)
             if client.can_take():
                 ring.append(client)
             else:
@@ -219,7 +232,7 @@ class Channel:
             room = client.ready_count - client.in_flight_count
             if client.sample_rate:
                 room = 1
-            out_room = client.out_room()  # bytes: a batch never overfills its buffer
+            out_room = start_room = client.out_room()  # bytes: a batch never overfills
             batch: list[Message] = []
             if memory:
                 while memory and len(batch) < room and out_room > 0:
@@ -249,20 +262,25 @@ class Channel:
                     memory.appendleft(batch[0])
                     return
                 continue
-            self._deliver(client, batch, now)
+            self._deliver(client, batch, now, start_room - out_room)
             if client.can_take():
                 ring.rotate(-1)
             else:
                 ring.popleft()
                 client.in_ring = False
 
-    def _deliver(self, client: Consumer, batch: list[Message], now: float) -> None:
-        """Hand ``batch`` (no more than its RDY allows) to ``client`` in one tight loop."""
+    def _deliver(self, client: Consumer, batch: list[Message], now: float, sent: int) -> None:
+        """Hand ``batch`` (no more than its RDY allows, ``sent`` bytes as frames) to
+        ``client`` in one tight loop."""
         for msg in batch:
             msg.attempts = (msg.attempts + 1) & 0xFFFF  # a uint16, wrapping as nsqd's does
-        self.in_flight.add_batch(batch, (client.id, now, now + client.msg_timeout))
+        lease = (client.id, now, now + client.msg_timeout)
+        self.in_flight.add_batch(batch, lease)
         client.in_flight_count += len(batch)
         client.send_messages(batch)
+        if (journal := self.journal) is not None:
+            nbytes = (MESSAGE_FRAME_HEADER.size * -len(batch)) + sent
+            journal.delivered(self.topic_name, self.name, client, lease, batch, nbytes)
 
     def _stored_message(self, data: bytes, now: float) -> Message | None:
         """A record read from the backend, unless undecodable or deferred again."""
@@ -299,11 +317,17 @@ class Channel:
         self.in_flight.remove(msg_id, msg)
         return msg
 
-    def finish_messages(self, client: Consumer, msg_ids: list[bytes]) -> list[tuple[bytes, str]]:
+    def finish_messages(
+        self, client: Consumer, msg_ids: list[bytes], now: float | None = None
+    ) -> list[tuple[bytes, str]]:
         """FIN each, in one pass over the in-flight messages; the ids that failed, each
-        with why, in order."""
+        with why, in order. ``now``: the node's clock if the caller has just read it."""
         taken, refused = self.in_flight.take(msg_ids, client.id)
         client.in_flight_count -= len(taken)
+        if (journal := self.journal) is not None and taken:
+            if now is None:
+                now = self.node.now()
+            journal.finished(self.topic_name, self.name, client.id, msg_ids, taken, now)
         if self.e2e_latency is not None:
             for msg in taken:
                 self.e2e_latency.insert(msg.timestamp)
@@ -317,6 +341,8 @@ class Channel:
         msg = self._pop_in_flight(client.id, msg_id)
         client.in_flight_count -= 1
         self.requeue_count += 1
+        if (journal := self.journal) is not None:
+            journal.requeued(self.topic_name, self.name, msg, client.id, delay, now)
         if delay == 0:
             if self.exiting:
                 raise ChannelError("exiting")
@@ -335,6 +361,8 @@ class Channel:
         if deadline - msg.delivery_ts >= max_msg_timeout:
             deadline = msg.delivery_ts + max_msg_timeout
         self.in_flight.add(msg_id, msg, deadline)
+        if (journal := self.journal) is not None:
+            journal.touched(self.topic_name, self.name, msg, client.id, now)
 
     # -- periodic scan -------------------------------------------------------
     def process_in_flight(self, now: float, *, cutoff: float | None = None) -> bool:
@@ -346,6 +374,8 @@ class Channel:
         if self.exiting:
             return False
         expired = self.in_flight.pop_expired(now if cutoff is None else cutoff)
+        if expired and (journal := self.journal) is not None:
+            journal.timed_out(self.topic_name, self.name, expired, now)
         for msg in expired:
             self.timeout_count += 1
             client = self.clients.get(msg.client_id)
@@ -363,6 +393,8 @@ class Channel:
         if self.exiting:
             return False
         expired = self.deferred.pop_expired(now)
+        if expired and (journal := self.journal) is not None:
+            journal.due(self.topic_name, self.name, expired, now)
         for msg in expired:
             self._put_logged(msg, now)
         return bool(expired)
@@ -386,6 +418,8 @@ class Channel:
                 f"consumers for {self.topic_name}:{self.name} exceeds limit of {limit}"
             )
         self.clients[client.id] = client
+        if self.journal is not None:
+            self.journal.seen(client)  # who it is, once: its deliveries only name its id
 
     def remove_client(self, client: Consumer) -> None:
         """A consumer left; an ephemeral channel goes with its last consumer."""
@@ -414,8 +448,12 @@ class Channel:
 
     def empty(self) -> None:
         """Drop every queued, in-flight and deferred message."""
-        self.in_flight.clear()
-        self.deferred.clear()
+        held = self.in_flight.clear() + self.deferred.clear()
+        if (journal := self.journal) is not None:
+            why = "channel deleted" if self.exiting else "channel emptied"
+            journal.dropped(
+                self.topic_name, self.name, [*held, *self.memory], why, self.backend.depth
+            )
         self.memory.clear()
         self.backend.empty()
         now = self.node.now()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import random
 
     from .backend import BackendQueue
+    from .journal import Journal
     from .message import Message
     from .options import NSQDOptions
     from .quantile import Quantile
@@ -27,6 +28,8 @@ class Node(Protocol):
     #: What a publish to a topic fails with (an active fault), or None: topics
     #: check it once per publish command.
     publish_fault: Callable[[str], str | None] | None
+    #: The journal its topics and channels record in (None: ``--journal-size=0``).
+    journal: Journal | None
 
     @property
     def options(self) -> NSQDOptions:

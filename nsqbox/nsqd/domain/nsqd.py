@@ -18,6 +18,7 @@ from ..diskqueue.queue import DiskQueue
 from . import metadata as md
 from .backend import BackendQueue, DummyBackend
 from .faults import NodeFaults
+from .journal import Journal
 from .message import Message, encode_each
 from .options import NSQDOptions
 from .topic import Topic
@@ -100,6 +101,12 @@ class NSQD:
         #: Faults on demand (tests): failed publishes, a full disk, drops...
         self.faults = NodeFaults(self)
         self._client_ids = 0
+        #: What happened to each message (None: ``--journal-size=0``), issue #33.
+        self.journal: Journal | None = None
+        if options.journal_size:
+            self.journal = Journal(
+                options.journal_size, wall_ns=self.wall_ns, now=self.now, clients=self.clients
+            )
         self._notify_callbacks: list[Callable[[Topic | Channel], None]] = []
         #: Every live channel, kept until a topic or channel is created or deleted: the
         #: queue scan samples it every queue-scan-interval, whatever the number of topics.

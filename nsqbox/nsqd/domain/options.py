@@ -18,6 +18,8 @@ from ...net.addresses import broadcast_address
 TLS_NOT_REQUIRED = 0
 TLS_REQUIRED_EXCEPT_HTTP = 1
 TLS_REQUIRED = 2
+#: The largest ``--journal-size`` (events): its ring and reads stay within reason.
+MAX_JOURNAL_SIZE = 10_000_000
 
 
 def default_node_id(hostname: str | None = None) -> int:
@@ -103,6 +105,9 @@ class NSQDOptions:
     #: UpgradeTLS). Not a flag, as in nsqd; tests shorten it.
     tls_handshake_timeout: float = 5.0  # nsqd's fixed tlsConn.SetDeadline in UpgradeTLS
 
+    #: nsqbox's: the journal's bound in events (0: no journal), issue #33.
+    journal_size: int = 100_000
+
     deflate: bool = True
     max_deflate_level: int = 6
     snappy: bool = True
@@ -118,6 +123,8 @@ class NSQDOptions:
         """Raise ValueError with nsqd's message for options nsqd refuses at start."""
         if not 1 <= self.max_deflate_level <= 9:
             raise ValueError("--max-deflate-level must be [1,9]")
+        if not 0 <= self.journal_size <= MAX_JOURNAL_SIZE:
+            raise ValueError(f"--journal-size must be [0,{MAX_JOURNAL_SIZE}]")
         if not 0 <= self.node_id < 1024:
             raise ValueError("--node-id must be [0,1024)")
         for p in self.e2e_processing_latency_percentiles:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.names import is_ephemeral
 from .channel import Channel, ChannelError
+from .journal_entries import Published, run_of
 from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
@@ -83,6 +84,12 @@ class Topic:
         self.ephemeral = is_ephemeral(name)
         self.channels: dict[str, Channel] = {}
         self._channel_list: list[Channel] = []
+        #: What the journal records a publish under: the topic, and the channels that take
+        #: its messages straight into memory (None: the topic holds them).
+        self._held_key: tuple[str, tuple[str, ...] | None] = (name, None)
+        self._journal_key: tuple[str, tuple[str, ...] | None] = self._held_key
+        #: The journal's ``append`` (None: ``--journal-size=0``), looked up once.
+        self._record = None if node.journal is None else node.journal.append
         self.memory: deque[Message] = deque()
         self.mem_limit = node.options.mem_queue_size
         self.backend: BackendQueue = node.new_backend(name, self.ephemeral)
@@ -134,11 +141,13 @@ class Topic:
         fault = node.publish_fault
         if fault is not None and (error := fault(self.name)) is not None:
             raise TopicError(error)
+        refs: Message | list[Message]  # what the journal refers to: a PUB's message alone
         if len(bodies) == 1:  # a PUB: its id without the lists of a batch's
-            msgs = [self.id_factory.message(bodies[0], node.wall_ns())]
+            refs = self.id_factory.message(bodies[0], node.wall_ns())
+            msgs = [refs]
             size = len(bodies[0])
         else:
-            msgs = self.id_factory.messages(bodies, node.wall_ns())
+            refs = msgs = self.id_factory.messages(bodies, node.wall_ns())
             size = sum(map(len, bodies))
         if defer:
             lease = (0, 0.0, defer)  # the delay rides in the deadline until fan-out
@@ -148,13 +157,20 @@ class Topic:
             for tap in self.taps:
                 tap.tapped(msgs, publisher)
         channels = self._channel_list
-        if (  # _delivering, spelt out on the hot path, and nothing held before these
+        delivering = (  # _delivering, spelt out on the hot path, and nothing held before these
             channels
             and self.started
             and not self.paused
             and not self.memory
             and not self.backend.depth
-        ):
+        )
+        if (record := self._record) is not None:  # one entry: the journal's whole cost
+            key = self._journal_key if delivering and not defer else self._held_key
+            if refs.__class__ is list:  # an MPUB: its first message and sizes, not the list
+                record(Published(key, run_of(msgs, bodies, size), defer, size))
+            else:
+                record(Published(key, refs, defer, size))
+        if delivering:
             if now is None:
                 now = node.now()
             try:
@@ -238,6 +254,8 @@ class Topic:
                 self._fan_out_logged(batch, now)
 
     def _fan_out_logged(self, msgs: list[Message], now: float) -> None:
+        if (journal := self.node.journal) is not None:
+            journal.fanned_out(self.name, msgs, self._journal_key[1] or ())
         try:
             self._fan_out(msgs, now)
         except ChannelError as err:  # the publisher already had its OK: log, as nsqd does
@@ -263,6 +281,7 @@ class Topic:
             )
             self.channels[name] = channel
             self._channel_list = list(self.channels.values())
+            self._journal_key = (self.name, tuple(self.channels))
             self.node.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
             self._notify(channel)
             self.pump()
@@ -281,6 +300,7 @@ class Topic:
         channel.delete()
         self.channels.pop(name, None)
         self._channel_list = list(self.channels.values())
+        self._journal_key = (self.name, tuple(self.channels))
         if not self.channels and self.ephemeral:
             self._on_delete(self)
         return True
@@ -303,6 +323,9 @@ class Topic:
 
     def empty(self) -> None:
         """Drop the messages held by the topic itself."""
+        if (journal := self.node.journal) is not None:
+            why = "topic deleted" if self.exiting else "topic emptied"
+            journal.dropped(self.name, "", [*self.memory], why, self.backend.depth)
         self.memory.clear()
         self.backend.empty()
 
@@ -316,6 +339,7 @@ class Topic:
             channel.delete()
         self.channels.clear()
         self._channel_list = []
+        self._journal_key = self._held_key
         self.empty()
         self.backend.delete()
 

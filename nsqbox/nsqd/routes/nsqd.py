@@ -28,6 +28,7 @@ from ..domain.stats import get_stats, memory_stats, stats_document
 from ..domain.topic import TopicError, publisher_fields
 from .documents import config_value, debug_snapshot, duration_ns, render_stats_text
 from .faults import add_fault_routes
+from .journal import add_journal_routes
 from .metrics import add_metrics_route
 from .mpub_body import read_binary_mpub
 from .peek import add_peek_routes
@@ -146,6 +147,7 @@ def make_app(
     # nsqbox's own /nsqbox/tap/... (the test plugin's capture)
     add_tap_routes(router, taps or NodeTaps(nsqd))
     add_peek_routes(router, nsqd)  # nsqbox's own /nsqbox/peek (list what a queue holds)
+    add_journal_routes(router, nsqd)  # nsqbox's own /nsqbox/journal (what happened to each)
     add_snapshot_routes(router, nsqd)  # nsqbox's own /nsqbox/snapshot (save and load state)
     add_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/channel/mpub (replay into one channel)
     add_step_replay_routes(router, nsqd)  # nsqbox's own /nsqbox/replay/step (under the clock)
@@ -297,6 +299,8 @@ class _NSQDHTTP:
             raise HTTPError(503, "EXITING")
         if not bodies:
             return
+        if (journal := self.nsqd.journal) is not None:  # who published, for the journal
+            journal.publisher_http(request.remote_address, request.headers)
         publisher = _HTTPPublisher(request) if topic.taps else None  # who, for a tap
         try:
             topic.put_messages(bodies, defer, None, publisher)

@@ -290,7 +290,7 @@ class ProtocolV2:
         client = self.client
         channel = self._subscribed_channel()
         # one pass, however many; the channel's in-flight book counts them out
-        failed = channel.finish_messages(client, ids)
+        failed = channel.finish_messages(client, ids, client.conn.now)
         done = len(ids) - len(failed)
         if done:
             client.finish_count += done
@@ -406,8 +406,7 @@ class ProtocolV2:
     def _publish_checked(
         self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
     ) -> None:
-        """PUB and DPUB with auth: nsqd checks after reading the body (PUBs in a run ask
-        the same question at the same time: one check answers for all)."""
+        """PUB and DPUB with auth, checked after the body as nsqd does (once for a run)."""
         publish = partial(self._publish_each, cmd, topic_name, bodies, delay)
         self._check_auth(cmd, topic_name, "", publish)
 
@@ -418,6 +417,8 @@ class ProtocolV2:
         client = self.client
         now = client.conn.now
         done = 0
+        if (journal := self.nsqd.journal) is not None:
+            journal.publisher(client)  # who publishes, for the journal
         try:
             for body in bodies:
                 topic.put_messages([body], delay, now, client)
@@ -435,6 +436,8 @@ class ProtocolV2:
         """MPUB: the bodies as one batch, one ``OK``."""
         topic = self.nsqd.get_topic(topic_name)
         client = self.client
+        if (journal := self.nsqd.journal) is not None:
+            journal.publisher(client)  # who publishes, for the journal
         try:
             topic.put_messages(bodies, 0.0, client.conn.now, client)
         except TopicError as err:

@@ -1,0 +1,481 @@
+"""The journal: what happened to each message, in broker time (issue #33).
+
+A bounded ring of *entries*, each one event of a batch of messages, recorded where the code
+already works per batch: an MPUB's or a PUB's publish, a topic's fan-out, a delivery batch,
+a run of FINs, the timeouts of one scan. Recording appends one entry that refers to objects
+that exist anyway (the batch's :class:`~.message.Message` list, the FIN run's id list, a
+delivery's lease tuple) and builds nothing per message; :mod:`.journal_views` turns an
+entry into one event per message when the journal is read.
+
+An entry is a :class:`Published` or a :class:`Step`: structs the garbage collector does not
+track (as :class:`~.message.Message`), so recording never makes the collector run, and
+the ring it holds, however long, costs a collection nothing. The ring is a run of
+*chunks*: what was recorded between two calls of :meth:`Journal.trim` (every queue scan)
+is one list, counted once when it closes; the ring drops whole chunks from its old end
+(and the oldest part of one) while it holds more than ``size`` entries
+(``--journal-size``) or :data:`ENTRY_BYTES` of the messages they refer to, so its cost
+per entry is a step of C loops.
+
+The messages whose delivery went wrong (requeued or timed out) are also kept apart, bodies
+and all, until finished or dropped (:class:`Trouble`, at most :data:`TROUBLE_BYTES` of
+bodies); one finished after such failures has been *given up* on and stays in
+:attr:`Journal.given_up` (at most :data:`GIVEN_UP_BYTES` of bodies), so it can be shown
+and published again whatever the ring has dropped since.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable, Iterator
+from itertools import accumulate, chain, islice
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from .journal_entries import Entry, Published, Run, Step, ids_run
+
+if TYPE_CHECKING:
+    from .message import Lease, Message
+
+__all__ = [
+    "DEFAULT_JOURNAL_SIZE",
+    "ENTRY_BYTES",
+    "GIVEN_UP_BYTES",
+    "KINDS",
+    "TROUBLE_BYTES",
+    "Entry",
+    "GivenUp",
+    "Journal",
+    "Published",
+    "Run",
+    "Step",
+    "Trouble",
+]
+
+#: ``--journal-size``'s default, in entries (events of batches): many minutes of a test's
+#: or a development box's traffic, a second or so of a benchmark's; about 10 MB besides
+#: the messages it keeps alive, which :data:`ENTRY_BYTES` bounds.
+DEFAULT_JOURNAL_SIZE: Final = 100_000
+#: The most message bytes the ring's entries may keep alive (bodies, and what a message
+#: costs besides); past it the oldest entries go, whatever the number of events.
+ENTRY_BYTES: Final = 64 * 1024 * 1024
+#: The most body bytes kept for messages in trouble (requeued or timed out, not finished).
+TROUBLE_BYTES: Final = 16 * 1024 * 1024
+#: The most body bytes kept for messages given up on, and the most such messages.
+GIVEN_UP_BYTES: Final = 16 * 1024 * 1024
+GIVEN_UP_COUNT: Final = 10_000
+#: Clients whose identity (address, user agent, hostname) the journal remembers.
+MAX_CLIENTS: Final = 10_000
+#: The longest a client's field is remembered (IDENTIFY may say more), as taps cut them.
+MAX_WHO_FIELD: Final = 256
+
+# The kinds of event, as the journal numbers them (KINDS names them).
+PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
+FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
+#: An entry's bytes.
+_BYTES: Final = attrgetter("nbytes")
+#: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
+_NAMES = "published queued delivered touched requeued timed_out finished dropped deferred due"
+KINDS: Final = tuple(_NAMES.split())
+
+
+class Who(NamedTuple):
+    """A TCP client as the journal remembers it."""
+
+    remote_address: str
+    user_agent: str
+    hostname: str
+    client_id: str
+
+
+class Trouble:
+    """A message whose delivery went wrong, not yet finished or dropped."""
+
+    __slots__ = (
+        "data",
+        "held_longest",
+        "last_client",
+        "requeues",
+        "since",
+        "timeouts",
+        "timestamp",
+    )
+
+    def __init__(self, data: bytes, timestamp: int, since: int) -> None:
+        self.data = data
+        self.timestamp = timestamp
+        self.since = since  #: broker wall ns of its first failure
+        self.requeues = 0
+        self.timeouts = 0
+        self.last_client = 0
+        self.held_longest = 0.0  #: seconds, the longest a client held it before a failure
+
+
+class GivenUp(NamedTuple):
+    """A message finished after earlier deliveries of it failed."""
+
+    time: int
+    topic: str
+    channel: str
+    data: bytes
+    timestamp: int
+    attempts: int
+    client: int
+    requeues: int
+    timeouts: int
+
+
+class Journal:
+    """One nsqd's journal. ``wall_ns`` and ``now`` are broker wall time and the node's
+    monotonic clock; ``clients`` is the node's live clients by id (who published or was
+    delivered to is looked up there once)."""
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        wall_ns: Callable[[], int],
+        now: Callable[[], float],
+        clients: dict[int, Any],
+        entry_bytes: int = ENTRY_BYTES,
+        trouble_bytes: int = TROUBLE_BYTES,
+        given_up_bytes: int = GIVEN_UP_BYTES,
+    ) -> None:
+        self.size = size
+        self.entry_bytes = entry_bytes
+        self.trouble_bytes = trouble_bytes
+        self.given_up_bytes = given_up_bytes
+        self.wall_ns = wall_ns
+        self.now = now
+        self._clients = clients
+        #: The ring's closed chunks, oldest first: ``[entries (a tuple), the bytes of those
+        #: still held, the first still held]`` (a chunk's head goes before the chunk does).
+        self._chunks: deque[list[Any]] = deque()
+        #: What was recorded since the last :meth:`trim`: the chunk it closes next (one
+        #: list for good, emptied by each trim, so callers may keep its ``append``).
+        self.open: list[Published | Step] = []
+        self._held = 0  #: entries in the closed chunks
+        self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
+        self.nbytes = 0  #: message bytes the closed chunks' entries keep alive
+        #: Record one entry (a :class:`Published`, what a topic calls, or a :class:`Step`).
+        self.append: Callable[[Published | Step], None] = self.open.append
+        #: broker wall ns = monotonic seconds * 1e9 + this, fixed on first use (a manual
+        #: clock moves both alike): every read then gives an event the same time
+        self._offset: int | None = None
+        #: Who publishes from which entry on: ``(entry number, source)``, oldest first.
+        self.sources: deque[tuple[int, object]] = deque([(1, 0)])
+        #: Who publishes next (a TCP client's id, an HTTP request's (address, headers), 0).
+        self.source: object = 0
+        #: The clients seen, by id: who they were when first seen.
+        self.who: dict[int, Who] = {}
+        #: Messages in trouble, by (topic, channel), then by id.
+        self.troubles: dict[tuple[str, str], dict[bytes, Trouble]] = {}
+        self.trouble_held = 0
+        self.given_up: deque[GivenUp] = deque()
+        self.given_up_held = 0
+
+    def wall_of(self, now: float) -> int:
+        """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""
+        if self._offset is None:
+            self._offset = self.wall_ns() - round(self.now() * 1e9)
+        return round(now * 1e9) + self._offset
+
+    @property
+    def recorded(self) -> int:
+        """Entries ever recorded (the newest one's number)."""
+        return self.evicted + self._held + len(self.open)
+
+    @property
+    def entries(self) -> Iterator[Published | Step]:
+        """The ring's entries, oldest first (what :meth:`trim` left, then what came since)."""
+        held = (islice(chunk[0], chunk[2], None) for chunk in self._chunks)
+        return chain(chain.from_iterable(held), self.open)
+
+    def entries_from(self, skip: int) -> Iterator[Published | Step]:
+        """The ring's entries from the ``skip``-th held one on, oldest first: found from the
+        newest end, so a reader of the ring's tail (a follower) pays for the chunks it
+        reads, not for the whole ring."""
+        opened = self.open
+        need = self._held + len(opened) - max(skip, 0)
+        if need <= len(opened):
+            return iter(opened[len(opened) - max(need, 0) :])
+        need -= len(opened)
+        pieces = []
+        for chunk in reversed(self._chunks):
+            entries, offset = chunk[0], chunk[2]
+            held = len(entries) - offset
+            if held >= need:
+                pieces.append(islice(entries, len(entries) - need, None))
+                break
+            pieces.append(islice(entries, offset, None))
+            need -= held
+        return chain(chain.from_iterable(reversed(pieces)), opened)
+
+    def __len__(self) -> int:
+        """Entries the ring holds."""
+        return self._held + len(self.open)
+
+    # -- the ring ------------------------------------------------------------
+    def trim(self) -> None:
+        """Close the chunk recorded since the last call (count its bytes), then drop the
+        oldest entries while the ring holds more than ``size`` entries or ``entry_bytes``
+        of messages (the newest entry stays, whatever its size).
+
+        Recording only appends an entry (the hot path's whole cost); this runs every queue
+        scan and before each read, so the ring passes its bound by at most what one queue
+        scan interval records. Its work per entry is a step of C loops.
+        """
+        if self.open:
+            chunk = tuple(self.open)  # untracked once the collector has seen it
+            self.open.clear()
+            nbytes = sum(map(_BYTES, chunk))
+            self._chunks.append([chunk, nbytes, 0])
+            self._held += len(chunk)
+            self.nbytes += nbytes
+        self._drop(self._held - self.size)
+        if self.nbytes > self.entry_bytes and self._held > 1:
+            self._drop_bytes()
+        sources = self.sources
+        while len(sources) > 1 and sources[1][0] <= self.evicted + 1:
+            sources.popleft()  # the publisher of the oldest entry stays
+
+    def _drop(self, count: int, head_bytes: int | None = None) -> None:
+        """Let the ``count`` oldest entries go: whole chunks, then the head of one (its
+        bytes ``head_bytes``, else the chunk's shared out evenly: no walk over entries; the
+        head is freed with the rest of its chunk, at most one queue scan later)."""
+        chunks = self._chunks
+        while count > 0 and chunks:
+            chunk = chunks[0]
+            entries: tuple[Any, ...] = chunk[0]
+            live = len(entries) - chunk[2]
+            if count >= live:
+                chunks.popleft()
+                gone, nbytes = live, chunk[1]
+            else:
+                gone = count
+                nbytes = chunk[1] * count // live if head_bytes is None else head_bytes
+                chunk[1] -= nbytes
+                chunk[2] += count
+            self._held -= gone
+            self.nbytes -= nbytes
+            self.evicted += gone
+            count -= gone
+
+    def _drop_bytes(self) -> None:
+        """Drop the oldest entries until the rest keep at most ``entry_bytes`` alive."""
+        chunks = self._chunks
+        while len(chunks) > 1 and self.nbytes - chunks[0][1] >= self.entry_bytes:
+            self._drop(len(chunks[0][0]) - chunks[0][2])
+        # then the fewest of the oldest chunk's entries (the newest entry always stays)
+        excess = self.nbytes - self.entry_bytes
+        if excess > 0:
+            chunk = chunks[0]
+            running = list(accumulate(map(_BYTES, islice(chunk[0], chunk[2], None))))
+            count = min(bisect_left(running, excess) + 1, self._held - 1)
+            if count > 0:
+                self._drop(count, min(running[count - 1], chunk[1]))
+
+    def _seen(self, client_id: int, client: Any) -> None:
+        """Remember who ``client_id`` is, the first time it shows."""
+        who = self.who
+        if len(who) >= MAX_CLIENTS:
+            del who[next(iter(who))]
+        fields = ("remote_address", "user_agent", "hostname", "client_id")
+        who[client_id] = Who(*(str(getattr(client, f, ""))[:MAX_WHO_FIELD] for f in fields))
+
+    def seen(self, client: Any) -> None:
+        """Remember who ``client`` (a TCP connection) is, unless the journal knows it."""
+        if client.id not in self.who:
+            self._seen(client.id, client)
+
+    def publisher(self, client: Any) -> None:
+        """``client`` (a TCP connection) publishes what comes next (once per command or run
+        of PUBs; recorded only when the publisher changes)."""
+        if self.source != client.id:
+            if client.id not in self.who:
+                self._seen(client.id, client)
+            self.source = client.id
+            self.sources.append((self.recorded + 1, client.id))
+
+    def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
+        """An HTTP request (its remote address and headers) publishes what comes next."""
+        self.source = (remote, headers)
+        self.sources.append((self.recorded + 1, self.source))
+
+    def publisher_in_process(self) -> None:
+        """Code in this process publishes what comes next (a test handle)."""
+        if self.source != 0:
+            self.source = 0
+            self.sources.append((self.recorded + 1, 0))
+
+    # -- recording: topics -----------------------------------------------------
+    def fanned_out(self, topic: str, msgs: list[Message], channels: tuple[str, ...]) -> None:
+        """A topic handed messages it held to its ``channels``' memory."""
+        self.append(Step(QUEUED, self.now(), topic, "", msgs, None, None, channels, 0))
+
+    # -- recording: channels ---------------------------------------------------
+    def queued_on_disk(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
+        """A channel put its copies of ``msgs`` in its disk queue (its memory was full):
+        the entry keeps the first and how many when it can, as a publish's does."""
+        run = ids_run(msgs)
+        refs: Any = msgs if run is None else run
+        nbytes = len(msgs[0].data) if run is not None else sum(len(m.data) for m in msgs)
+        self.append(Step(QUEUED, now, topic, channel, refs, "disk", None, None, nbytes))
+
+    def delivered(
+        self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int
+    ) -> None:
+        """``msgs`` (a list, or one message sent as it was published) went to ``client``
+        under ``lease`` (``nbytes`` of messages; 0 for one message: its own)."""
+        self.seen(client)
+        if not nbytes and msgs.__class__ is not list:
+            nbytes = len(msgs.data)
+        self.append(Step(DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
+
+    def finished(
+        self,
+        topic: str,
+        channel: str,
+        client_id: int,
+        msg_ids: list[bytes],
+        taken: list[Message],
+        now: float,
+    ) -> None:
+        """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused) at
+        ``now`` (the node's clock, as the turn read it)."""
+        ids: Any  # a lone FIN's id; else a tuple of ids, untracked after one collection
+        if len(taken) == len(msg_ids):
+            ids = msg_ids[0] if len(msg_ids) == 1 else tuple(msg_ids)
+        else:
+            ids = tuple(m.id for m in taken)
+            if len(ids) == 1:
+                ids = ids[0]
+        self.append(Step(FINISHED, now, topic, channel, ids, client_id, None, None, 0))
+        if self.troubles:
+            troubles = self.troubles.get((topic, channel))
+            if troubles:
+                self._gave_up(topic, channel, client_id, taken, troubles)
+
+    def _add(
+        self, kind: int, now: float, topic: str, channel: str, refs: Any, a: Any, b: Any
+    ) -> None:
+        msgs = refs if refs.__class__ is list else [refs]
+        nbytes = sum(len(m.data) for m in msgs)
+        self.append(Step(kind, now, topic, channel, refs, a, b, None, nbytes))
+
+    def touched(self, topic: str, channel: str, msg: Message, client_id: int, now: float) -> None:
+        """``client_id`` restarted ``msg``'s timeout (its new deadline is in its lease)."""
+        self._add(TOUCHED, now, topic, channel, msg, client_id, msg.deadline - now)
+
+    def requeued(
+        self, topic: str, channel: str, msg: Message, client_id: int, delay: float, now: float
+    ) -> None:
+        """``client_id`` sent ``msg`` back (REQ), to be queued after ``delay`` seconds."""
+        held = now - msg.delivery_ts
+        self._add(REQUEUED, now, topic, channel, msg, client_id, (delay, held))
+        trouble = self._trouble(topic, channel, msg)
+        if trouble is not None:
+            trouble.requeues += 1
+            trouble.last_client = client_id
+            trouble.held_longest = max(trouble.held_longest, held)
+
+    def timed_out(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
+        """``msgs`` were not finished in time (each still holds the lease it timed out under)."""
+        leases = [m.lease for m in msgs]
+        self._add(TIMED_OUT, now, topic, channel, msgs, leases, None)
+        for msg, lease in zip(msgs, leases, strict=True):
+            trouble = self._trouble(topic, channel, msg)
+            if trouble is not None:
+                trouble.timeouts += 1
+                trouble.last_client = lease[0]
+                trouble.held_longest = max(trouble.held_longest, now - lease[1])
+
+    def deferred(self, topic: str, channel: str, msg: Message, delay: float, now: float) -> None:
+        """A DPUB's copy of ``msg`` waits ``delay`` seconds in a channel."""
+        self._add(DEFERRED, now, topic, channel, msg, delay, None)
+
+    def due(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
+        """``msgs``' deferral (a DPUB's, a REQ's delay) ended: they are queued."""
+        self._add(DUE, now, topic, channel, msgs, None, None)
+
+    def dropped(
+        self, topic: str, channel: str, msgs: list[Message], why: str, on_disk: int
+    ) -> None:
+        """A delete or an empty dropped ``msgs`` (the newest ``size`` of them are listed) and
+        ``on_disk`` more from the disk queue, which are counted, not listed."""
+        if len(msgs) > self.size:
+            msgs = msgs[-self.size :]
+        if msgs or on_disk:
+            self._add(DROPPED, self.now(), topic, channel, msgs, why, on_disk)
+        gone = self.troubles.pop((topic, channel), None) if channel else None
+        if gone:  # a channel's messages in trouble went with it
+            self.trouble_held -= sum(len(t.data) for t in gone.values())
+
+    # -- troubles and the given up -------------------------------------------------
+    def _trouble(self, topic: str, channel: str, msg: Message) -> Trouble | None:
+        """The trouble record of ``msg`` in this channel, made on its first failure (None
+        when its body cannot be kept)."""
+        key = (topic, channel)
+        held = self.troubles.get(key)
+        if held is None:
+            held = self.troubles[key] = {}
+        msg_id = msg.data[:16]
+        trouble = held.get(msg_id)
+        if trouble is None:
+            if len(msg.data) > self.trouble_bytes:
+                return None
+            trouble = held[msg_id] = Trouble(msg.data, msg.timestamp, self.wall_ns())
+            self.trouble_held += len(msg.data)
+            while self.trouble_held > self.trouble_bytes:
+                self._forget_oldest_trouble()
+        return trouble
+
+    def _forget_oldest_trouble(self) -> None:
+        oldest: tuple[tuple[str, str], bytes, Trouble] | None = None
+        for key, held in self.troubles.items():
+            for msg_id, trouble in held.items():  # each dict's first is its oldest
+                if oldest is None or trouble.since < oldest[2].since:
+                    oldest = (key, msg_id, trouble)
+                break
+        if oldest is None:
+            self.trouble_held = 0
+            return
+        key, msg_id, trouble = oldest
+        del self.troubles[key][msg_id]
+        self.trouble_held -= len(trouble.data)
+
+    def _gave_up(
+        self,
+        topic: str,
+        channel: str,
+        client_id: int,
+        taken: list[Message],
+        troubles: dict[bytes, Trouble],
+    ) -> None:
+        now = self.wall_ns()
+        for msg in taken:
+            trouble = troubles.pop(msg.data[:16], None)
+            if trouble is None:
+                continue
+            size = len(trouble.data)
+            self.trouble_held -= size
+            self.given_up.append(
+                GivenUp(
+                    now,
+                    topic,
+                    channel,
+                    trouble.data,
+                    msg.timestamp,
+                    msg.attempts,
+                    client_id,
+                    trouble.requeues,
+                    trouble.timeouts,
+                )
+            )
+            self.given_up_held += size
+            while self.given_up and (
+                self.given_up_held > self.given_up_bytes or len(self.given_up) > GIVEN_UP_COUNT
+            ):
+                self.given_up_held -= len(self.given_up.popleft().data)
+        if not troubles:
+            self.troubles.pop((topic, channel), None)

@@ -1,0 +1,442 @@
+"""Reading the journal: its entries decoded into events, and the views derived from it.
+
+The journal records per batch and builds nothing per message (:mod:`.journal`); the
+work of turning an entry into one event per message is done here, when somebody reads.
+An event is a plain dict (what ``GET /nsqbox/journal`` answers); see docs/journeys.md
+for every kind's fields.
+
+A delivery's attempt number is not stored: a message's ``attempts`` only changes when it
+is delivered again, and every later delivery is newer, hence still in the ring. Walking
+the ring from its newest entry back, the last delivery of a message in a channel was at
+its current ``attempts``, each earlier one at one less than the delivery after it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import astuple
+
+from .journal import (
+    DEFERRED,
+    DELIVERED,
+    DROPPED,
+    FINISHED,
+    KINDS,
+    PUBLISHED,
+    QUEUED,
+    REQUEUED,
+    TIMED_OUT,
+    TOUCHED,
+    Entry,
+    Journal,
+    Published,
+    Run,
+)
+
+if TYPE_CHECKING:
+    from .message import Message
+
+__all__ = ["EventFilter", "Reading", "events_page", "given_up_doc", "troubles_doc"]
+
+Doc = dict[str, Any]
+
+_ID = 16
+#: An event's number: its entry's number times 2**32, plus its place in the entry.
+_LOW = (1 << 32) - 1
+#: Where the delivery a publish's entry holds is numbered in it: after the publish's events.
+_SENT = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """Which events to list: every field that is set must match."""
+
+    msg_id: bytes = b""
+    topic: str = ""
+    channel: str = ""
+    kinds: frozenset[int] = frozenset()
+    client: int = 0
+    since: int = 0  #: broker wall ns, inclusive
+    until: int = 0  #: broker wall ns, exclusive (0: no end)
+
+    def entry_matches(self, entry: Entry) -> bool:
+        """Whether ``entry``'s place fits: its topic, and its channel or (a publish or a
+        topic's fan-out) one of the channels it copied its messages to."""
+        if self.topic and entry.topic != self.topic:
+            return False
+        if not self.channel or entry.channel == self.channel:
+            return True
+        return entry.c is not None and self.channel in entry.c
+
+
+def _msgs(entry: Entry) -> list[Message]:
+    refs = entry.refs
+    return refs if refs.__class__ is list else [refs]
+
+
+def _ids(entry: Entry) -> list[bytes]:
+    refs = entry.refs
+    if entry.kind == FINISHED:
+        return list(refs) if refs.__class__ is tuple else [refs]
+    if refs.__class__ is Run:  # a batch kept as its first message and how many
+        return refs.ids()
+    return [m.data[:_ID] for m in _msgs(entry)]
+
+
+def _entries(
+    journal: Journal, base: int, skip: int = 0, count: int | None = None
+) -> Iterator[Entry]:
+    """The ring's entries as :class:`Entry`, a publish with who published it (``count`` of
+    them, or all, from the ``skip``-th held one on)."""
+    sources = list(journal.sources)
+    at = 0
+    source = sources[0][1]
+    held = journal.entries_from(skip) if skip else journal.entries
+    for i, raw in enumerate(islice(held, count), skip):
+        number = base + i
+        while at + 1 < len(sources) and sources[at + 1][0] <= number:
+            at += 1
+            source = sources[at][1]
+        if raw.__class__ is Published:
+            topic, channels = raw.key
+            yield Entry(
+                number << 32,
+                PUBLISHED,
+                None,
+                topic,
+                "",
+                raw.refs,
+                source,
+                raw.defer,
+                channels,
+                raw.nbytes,
+            )
+            if raw.lease is not None and channels:  # sent on at once: its delivery, after it
+                lease = raw.lease
+                yield Entry(
+                    number << 32 | _SENT, DELIVERED, lease[1], topic, channels[0], raw.refs,
+                    lease, None, None, 0,
+                )  # fmt: skip
+        else:
+            yield Entry(number << 32, *astuple(raw))
+
+
+class _Reading:
+    """One pass over the ring: what the entries say together (see the module docstring)."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        want: EventFilter,
+        start: int = 0,
+        delivered: dict[tuple[str, bytes], Message] | None = None,
+        last: int = 0,
+        count: int | None = None,
+    ) -> None:
+        """Read ``count`` entries (None: all) of the ring from entry number ``start`` on (0:
+        its oldest); ``delivered`` and ``last`` carry on from a reading of the entries
+        before ``start`` (a follower's). A delivery's attempt is then counted back from the
+        last entry read (see the module doc)."""
+        self.journal = journal
+        self.want = want
+        journal.trim()
+        base = journal.evicted + 1
+        self.entries = list(_entries(journal, base, max(start - base, 0), count))
+        #: each delivery's attempt, by event number
+        self.attempts: dict[int, int] = {}
+        #: (channel, id) of copies that did not wait in memory: sent on at once, deferred,
+        #: or put on disk (a publish's or fan-out's implied "queued" is then not shown)
+        self.not_in_memory: set[tuple[str, bytes]] = set()
+        #: the last delivery of each (channel, id) met so far, for a FIN's attempt
+        self.delivered: dict[tuple[str, bytes], Message] = {} if delivered is None else delivered
+        self._last = last  #: the time of the last entry read
+        self._scan()
+
+    def _wanted(self, msg_id: bytes) -> bool:
+        return not self.want.msg_id or msg_id == self.want.msg_id
+
+    def _scan(self) -> None:
+        later: dict[tuple[str, bytes], int] = {}
+        want = self.want
+        for entry in reversed(self.entries):
+            kind = entry.kind
+            if not want.entry_matches(entry):
+                continue
+            if kind == DELIVERED:
+                msgs = _msgs(entry)
+                for i in range(len(msgs) - 1, -1, -1):
+                    msg_id = msgs[i].data[:_ID]
+                    if not self._wanted(msg_id):
+                        continue
+                    key = (entry.channel, msg_id)
+                    attempt = later.get(key)
+                    attempt = msgs[i].attempts if attempt is None else attempt - 1
+                    later[key] = attempt
+                    self.attempts[entry.first + i] = attempt
+                    if entry.refs.__class__ is not list:  # sent as it was published
+                        self.not_in_memory.add(key)
+            elif kind == DEFERRED or (kind == QUEUED and entry.channel):
+                for msg_id in _ids(entry):
+                    self.not_in_memory.add((entry.channel, msg_id))
+
+    def time(self, entry: Entry) -> int:
+        """When ``entry`` happened, broker wall ns."""
+        if entry.now is None:  # a publish: its messages' timestamp
+            refs = entry.refs
+            return (refs.first if refs.__class__ is Run else _msgs(entry)[0]).timestamp
+        return self.journal.wall_of(entry.now)
+
+    def events(self, after: int) -> Iterator[Doc]:
+        """Every event that matches, numbered after ``after``, oldest first."""
+        want = self.want
+        for entry in self.entries:
+            if not want.entry_matches(entry):
+                continue
+            ids = _ids(entry)
+            if entry.kind == DELIVERED:  # a FIN's attempt and publish time are its delivery's
+                for msg_id, msg in zip(ids, _msgs(entry), strict=True):
+                    if self._wanted(msg_id):
+                        self.delivered[entry.channel, msg_id] = msg
+            if entry.first | _LOW <= after:
+                continue
+            # in ring order: a publish's time is its messages' timestamp, taken a little
+            # after the turn's clock reading that the steps beside it carry
+            time = self._last = max(self.time(entry), self._last)
+            if time < want.since or (want.until and time >= want.until):
+                continue
+            yield from self._entry_events(entry, ids, time, after)
+
+    def _entry_events(self, entry: Entry, ids: list[bytes], time: int, after: int) -> Iterator[Doc]:
+        want = self.want
+        kind = entry.kind
+        n = entry.first
+        own = kind != QUEUED or entry.channel  # a fan-out is only implied copies
+        if own and (not want.kinds or kind in want.kinds):
+            if not want.channel or entry.channel == want.channel:
+                for i, msg_id in enumerate(ids):
+                    if n + i <= after or not self._wanted(msg_id):
+                        continue
+                    if want.client and _client_of(entry, i) != want.client:
+                        continue
+                    yield self._event(entry, i, msg_id, time, n + i)
+            if not ids and kind == DROPPED:  # only messages on disk: counted, not listed
+                yield self._event(entry, 0, b"", time, n)
+        if entry.c is None or (want.kinds and QUEUED not in want.kinds) or want.client:
+            return
+        # the copies a publish or a fan-out put straight into its channels' memory
+        start = n + len(ids) if own else n
+        for k, channel in enumerate(entry.c):
+            if want.channel and channel != want.channel:
+                continue
+            for i, msg_id in enumerate(ids):
+                number = start + k * len(ids) + i
+                if number <= after or not self._wanted(msg_id):
+                    continue
+                if (channel, msg_id) in self.not_in_memory:
+                    continue
+                doc = self._base(number, time, "queued", entry.topic, channel, msg_id)
+                doc["to"] = "memory"
+                yield doc
+
+    @staticmethod
+    def _base(n: int, time: int, kind: str, topic: str, channel: str, msg_id: bytes) -> Doc:
+        return {
+            "n": n,
+            "time": time,
+            "kind": kind,
+            "topic": topic,
+            "channel": channel,
+            "id": msg_id.decode("ascii", "replace"),
+        }
+
+    def _event(self, entry: Entry, i: int, msg_id: bytes, time: int, n: int) -> Doc:
+        journal = self.journal
+        kind = entry.kind
+        doc = self._base(n, time, KINDS[kind], entry.topic, entry.channel, msg_id)
+        if kind == PUBLISHED:
+            refs = entry.refs
+            run = refs.__class__ is Run
+            doc["size"] = refs.size if run else len(_msgs(entry)[i].data) - _ID
+            if entry.a.__class__ is not tuple:
+                batch = run or len(ids_of(entry)) > 1
+                doc["via"] = "DPUB" if entry.b else ("MPUB" if batch else "PUB")
+            doc.update(_source(journal, entry.a))
+            if entry.b:
+                doc["defer_ms"] = round(entry.b * 1000)
+        elif kind == QUEUED:
+            doc["to"] = "disk"
+        elif kind == DELIVERED:
+            lease = entry.a
+            doc.update(_who(journal, lease[0]))
+            doc["attempt"] = self.attempts.get(n)
+            doc["timeout_ms"] = round((lease[2] - lease[1]) * 1000)
+            doc["deadline"] = time + round((lease[2] - lease[1]) * 1e9)
+        elif kind == FINISHED:
+            doc.update(_who(journal, entry.a))
+            delivery = self.delivered.get((entry.channel, msg_id))
+            doc["attempt"] = None if delivery is None else delivery.attempts
+            doc["since_publish_ms"] = (
+                None if delivery is None else round((time - delivery.timestamp) / 1e6, 3)
+            )
+        elif kind == TOUCHED:
+            doc.update(_who(journal, entry.a))
+            doc["timeout_left_ms"] = round(entry.b * 1000)
+        elif kind == REQUEUED:
+            doc.update(_who(journal, entry.a))
+            delay, held = entry.b
+            doc["delay_ms"] = round(delay * 1000)
+            doc["held_ms"] = round(held * 1000, 3)
+        elif kind == TIMED_OUT:
+            lease = entry.a[i]
+            doc.update(_who(journal, lease[0]))
+            doc["held_ms"] = round((entry.now - lease[1]) * 1000, 3)
+        elif kind == DROPPED:
+            doc["why"] = entry.a
+            doc["on_disk"] = entry.b
+        elif kind == DEFERRED:
+            doc["delay_ms"] = round(entry.a * 1000)
+        return doc
+
+
+#: One pass over the ring, from an entry on (what :mod:`.journal_follow` reads with).
+Reading = _Reading
+
+
+def ids_of(entry: Entry) -> list[Any]:
+    """The messages (or, for a FIN, the ids) an entry is about."""
+    return _ids(entry) if entry.kind == FINISHED else _msgs(entry)
+
+
+def _who(journal: Journal, client: int) -> Doc:
+    who = journal.who.get(client)
+    if who is None:
+        return {"client": client}
+    return {
+        "client": client,
+        "remote_address": who.remote_address,
+        "user_agent": who.user_agent,
+        "hostname": who.hostname,
+        "client_id": who.client_id,
+    }
+
+
+def _source(journal: Journal, source: object) -> Doc:
+    if isinstance(source, tuple):  # HTTP: (remote address, headers)
+        remote, headers = source
+        agent = next((v for k, v in headers if k.lower() == b"user-agent"), b"")
+        return {
+            "via": "HTTP",
+            "remote_address": remote,
+            "user_agent": agent.decode("utf-8", "replace"),
+        }
+    if isinstance(source, int) and source:
+        return _who(journal, source)
+    return {"via": "in-process"}
+
+
+def _client_of(entry: Entry, i: int) -> int:
+    kind = entry.kind
+    if kind == DELIVERED:
+        return entry.a[0]  # type: ignore[no-any-return]
+    if kind in (FINISHED, TOUCHED, REQUEUED):
+        return entry.a  # type: ignore[no-any-return]
+    if kind == TIMED_OUT:
+        return entry.a[i][0]  # type: ignore[no-any-return]
+    if kind == PUBLISHED and isinstance(entry.a, int):
+        return entry.a
+    return 0
+
+
+def events_page(journal: Journal, want: EventFilter, after: int, limit: int) -> Doc:
+    """The events matching ``want`` numbered after ``after``, oldest first, at most
+    ``limit``; ``next`` is the ``after`` of the next page (None after the last)."""
+    page: list[Doc] = []
+    more = False
+    for event in _Reading(journal, want).events(after):
+        if event["n"] <= after:
+            continue
+        if len(page) >= limit:
+            more = True
+            break
+        page.append(event)
+    return {
+        "size": journal.size,
+        "recorded": journal.recorded,
+        "oldest": journal.evicted + 1 << 32,
+        "events": page,
+        "next": page[-1]["n"] if more else None,
+    }
+
+
+def _b64(data: bytes, body_bytes: int) -> str:
+    return base64.b64encode(data[_ID : _ID + body_bytes]).decode("ascii")
+
+
+def troubles_doc(
+    journal: Journal,
+    topic: str,
+    channel: str,
+    *,
+    requeues: int,
+    held_ms: float,
+    timed_out: bool,
+    body_bytes: int,
+    limit: int,
+) -> Doc:
+    """The messages of ``channel`` in trouble now: requeued at least ``requeues`` times,
+    held at least ``held_ms`` before a failure, timed out (when ``timed_out``)."""
+    held = journal.troubles.get((topic, channel), {})
+    out: list[Doc] = []
+    for msg_id, trouble in held.items():
+        if trouble.requeues < requeues or trouble.held_longest * 1000 < held_ms:
+            continue
+        if timed_out and not trouble.timeouts:
+            continue
+        if len(out) >= limit:
+            break
+        out.append(
+            {
+                "id": msg_id.decode("ascii", "replace"),
+                "timestamp": trouble.timestamp,
+                "since": trouble.since,
+                "requeues": trouble.requeues,
+                "timeouts": trouble.timeouts,
+                "last_client": _who(journal, trouble.last_client),
+                "held_longest_ms": round(trouble.held_longest * 1000, 3),
+                "size": len(trouble.data) - _ID,
+                "body": _b64(trouble.data, body_bytes),
+            }
+        )
+    return {"topic": topic, "channel": channel, "count": len(held), "messages": out}
+
+
+def given_up_doc(
+    journal: Journal, topic: str, channel: str, *, attempts: int, body_bytes: int, limit: int
+) -> Doc:
+    """The messages of ``channel`` finished at attempt ``attempts`` or later after earlier
+    deliveries of them failed, newest first."""
+    out: list[Doc] = []
+    for gave in reversed(journal.given_up):
+        if gave.topic != topic or gave.channel != channel or gave.attempts < attempts:
+            continue
+        if len(out) >= limit:
+            break
+        out.append(
+            {
+                "id": gave.data[:_ID].decode("ascii", "replace"),
+                "time": gave.time,
+                "timestamp": gave.timestamp,
+                "attempts": gave.attempts,
+                "requeues": gave.requeues,
+                "timeouts": gave.timeouts,
+                "finished_by": _who(journal, gave.client),
+                "size": len(gave.data) - _ID,
+                "body": _b64(gave.data, body_bytes),
+            }
+        )
+    return {"topic": topic, "channel": channel, "messages": out}

@@ -1,0 +1,230 @@
+"""``nsqbox journey ID`` and ``nsqbox trace TOPIC`` (issue #33) against a real ``nsqbox up``
+child with two nsqds, and against real nsqd when its binary is there.
+
+``journey`` runs in this process; ``trace`` runs as a child (it follows until ``-n`` events
+or a signal), and the test publishes once it said it follows. No pass/fail here depends on
+timing: how fast ``trace`` keeps up is measured by ``bench/trace_bench.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from nsqbox import cli
+from nsqbox.client import Config
+from nsqbox.client.blocking import Publisher
+from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
+
+NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
+#: A user agent that would talk to a terminal: OSC 0 (set the window title), then BEL.
+EVIL_AGENT = "agent\x1b]0;pwned\x07"
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
+    yield from running_box(tmp_path_factory, "--nsqd-count", "2")
+
+
+def http(box: BoxProcess, node: int = 0) -> str:
+    return str(box.ready["nsqd_http_addresses"][node])
+
+
+def tcp(box: BoxProcess, node: int = 0) -> str:
+    return str(box.ready["nsqd_tcp_addresses"][node])
+
+
+def journal(box: BoxProcess, node: int, **params: str) -> list[dict[str, Any]]:
+    url = f"http://{http(box, node)}/nsqbox/journal"
+    response = httpx.get(url, params=params, timeout=TIMEOUT)
+    response.raise_for_status()
+    events: list[dict[str, Any]] = response.json()["events"]
+    return events
+
+
+def publish(box: BoxProcess, topic: str, body: bytes, node: int = 0, agent: str = "") -> str:
+    """Publish one message on nsqd ``node`` (with a channel ``c``); its id."""
+    for path, params in (("/topic/create", {}), ("/channel/create", {"channel": "c"})):
+        url = f"http://{http(box, node)}{path}"
+        httpx.post(url, params={"topic": topic, **params}, timeout=TIMEOUT).raise_for_status()
+    config = Config(user_agent=agent) if agent else None
+    with Publisher(tcp(box, node), config=config) as publisher:
+        publisher.pub(topic, body)
+    events = journal(box, node, topic=topic, kind="published")
+    return str(events[-1]["id"])
+
+
+def test_journey_prints_each_event_of_one_message_with_wire_text_escaped(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    msg_id = publish(box, "jt_one", b"hello", agent=EVIL_AGENT)
+    status = cli.main(["journey", msg_id, f"--nsqd-http-address={http(box)}"])
+    out, err = capsys.readouterr()
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    assert [line.split()[2] for line in lines] == ["published", "queued"]
+    assert "jt_one/c" in lines[1]
+    assert "user_agent=agent\\x1b]0;pwned\\x07" in lines[0]
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert "via=PUB" in lines[0]
+    assert "size=5" in lines[0]
+
+
+def test_journey_json_and_a_cluster_through_the_lookupd(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    msg_id = publish(box, "jt_two", b"on node 1", node=1, agent=EVIL_AGENT)
+    lookupd = box.ready["lookupd_http_address"]
+    status = cli.main(["journey", msg_id, f"--lookupd-http-address={lookupd}", "--json"])
+    out, err = capsys.readouterr()
+    assert (status, err) == (0, "")
+    assert "\x1b" not in out
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [(e["kind"], e["node"]) for e in events] == [
+        ("published", http(box, 1)),
+        ("queued", http(box, 1)),
+    ]
+    assert events[0]["user_agent"] == EVIL_AGENT  # the JSON escapes it, the value is kept
+    assert [e["time"] for e in events] == sorted(e["time"] for e in events)
+
+
+def test_journey_of_an_unknown_id_and_bad_arguments(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = cli.main(["journey", "0" * 16, f"--nsqd-http-address={http(box)}"])
+    out, err = capsys.readouterr()
+    assert (status, out) == (1, "")
+    assert "no events of 0000000000000000" in err
+    assert cli.main(["journey", "not-an-id", f"--nsqd-http-address={http(box)}"]) == 1
+    assert "invalid message id" in capsys.readouterr().err
+    both = ["journey", "0" * 16, "--nsqd-http-address=a:1", "--lookupd-http-address=b:2"]
+    assert cli.main(both) == 1
+    assert "not both" in capsys.readouterr().err
+
+
+class Tracer:
+    """``nsqbox trace`` as a child, started and waited for until it says it follows."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [*NSQBOX, "trace", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert self.process.stderr is not None
+        readable, _, _ = select.select([self.process.stderr], [], [], TIMEOUT)
+        if not readable:
+            self.process.kill()
+            raise TimeoutError("nsqbox trace did not say it follows")
+        self.ready = self.process.stderr.readline().decode()
+
+    def wait(self) -> tuple[int, str, str]:
+        out, err = self.process.communicate(timeout=TIMEOUT)
+        return self.process.returncode, out.decode(), err.decode()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate(timeout=TIMEOUT)
+
+
+def test_trace_follows_a_topic_on_every_node(box: BoxProcess) -> None:
+    lookupd = box.ready["lookupd_http_address"]
+    tracer = Tracer("jt_live", f"--lookupd-http-address={lookupd}", "--json", "-n", "4")
+    try:
+        assert "following jt_live on 2 nsqd(s)" in tracer.ready
+        first = publish(box, "jt_live", b"zero", node=0)
+        second = publish(box, "jt_live", b"one", node=1, agent=EVIL_AGENT)
+        status, out, err = tracer.wait()
+    finally:
+        tracer.kill()
+    assert (status, err) == (0, "")
+    assert "\x1b" not in out
+    events = [json.loads(line) for line in out.splitlines()]
+    assert sorted((e["id"], e["kind"], e["node"]) for e in events) == sorted(
+        [
+            (first, "published", http(box, 0)),
+            (first, "queued", http(box, 0)),
+            (second, "published", http(box, 1)),
+            (second, "queued", http(box, 1)),
+        ]
+    )
+
+
+def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> None:
+    tracer = Tracer("jt_lines", "c", f"--nsqd-http-address={http(box)}", "--kind", "queued")
+    try:
+        msg_id = publish(box, "jt_lines", b"x", agent=EVIL_AGENT)
+        assert tracer.process.stdout is not None
+        readable, _, _ = select.select([tracer.process.stdout], [], [], TIMEOUT)
+        assert readable
+        line = tracer.process.stdout.readline().decode()
+        tracer.process.terminate()  # SIGTERM: a clean stop
+        status, _, err = tracer.wait()
+    finally:
+        tracer.kill()
+    assert (status, err) == (0, "")
+    assert line.split()[2:5] == ["queued", "jt_lines/c", msg_id]
+    assert "to=memory" in line
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def real_nsqd(tmp_path: Path) -> Iterator[str]:
+    """A real nsqd on 127.0.0.1: its HTTP address."""
+    if not os.access(NSQD_BIN, os.X_OK):
+        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
+    tcp, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    process = subprocess.Popen(
+        [str(NSQD_BIN), f"--tcp-address={tcp}", f"--http-address={web}",
+         f"--data-path={tmp_path}", "--log-level=warn"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        with httpx.Client(timeout=1, trust_env=False) as client:
+            for _ in range(200):
+                try:
+                    if client.get(f"http://{web}/ping").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    select.select([], [], [], 0.05)  # a bounded wait for it to listen
+            else:
+                pytest.fail("real nsqd did not start")
+        yield web
+    finally:
+        process.terminate()
+        process.wait(TIMEOUT)
+
+
+def test_real_nsqd_is_not_supported_in_one_clear_line(
+    real_nsqd: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = cli.main(["journey", "0" * 16, f"--nsqd-http-address={real_nsqd}"])
+    out, err = capsys.readouterr()
+    assert (status, out) == (1, "")
+    assert f"not supported by this nsqd: {real_nsqd} has no journal route" in err
+    assert "Traceback" not in err
+    traced = subprocess.run(
+        [*NSQBOX, "trace", "t", f"--nsqd-http-address={real_nsqd}"],
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert traced.returncode == 1
+    assert b"not supported by this nsqd" in traced.stderr
+    assert b"no nsqd to follow" in traced.stderr
+    assert b"Traceback" not in traced.stderr
