@@ -317,13 +317,17 @@ class Channel:
         self.in_flight.remove(msg_id, msg)
         return msg
 
-    def finish_messages(self, client: Consumer, msg_ids: list[bytes]) -> list[tuple[bytes, str]]:
+    def finish_messages(
+        self, client: Consumer, msg_ids: list[bytes], now: float | None = None
+    ) -> list[tuple[bytes, str]]:
         """FIN each, in one pass over the in-flight messages; the ids that failed, each
-        with why, in order."""
+        with why, in order. ``now``: the node's clock if the caller has just read it."""
         taken, refused = self.in_flight.take(msg_ids, client.id)
         client.in_flight_count -= len(taken)
         if (journal := self.journal) is not None and taken:
-            journal.finished(self.topic_name, self.name, client.id, msg_ids, taken)
+            if now is None:
+                now = self.node.now()
+            journal.finished(self.topic_name, self.name, client.id, msg_ids, taken, now)
         if self.e2e_latency is not None:
             for msg in taken:
                 self.e2e_latency.insert(msg.timestamp)

@@ -357,14 +357,24 @@ class Journal:
         self.append(Step(DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
 
     def finished(
-        self, topic: str, channel: str, client_id: int, msg_ids: list[bytes], taken: list[Message]
+        self,
+        topic: str,
+        channel: str,
+        client_id: int,
+        msg_ids: list[bytes],
+        taken: list[Message],
+        now: float,
     ) -> None:
-        """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused)."""
-        # a tuple of ids (or a lone FIN's id): untracked after one collection, as a chunk
-        ids: Any = tuple(msg_ids) if len(taken) == len(msg_ids) else tuple(m.id for m in taken)
-        if len(ids) == 1:
-            ids = ids[0]
-        self.append(Step(FINISHED, self.now(), topic, channel, ids, client_id, None, None, 0))
+        """``client_id`` finished ``taken`` (``msg_ids``, unless some were refused) at
+        ``now`` (the node's clock, as the turn read it)."""
+        ids: Any  # a lone FIN's id; else a tuple of ids, untracked after one collection
+        if len(taken) == len(msg_ids):
+            ids = msg_ids[0] if len(msg_ids) == 1 else tuple(msg_ids)
+        else:
+            ids = tuple(m.id for m in taken)
+            if len(ids) == 1:
+                ids = ids[0]
+        self.append(Step(FINISHED, now, topic, channel, ids, client_id, None, None, 0))
         if self.troubles:
             troubles = self.troubles.get((topic, channel))
             if troubles:

@@ -290,7 +290,7 @@ class ProtocolV2:
         client = self.client
         channel = self._subscribed_channel()
         # one pass, however many; the channel's in-flight book counts them out
-        failed = channel.finish_messages(client, ids)
+        failed = channel.finish_messages(client, ids, client.conn.now)
         done = len(ids) - len(failed)
         if done:
             client.finish_count += done
