@@ -23,6 +23,7 @@ from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
 from nsqbox.admin.tui.channel import ChannelScreen
 from nsqbox.admin.tui.journey import JourneyScreen
+from nsqbox.admin.tui.message import MessageScreen
 from nsqbox.admin.tui.message_actions import RepublishScreen
 from nsqbox.admin.tui.modals import ConfirmScreen
 from nsqbox.admin.tui.navigation import OpenChannel, OpenJourney
@@ -93,6 +94,13 @@ def test_a_message_journey_from_the_messages_view(nsq: NSQBox) -> None:
             assert all(r.supported for r in journey.reports)
             await pilot.press("escape")
             assert app.screen is screen
+            # the same from the message opened
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, MessageScreen), "a message")
+            await pilot.press("j")
+            opened = await journey_of(pilot, app)
+            assert opened is not journey
+            assert column(opened.main_table, KIND) == kinds
 
         run_app(make_app(nsq), body)
         again.finish()

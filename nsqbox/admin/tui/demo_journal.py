@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from typing import Any
+
+import msgspec
 
 from ..journal import (
     Event,
@@ -33,16 +36,17 @@ _NOW = 1_767_270_896 * _NS
 _A, _B = "10.0.0.1:4151", "10.0.0.2:4151"
 _ID = "0f3a9c0000001031"
 
-_PYNSQ = {"client": 7, "remote_address": "10.1.0.11:51001", "user_agent": "pynsq/0.9.1",
-          "hostname": "worker-11", "client_id": "worker-11"}  # fmt: skip
-_GONSQ = {"client": 4, "remote_address": "10.1.0.21:52001", "user_agent": "go-nsq/1.1.0",
-          "hostname": "worker-21", "client_id": "worker-21"}  # fmt: skip
+_PYNSQ_WHO = Who(7, "10.1.0.11:51001", "pynsq/0.9.1", "worker-11", "worker-11")
+_GONSQ_WHO = Who(4, "10.1.0.21:52001", "go-nsq/1.1.0", "worker-21", "worker-21")
+#: The same clients as an event's fields.
+_PYNSQ: dict[str, Any] = msgspec.structs.asdict(_PYNSQ_WHO)
+_GONSQ: dict[str, Any] = msgspec.structs.asdict(_GONSQ_WHO)
 
 
-def _event(n: int, ago_s: float, kind: str, channel: str = "", **fields: object) -> Event:
+def _event(n: int, ago_s: float, kind: str, channel: str = "", **fields: Any) -> Event:
     return Event(
         n=(1_000 + n) << 32, time=_NOW - int(ago_s * _NS), kind=kind, topic="orders",
-        channel=channel, id=_ID, node=_A, **fields,  # type: ignore[arg-type]
+        channel=channel, id=_ID, node=_A, **fields,
     )  # fmt: skip
 
 
@@ -81,22 +85,22 @@ def demo_journey(nodes: Sequence[Producer], msg_id: str) -> EventsResult:
 
 _TROUBLES = [
     Trouble(id=_ID, timestamp=_NOW - 61 * _NS, since=_NOW - 1 * _NS, requeues=1, timeouts=1,
-            last_client=Who(**_GONSQ), held_longest_ms=60_000.0, size=31,  # type: ignore[arg-type]
+            last_client=_GONSQ_WHO, held_longest_ms=60_000.0, size=31,
             body=_b64(b'{"order": 1031, "retry": true}'), node=_A),
     Trouble(id="0f3a9c0000001040", timestamp=_NOW - 9 * _NS, since=_NOW - 4 * _NS, requeues=3,
-            timeouts=0, last_client=Who(**_PYNSQ), held_longest_ms=1_250.0, size=30,  # type: ignore[arg-type]
+            timeouts=0, last_client=_PYNSQ_WHO, held_longest_ms=1_250.0, size=30,
             body=_b64(b'{"order": 1040, "total": 99.5}'), node=_A),
     Trouble(id="0f3a9c0000002039", timestamp=_NOW - 48 * _NS, since=_NOW - 40 * _NS,
-            requeues=0, timeouts=2, last_client=Who(**_GONSQ), held_longest_ms=60_000.0,  # type: ignore[arg-type]
+            requeues=0, timeouts=2, last_client=_GONSQ_WHO, held_longest_ms=60_000.0,
             size=30, body=_b64(b'{"order": 1039, "total": 7.25}'), node=_B),
 ]  # fmt: skip
 
 _GIVEN_UP = [
     GivenUp(id="0f3a9c0000001027", time=_NOW - 95 * _NS, timestamp=_NOW - 300 * _NS,
-            attempts=4, requeues=3, timeouts=0, finished_by=Who(**_PYNSQ), size=52,  # type: ignore[arg-type]
+            attempts=4, requeues=3, timeouts=0, finished_by=_PYNSQ_WHO, size=52,
             body=_b64(b'{"order": 1027, "error": "card declined [b]twice[/b]"}'), node=_A),
     GivenUp(id="0f3a9c0000002011", time=_NOW - 610 * _NS, timestamp=_NOW - 1_210 * _NS,
-            attempts=6, requeues=2, timeouts=3, finished_by=Who(**_GONSQ), size=20,  # type: ignore[arg-type]
+            attempts=6, requeues=2, timeouts=3, finished_by=_GONSQ_WHO, size=20,
             body=_b64(b"\x08\x96\x01\x12\x07refund\x1a"), node=_B),
 ]  # fmt: skip
 

@@ -99,6 +99,11 @@ def listed(message: Trouble | GivenUp) -> Listed:
     )
 
 
+def _haystack(message: Trouble | GivenUp, body: bytes) -> str:
+    """What the filter looks in: the id, the node and the body's text."""
+    return f"{message.id} {message.node} {body.decode('utf-8', 'replace')}"
+
+
 def _client(who: Who) -> str:
     """A client in a few characters: its hostname, else its address (the journey has more)."""
     return who.hostname or who.remote_address or (f"client {who.client}" if who.client else "-")
@@ -196,7 +201,7 @@ class TroublesScreen(ClusterScreen):
                 fmt.number(trouble.size),
                 Text(preview(body, PREVIEW)),  # a str cell would be read as markup
             )
-            self._trouble_rows.append((Row(str(i), cells), body.decode("utf-8", "replace")))
+            self._trouble_rows.append((Row(str(i), cells), _haystack(trouble, body)))
         self._given_up_rows = []
         for i, gave in enumerate(self.given_up):
             body = _body(gave.body)
@@ -212,7 +217,7 @@ class TroublesScreen(ClusterScreen):
                 fmt.number(gave.size),
                 Text(preview(body, PREVIEW)),
             )
-            self._given_up_rows.append((Row(str(i), cells), body.decode("utf-8", "replace")))
+            self._given_up_rows.append((Row(str(i), cells), _haystack(gave, body)))
         self.reading = False
         self.loads += 1
         self.redraw()
@@ -231,7 +236,7 @@ class TroublesScreen(ClusterScreen):
             ("#troubles", TROUBLE_COLUMNS, self._trouble_rows),
             ("#given_up", GIVEN_UP_COLUMNS, self._given_up_rows),
         ):
-            shown = [row for row, text in rows if self.matches(text, row.cells[1].__str__())]
+            shown = [row for row, text in rows if self.matches(text)]
             self.query_one(table_id, StatsTable).show(columns, shown)
 
     def _summary(self) -> Text:
