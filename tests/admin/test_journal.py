@@ -8,6 +8,7 @@ order and node order differ, and a merge that only concatenated the nodes would 
 from __future__ import annotations
 
 import base64
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,11 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.admin.journal import KINDS, NOT_SUPPORTED
+from nsqbox.admin.journal import JOURNAL_OFF, KINDS, NOT_SUPPORTED
 from nsqbox.nsqd.domain.journal import KINDS as NSQD_KINDS
 from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.run.box import BoxAddresses, BoxOptions, serve_box
-from tests.admin.conftest import Box, real_nsqd
+from tests.admin.conftest import Box, real_nsqd, register_ghost
 from tests.helpers import RawConn, eventually
 
 TIMEOUT = 10
@@ -276,3 +277,38 @@ async def test_a_real_nsqd_is_reported_as_not_supported(box: Box, tmp_path: Path
             real: False,
             box.nsqd_http(0): True,
         }
+
+
+async def test_a_node_that_does_not_answer_is_a_warning(box: Box) -> None:
+    await box.create_channel(0, "haunted", "c")
+    await pub(box, 0, "haunted", b"here")
+    with socket.socket() as taken:  # bound, never listening: the node refuses connections
+        taken.bind(("127.0.0.1", 0))
+        port = int(taken.getsockname()[1])
+        await ghost_topic(box, port)
+
+
+async def ghost_topic(box: Box, port: int) -> None:
+    ghost = await register_ghost(box.addresses.lookupd.tcp, port, "haunted")
+    async with ghost:
+        for path in ("/api/journal/haunted", "/api/troubles/haunted/c", "/api/given_up/haunted/c"):
+            status, doc = await api(box, path)
+            assert status == 200, (path, doc)
+            assert doc["message"].startswith(f"WARNING: http://127.0.0.1:{port}/nsqbox/"), doc
+            reports = {n["node"]: n for n in doc["nodes"]}
+            assert reports[f"127.0.0.1:{port}"]["supported"] is True
+            assert reports[f"127.0.0.1:{port}"]["error"].startswith(f"http://127.0.0.1:{port}")
+            assert reports[box.nsqd_http(0)]["error"] == ""
+        status, doc = await api(box, "/api/journal/haunted", kind="published")
+        assert [e["node"] for e in doc["events"]] == [box.nsqd_http(0)]
+
+
+async def test_a_node_with_its_journal_off(nursery: trio.Nursery, tmp_path: Path) -> None:
+    async for box in start(nursery, tmp_path, journal_size=0):
+        await box.create_channel(0, "quiet", "c")
+        await pub(box, 0, "quiet", b"m")
+        status, doc = await api(box, "/api/given_up/quiet/c")
+        assert status == 200, doc
+        assert doc["messages"] == []
+        assert [(n["supported"], n["error"]) for n in doc["nodes"]] == [(False, JOURNAL_OFF)]
+        assert doc["message"] == ""
