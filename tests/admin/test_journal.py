@@ -222,15 +222,19 @@ async def test_an_unknown_node_or_topic(box: Box) -> None:
     assert (status, doc) == (404, {"message": "TOPIC_NOT_FOUND"})
 
 
-async def test_a_foreign_host_reads_nothing(box: Box) -> None:
+async def test_a_foreign_host_or_origin_reads_nothing(box: Box) -> None:
     await pub(box, 0, "t", b"secret body")
     await box.synced()
     port = box.addresses.admin.http[1]
     for path in ("/api/journal/t", "/api/troubles/t/c", "/api/journey/0123456789abcdef"):
-        response = await box.client.get(
-            f"{box.admin}{path}", headers={"Host": f"evil.example:{port}"}
-        )
+        headers = {"Host": f"evil.example:{port}"}  # DNS rebinding
+        response = await box.client.get(f"{box.admin}{path}", headers=headers)
         assert (response.status_code, response.json()) == (403, {"message": "HOST_NOT_ALLOWED"})
+        headers = {"Origin": "http://evil.example"}  # another site's page, through a browser
+        response = await box.client.get(f"{box.admin}{path}", headers=headers)
+        assert (response.status_code, response.json()) == (403, {"message": "ORIGIN_NOT_ALLOWED"})
+        response = await box.client.get(f"{box.admin}{path}")  # curl, a script: answered
+        assert response.status_code == 200, response.text
 
 
 async def test_off_under_auth(nursery: trio.Nursery, tmp_path: Path) -> None:
