@@ -28,6 +28,7 @@ import argparse
 import json
 import re
 import select
+import shutil
 import socket
 import struct
 import subprocess
@@ -190,6 +191,9 @@ def run_once(args: argparse.Namespace, journal: bool, count: int) -> dict[str, f
         rss = float(after["heap_in_use_bytes"]) / 2**20  # type: ignore[index]
     finally:
         stop(proc, 120)
+        if args.callgrind and args.keep:
+            shutil.copy(out, Path(args.keep) / f"{args.workload}-{journal:d}-{count}.out")
+        shutil.rmtree(data, ignore_errors=True)
     err = proc.stderr.read().decode() if proc.stderr else ""
     result = {
         "seconds": took,
@@ -221,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--rate", type=int, default=20_000, help="latency: PUBs a second")
     parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--keep", default="", help="callgrind: copy each profile here")
     parser.add_argument("--wrap", default="", help="a script run instead of -m nsqbox")
     args = parser.parse_args(argv)
     idle: dict[bool, float] = {}

@@ -18,7 +18,9 @@ import trio
 
 from nsqbox.client import Config, open_producer
 from nsqbox.nsqd.domain.channel import Channel
-from nsqbox.nsqd.domain.journal import Journal, Published
+from nsqbox.nsqd.domain.journal import Journal, Published, Run
+from nsqbox.nsqd.domain.journal_entries import run_of
+from nsqbox.nsqd.domain.message import Message
 from nsqbox.wire import commands
 from tests.helpers import RawConn, wait_until
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
@@ -310,3 +312,36 @@ async def test_held_then_copied_to_two_channels_and_a_dpub_falls_due(
     only_b = await get(client, server, "/nsqbox/journal", id=later, channel="b")
     assert [e["kind"] for e in only_b["events"]] == ["deferred", "due"]
     assert len({held, copied, later}) == 3
+
+
+async def test_an_mpubs_entry_keeps_its_first_message_not_the_list(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    taker = await consumer(server, "taker")
+    await taker.send(commands.rdy(10))
+    same, mixed = [b"%05d" % i for i in range(5)], [b"a", b"bb", b"ccc"]
+    async with open_producer(server.tcp) as producer:
+        await producer.mpub("t", same)
+        await producer.mpub("t", mixed)
+    got = [await taker.message() for _ in range(8)]
+
+    doc = await get(client, server, "/nsqbox/journal", kind="published")
+    events = doc["events"]
+    assert [e["id"] for e in events] == [m.id.decode() for m in got]
+    assert [e["size"] for e in events] == [5] * 5 + [1, 2, 3]
+    assert {e["via"] for e in events} == {"MPUB"}
+    assert server.nsqd.journal is not None
+    kept = [e.refs for e in server.nsqd.journal.entries if e.__class__ is Published]
+    assert [r.__class__ for r in kept] == [Run, list]  # sizes differ: the list stays
+    await taker.aclose()
+
+
+def test_a_batch_across_two_ticks_keeps_its_list() -> None:
+    head = b"0123456789abc"
+    msgs = [Message(head + b"fff" + b"x", 1), Message(b"0123456789abd" + b"000" + b"y", 1)]
+    assert run_of(msgs, [b"x", b"y"], 2) is msgs
+    same_tick = [Message(head + b"ffe" + b"x", 1), Message(head + b"fff" + b"y", 1)]
+    run = run_of(same_tick, [b"x", b"y"], 2)
+    assert isinstance(run, Run)
+    assert run.ids() == [head + b"ffe", head + b"fff"]

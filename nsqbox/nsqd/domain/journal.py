@@ -32,7 +32,7 @@ from itertools import accumulate, chain, islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-import msgspec
+from .journal_entries import Entry, Published, Run, Step
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -47,6 +47,7 @@ __all__ = [
     "GivenUp",
     "Journal",
     "Published",
+    "Run",
     "Step",
     "Trouble",
 ]
@@ -74,62 +75,6 @@ _BYTES: Final = attrgetter("nbytes")
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
 _NAMES = "published queued delivered touched requeued timed_out finished dropped deferred due"
 KINDS: Final = tuple(_NAMES.split())
-
-
-class Published(msgspec.Struct, gc=False):
-    """A publish, as the ring holds it: ``key`` is the topic's ``(name, channels)``, the
-    channels that took the messages straight into memory (None: the topic held them);
-    ``refs`` one message (a PUB) or a list (an MPUB).
-
-    Untracked by the garbage collector: it refers to strings, numbers, messages (not
-    tracked either) and at most a list, and nothing refers back, so it is in no cycle.
-    """
-
-    key: tuple[str, tuple[str, ...] | None]
-    refs: Any
-    defer: float
-    nbytes: int
-    #: A PUB's message sent on at once by the first channel of ``key`` (the one given the
-    #: message itself, not a copy): its lease, set on this entry instead of a :class:`Step`.
-    lease: Any = None
-
-
-class Step(msgspec.Struct, gc=False):
-    """Any other entry: :class:`Entry`'s fields from ``kind`` on (untracked, as
-    :class:`Published`; what it refers to never refers back)."""
-
-    kind: int
-    now: float
-    topic: str
-    channel: str
-    refs: Any
-    a: Any
-    b: Any
-    c: Any
-    nbytes: int
-
-
-class Entry(NamedTuple):
-    """One step of a batch of messages, as :mod:`.journal_views` reads it.
-
-    The ring holds the same fields from ``kind`` on as a :class:`Step` (what recording
-    builds); ``first`` is the number of its first event: the entry's number times 2**32.
-    ``refs`` is a list of messages, one message, or (``finished``) a list of ids; ``a``,
-    ``b`` and ``c`` depend on the kind.
-    """
-
-    first: int
-    kind: int
-    #: When, on the node's monotonic clock (seconds); None for a publish, whose messages
-    #: carry their broker wall time.
-    now: float | None
-    topic: str
-    channel: str
-    refs: Any
-    a: Any
-    b: Any
-    c: Any
-    nbytes: int
 
 
 class Who(NamedTuple):

@@ -34,6 +34,7 @@ from .journal import (
     Entry,
     Journal,
     Published,
+    Run,
 )
 
 if TYPE_CHECKING:
@@ -78,9 +79,11 @@ def _msgs(entry: Entry) -> list[Message]:
 
 
 def _ids(entry: Entry) -> list[bytes]:
+    refs = entry.refs
     if entry.kind == FINISHED:
-        refs = entry.refs
         return list(refs) if refs.__class__ is tuple else [refs]
+    if refs.__class__ is Run:  # an MPUB's publish
+        return refs.ids()
     return [m.data[:_ID] for m in _msgs(entry)]
 
 
@@ -167,7 +170,8 @@ class _Reading:
     def time(self, entry: Entry) -> int:
         """When ``entry`` happened, broker wall ns."""
         if entry.now is None:  # a publish: its messages' timestamp
-            return _msgs(entry)[0].timestamp
+            refs = entry.refs
+            return (refs.first if refs.__class__ is Run else _msgs(entry)[0]).timestamp
         return self.journal.wall_of(entry.now)
 
     def events(self, after: int) -> Iterator[Doc]:
@@ -238,10 +242,12 @@ class _Reading:
         kind = entry.kind
         doc = self._base(n, time, KINDS[kind], entry.topic, entry.channel, msg_id)
         if kind == PUBLISHED:
-            msg = _msgs(entry)[i]
-            doc["size"] = len(msg.data) - _ID
+            refs = entry.refs
+            run = refs.__class__ is Run
+            doc["size"] = refs.size if run else len(_msgs(entry)[i].data) - _ID
             if entry.a.__class__ is not tuple:
-                doc["via"] = "DPUB" if entry.b else ("MPUB" if len(ids_of(entry)) > 1 else "PUB")
+                batch = run or len(ids_of(entry)) > 1
+                doc["via"] = "DPUB" if entry.b else ("MPUB" if batch else "PUB")
             doc.update(_source(journal, entry.a))
             if entry.b:
                 doc["defer_ms"] = round(entry.b * 1000)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.names import is_ephemeral
 from .channel import Channel, ChannelError
-from .journal import Published
+from .journal_entries import Published, run_of
 from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
@@ -166,7 +166,10 @@ class Topic:
         )
         if (record := self._record) is not None:  # one entry: the journal's whole cost
             key = self._journal_key if delivering and not defer else self._held_key
-            record(Published(key, refs, defer, size))
+            if refs.__class__ is list:  # an MPUB: its first message and sizes, not the list
+                record(Published(key, run_of(msgs, bodies, size), defer, size))
+            else:
+                record(Published(key, refs, defer, size))
         if delivering:
             if now is None:
                 now = node.now()
