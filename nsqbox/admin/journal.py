@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -74,6 +74,10 @@ KINDS = (
 )
 
 
+#: An event number from a node: it goes back to the node as ``after``, which takes 0 to 2**63-1.
+_Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+
+
 class Event(msgspec.Struct, omit_defaults=True):
     """One event of a node's journal (see docs/routes.md); ``node`` is added by the merge.
 
@@ -81,7 +85,7 @@ class Event(msgspec.Struct, omit_defaults=True):
     field that is null at the node is left out).
     """
 
-    n: int
+    n: _Count
     time: int
     kind: str
     topic: str = ""
@@ -175,8 +179,8 @@ _given_up_decoder = msgspec.json.Decoder(_GivenUpPage)
 _error_decoder = msgspec.json.Decoder(_ErrorDoc)
 
 _Page = TypeVar("_Page", _EventsPage, _TroublesPage, _GivenUpPage)
-#: The digits of an event number (below 2**63) in a cursor.
-_DIGITS = 20
+#: The most digits of an event number (below 2**63) in a cursor.
+_DIGITS = 19
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +363,7 @@ async def read_events(
         node_params = dict(base)
         if cursors is not None:
             after = cursors[producer.http_address]
-            if not (after.isascii() and after.isdigit() and len(after) < _DIGITS):
+            if not (after.isascii() and after.isdigit() and len(after) <= _DIGITS):
                 raise InvalidCursor(f"not an event number: {after[:32]!r}")
             node_params["after"] = after
         params.append(node_params)
