@@ -15,6 +15,7 @@ no journal: its nodes are shown as not supported.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from typing import TYPE_CHECKING
@@ -176,8 +177,9 @@ class TroublesScreen(ClusterScreen):
             if not nodes:
                 raise LookupError(f"no node has topic {self.topic}")
             query = TroublesQuery(self.topic, self.channel, LIMIT, BODY_BYTES)
-            troubles = await backend.troubles(nodes, query)
-            given_up = await backend.given_up(nodes, query)
+            troubles, given_up = await asyncio.gather(
+                backend.troubles(nodes, query), backend.given_up(nodes, query)
+            )
         except Exception as exc:  # ClusterError, a host gone: say it, stay up
             self.error = str(exc) or type(exc).__name__
             self.troubles, self.given_up, self.reports, self.count = [], [], [], 0
