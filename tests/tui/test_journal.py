@@ -37,8 +37,8 @@ from tests.compat.differential import real_binary, running
 from .conftest import HTTP, INTERVAL, TIMEOUT, make_app, run_app, wait_until
 from .test_messages import create_channel, listed, open_messages
 
-#: Journey columns: node, kind, channel, client, attempt.
-NODE, KIND, CHANNEL, CLIENT, ATTEMPT = 2, 3, 4, 5, 6
+#: Journey columns: node, kind, channel, client, attempt, details.
+NODE, KIND, CHANNEL, CLIENT, ATTEMPT, DETAILS = 2, 3, 4, 5, 6, 7
 #: A user agent with an escape sequence in it: it must reach the terminal as text.
 AGENT = "agent\x1b[31m-x"
 
@@ -71,6 +71,7 @@ def test_a_message_journey_from_the_messages_view(nsq: NSQBox) -> None:
             await open_messages(pilot, app, "trip", "c")
             screen = await listed(pilot, app)
             assert [m.id for m in screen.messages] == [first.id.decode()]
+            await wait_until(pilot, lambda: screen.selected is not None, "the message selected")
             assert screen.check_action("journey", ()) is True
             await pilot.press("j")
             journey = await journey_of(pilot, app)
@@ -251,3 +252,40 @@ def test_real_nsqd_keeps_no_journal(tmp_path: Path) -> None:
             assert "not supported by these nsqds" in summary
 
         run_app(app, body)
+
+
+def test_a_timed_out_delivery_shows_who_held_it_and_for_how_long(nsq: NSQBox) -> None:
+    create_channel(nsq, "slow", "c")
+    nsq.publish("slow", b"too slow")
+    config = Config(max_in_flight=1, user_agent="the-sleeper", msg_timeout=1.0)
+    with BlockingConsumer(nsq.addresses.nsqd_tcp[0], "slow", "c", config=config) as consumer:
+        messages = consumer.messages(timeout=TIMEOUT)
+        held = next(messages)  # never answered: nsqd times it out after a second
+        again = next(messages)  # ... and delivers it again
+        assert (again.id, again.attempts) == (held.id, 2)
+
+        async def body(pilot: Pilot[Any], app: AdminApp) -> None:
+            await open_messages(pilot, app, "slow", "c")
+            screen = await listed(pilot, app)
+            assert [m.body for m in screen.messages] == [b"too slow"], screen.error
+            await wait_until(pilot, lambda: screen.selected is not None, "the message selected")
+            await pilot.press("j")
+            journey = await journey_of(pilot, app)
+            table = journey.main_table
+            kinds = column(table, KIND)
+            assert "timed out" in kinds, kinds
+            row = table.cells(table.keys[kinds.index("timed out")])
+            assert row[CLIENT].startswith("the-sleeper (127.0.0.1:")
+            held_for = row[DETAILS]
+            assert held_for.startswith("held "), held_for
+            # held about the timeout: 1.00s and up (the queue scan runs every 100 ms)
+            assert held_for.endswith("s"), held_for
+            assert not held_for.endswith("ms"), held_for
+            assert float(held_for.removeprefix("held ").removesuffix("s")) >= 1.0
+            attempts = column(table, ATTEMPT)
+            assert [a for k, a in zip(kinds, attempts, strict=True) if k == "delivered"][:2] == [
+                "1",
+                "2",
+            ]
+
+        run_app(make_app(nsq), body)  # never finished: it times out until the topic goes
