@@ -146,7 +146,8 @@ class Journal:
         self.wall_ns = wall_ns
         self.now = now
         self._clients = clients
-        #: The ring's closed chunks, oldest first: ``[entries (a tuple), their bytes]``.
+        #: The ring's closed chunks, oldest first: ``[entries (a tuple), the bytes of those
+        #: still held, the first still held]`` (a chunk's head goes before the chunk does).
         self._chunks: deque[list[Any]] = deque()
         #: What was recorded since the last :meth:`trim`: the chunk it closes next (one
         #: list for good, emptied by each trim, so callers may keep its ``append``).
@@ -185,7 +186,8 @@ class Journal:
     @property
     def entries(self) -> Iterator[Published | Step]:
         """The ring's entries, oldest first (what :meth:`trim` left, then what came since)."""
-        return chain(chain.from_iterable(chunk[0] for chunk in self._chunks), self.open)
+        held = (islice(chunk[0], chunk[2], None) for chunk in self._chunks)
+        return chain(chain.from_iterable(held), self.open)
 
     def __len__(self) -> int:
         """Entries the ring holds."""
@@ -205,7 +207,7 @@ class Journal:
             chunk = tuple(self.open)  # untracked once the collector has seen it
             self.open.clear()
             nbytes = sum(map(_BYTES, chunk))
-            self._chunks.append([chunk, nbytes])
+            self._chunks.append([chunk, nbytes, 0])
             self._held += len(chunk)
             self.nbytes += nbytes
         self._drop(self._held - self.size)
@@ -215,19 +217,23 @@ class Journal:
         while len(sources) > 1 and sources[1][0] <= self.evicted + 1:
             sources.popleft()  # the publisher of the oldest entry stays
 
-    def _drop(self, count: int) -> None:
-        """Let the ``count`` oldest entries go: whole chunks, then the head of one."""
+    def _drop(self, count: int, head_bytes: int | None = None) -> None:
+        """Let the ``count`` oldest entries go: whole chunks, then the head of one (its
+        bytes ``head_bytes``, else the chunk's shared out evenly: no walk over entries; the
+        head is freed with the rest of its chunk, at most one queue scan later)."""
         chunks = self._chunks
         while count > 0 and chunks:
             chunk = chunks[0]
             entries: tuple[Any, ...] = chunk[0]
-            if count >= len(entries):
+            live = len(entries) - chunk[2]
+            if count >= live:
                 chunks.popleft()
-                gone, nbytes = len(entries), chunk[1]
+                gone, nbytes = live, chunk[1]
             else:
-                gone, nbytes = count, sum(map(_BYTES, islice(entries, count)))
-                chunk[0] = entries[count:]
+                gone = count
+                nbytes = chunk[1] * count // live if head_bytes is None else head_bytes
                 chunk[1] -= nbytes
+                chunk[2] += count
             self._held -= gone
             self.nbytes -= nbytes
             self.evicted += gone
@@ -237,12 +243,15 @@ class Journal:
         """Drop the oldest entries until the rest keep at most ``entry_bytes`` alive."""
         chunks = self._chunks
         while len(chunks) > 1 and self.nbytes - chunks[0][1] >= self.entry_bytes:
-            self._drop(len(chunks[0][0]))
+            self._drop(len(chunks[0][0]) - chunks[0][2])
         # then the fewest of the oldest chunk's entries (the newest entry always stays)
         excess = self.nbytes - self.entry_bytes
         if excess > 0:
-            running = list(accumulate(map(_BYTES, chunks[0][0])))
-            self._drop(min(bisect_left(running, excess) + 1, self._held - 1))
+            chunk = chunks[0]
+            running = list(accumulate(map(_BYTES, islice(chunk[0], chunk[2], None))))
+            count = min(bisect_left(running, excess) + 1, self._held - 1)
+            if count > 0:
+                self._drop(count, min(running[count - 1], chunk[1]))
 
     def _seen(self, client_id: int, client: Any) -> None:
         """Remember who ``client_id`` is, the first time it shows."""
