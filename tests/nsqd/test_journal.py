@@ -345,3 +345,21 @@ def test_a_batch_across_two_ticks_keeps_its_list() -> None:
     run = run_of(same_tick, [b"x", b"y"], 2)
     assert isinstance(run, Run)
     assert run.ids() == [head + b"ffe", head + b"fff"]
+
+
+async def test_a_batch_put_on_disk_is_one_entry_of_its_first_message(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path, mem_queue_size=0)
+    for path in ("/topic/create", "/channel/create"):
+        response = await client.post(f"{server.url}{path}", params={"topic": "t", "channel": "c"})
+        assert response.status_code == 200, response.text
+    async with open_producer(server.tcp) as producer:
+        await producer.mpub("t", [b"a", b"bb", b"ccc"])
+    doc = await get(client, server, "/nsqbox/journal", kind="queued", channel="c")
+    published = await get(client, server, "/nsqbox/journal", kind="published")
+    assert [e["to"] for e in doc["events"]] == ["disk"] * 3
+    assert [e["id"] for e in doc["events"]] == [e["id"] for e in published["events"]]
+    assert server.nsqd.journal is not None
+    disk = [e for e in server.nsqd.journal.entries if getattr(e, "a", None) == "disk"]
+    assert [e.refs.__class__ for e in disk] == [Run]

@@ -32,7 +32,7 @@ from itertools import accumulate, chain, islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from .journal_entries import Entry, Published, Run, Step
+from .journal_entries import Entry, Published, Run, Step, ids_run
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -297,8 +297,12 @@ class Journal:
 
     # -- recording: channels ---------------------------------------------------
     def queued_on_disk(self, topic: str, channel: str, msgs: list[Message], now: float) -> None:
-        """A channel put its copies of ``msgs`` in its disk queue (its memory was full)."""
-        self.append(Step(QUEUED, now, topic, channel, msgs, "disk", None, None, 0))
+        """A channel put its copies of ``msgs`` in its disk queue (its memory was full):
+        the entry keeps the first and how many when it can, as a publish's does."""
+        run = ids_run(msgs)
+        refs: Any = msgs if run is None else run
+        nbytes = len(msgs[0].data) if run is not None else sum(len(m.data) for m in msgs)
+        self.append(Step(QUEUED, now, topic, channel, refs, "disk", None, None, nbytes))
 
     def delivered(
         self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int

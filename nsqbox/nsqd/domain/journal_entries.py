@@ -16,7 +16,7 @@ import msgspec
 if TYPE_CHECKING:
     from .message import Message
 
-__all__ = ["Entry", "Published", "Run", "Step", "run_of"]
+__all__ = ["Entry", "Published", "Run", "Step", "ids_run", "run_of"]
 
 #: An id's tick (13 hex digits, as :class:`~.message.GUIDFactory` makes them), then its
 #: sequence in the tick (3 hex digits).
@@ -96,6 +96,19 @@ class Run(msgspec.Struct, gc=False):
         data = self.first.data
         head, seq = data[:_HEAD], int(data[_HEAD:_ID], 16)
         return [head + b"%03x" % (seq + i) for i in range(self.count)]
+
+
+def ids_run(msgs: list[Message]) -> Run | None:
+    """``msgs`` as a :class:`Run` (``size`` -1: not kept) when their ids are ``len(msgs)``
+    numbers of one tick from the first's to the last's, as a batch's (or part of one) are;
+    else None. Constant work."""
+    first, last = msgs[0], msgs[-1]
+    if (
+        first.data[:_HEAD] == last.data[:_HEAD]
+        and int(last.data[_HEAD:_ID], 16) - int(first.data[_HEAD:_ID], 16) == len(msgs) - 1
+    ):
+        return Run(first, len(msgs), -1)
+    return None
 
 
 def run_of(msgs: list[Message], bodies: list[bytes], nbytes: int) -> Run | list[Message]:

@@ -82,7 +82,7 @@ def _ids(entry: Entry) -> list[bytes]:
     refs = entry.refs
     if entry.kind == FINISHED:
         return list(refs) if refs.__class__ is tuple else [refs]
-    if refs.__class__ is Run:  # an MPUB's publish
+    if refs.__class__ is Run:  # a batch kept as its first message and how many
         return refs.ids()
     return [m.data[:_ID] for m in _msgs(entry)]
 
@@ -164,8 +164,8 @@ class _Reading:
                     if entry.refs.__class__ is not list:  # sent as it was published
                         self.not_in_memory.add(key)
             elif kind == DEFERRED or (kind == QUEUED and entry.channel):
-                for msg in _msgs(entry):
-                    self.not_in_memory.add((entry.channel, msg.data[:_ID]))
+                for msg_id in _ids(entry):
+                    self.not_in_memory.add((entry.channel, msg_id))
 
     def time(self, entry: Entry) -> int:
         """When ``entry`` happened, broker wall ns."""
