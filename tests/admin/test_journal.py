@@ -66,6 +66,13 @@ async def pub(box: Box, index: int, topic: str, body: bytes) -> None:
     assert response.status_code == 200, response.text
 
 
+async def recorded(box: Box, index: int, view: str, topic: str, count: int) -> bool:
+    """Whether node ``index``'s ``view`` (troubles, given_up) of channel c lists ``count``."""
+    url = f"http://{box.nsqd_http(index)}/nsqbox/journal/{view}"
+    response = await box.client.get(url, params={"topic": topic, "channel": "c"})
+    return len(response.json()["messages"]) == count
+
+
 def test_the_admin_knows_every_kind_nsqd_records() -> None:
     assert KINDS == NSQD_KINDS
 
@@ -128,7 +135,7 @@ async def test_a_journey_through_the_admin_names_its_node_and_clients(box: Box) 
         second = await consumer.message()
         assert second.attempts == 2
         await consumer.send(b"FIN " + second.id + b"\n")
-        await consumer.send(b"NOP\n")  # the FIN is handled before the next command's reply
+        await eventually(lambda: recorded(box, 0, "given_up", "trips", 1))
     finally:
         await consumer.aclose()
     msg_id = first.id.decode()
@@ -172,7 +179,7 @@ async def test_troubles_merge_the_nodes(box: Box) -> None:
         await consumer.sub("bumpy", "c", rdy=1)
         message = await consumer.message()
         await consumer.send(b"REQ " + message.id + b" 60000\n")  # back, deferred a minute
-        await consumer.send(b"NOP\n")
+        await eventually(lambda index=index: recorded(box, index, "troubles", "bumpy", 1))
         await advance(box, 1)
     try:
         status, doc = await api(box, "/api/troubles/bumpy/c")

@@ -32,6 +32,7 @@ from nsqbox.admin.tui.widgets import StatsTable
 from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.testing.handle import NSQBox
+from nsqbox.testing.waiting import poll
 from tests.compat.differential import real_binary, running
 
 from .conftest import HTTP, INTERVAL, TIMEOUT, make_app, run_app, wait_until
@@ -130,6 +131,18 @@ def _play(nsq: NSQBox, topic: str) -> None:
                 gave_up = True
             if gave_up and requeued:
                 break
+    # the FIN and the REQ were sent, maybe not yet handled: wait until the node has both
+    address = nsq.nsqd_http_addresses[0]
+    params = {"topic": topic, "channel": "c"}
+
+    def recorded() -> tuple[bool, tuple[int, int]]:
+        with httpx.Client(timeout=TIMEOUT, trust_env=False) as client:
+            base = f"http://{address}/nsqbox/journal"
+            given = client.get(f"{base}/given_up", params=params).json()["messages"]
+            troubled = client.get(f"{base}/troubles", params=params).json()["count"]
+        return (len(given), troubled) == (1, 1), (len(given), troubled)
+
+    poll(recorded, TIMEOUT, lambda seen: f"given up, in trouble: {seen}")
 
 
 def test_the_troubles_view_lists_and_republishes_a_given_up_message(nsq: NSQBox) -> None:
