@@ -363,3 +363,18 @@ async def test_a_batch_put_on_disk_is_one_entry_of_its_first_message(
     assert server.nsqd.journal is not None
     disk = [e for e in server.nsqd.journal.entries if getattr(e, "a", None) == "disk"]
     assert [e.refs.__class__ for e in disk] == [Run]
+
+
+def test_who_a_client_was_is_bounded() -> None:
+    journal = Journal(10, wall_ns=lambda: 1, now=lambda: 1.0, clients={})
+
+    class Client:
+        id = 7
+        remote_address = "127.0.0.1:1"
+        user_agent = "u" * 10_000
+        hostname = "h" * 300
+        client_id = "c"
+
+    journal.seen(Client())
+    who = journal.who[7]
+    assert (len(who.user_agent), len(who.hostname), who.client_id) == (256, 256, "c")

@@ -66,6 +66,8 @@ GIVEN_UP_BYTES: Final = 16 * 1024 * 1024
 GIVEN_UP_COUNT: Final = 10_000
 #: Clients whose identity (address, user agent, hostname) the journal remembers.
 MAX_CLIENTS: Final = 10_000
+#: The longest a client's field is remembered (IDENTIFY may say more), as taps cut them.
+MAX_WHO_FIELD: Final = 256
 
 # The kinds of event, as the journal numbers them (KINDS names them).
 PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
@@ -258,12 +260,8 @@ class Journal:
         who = self.who
         if len(who) >= MAX_CLIENTS:
             del who[next(iter(who))]
-        who[client_id] = Who(
-            getattr(client, "remote_address", ""),
-            getattr(client, "user_agent", ""),
-            getattr(client, "hostname", ""),
-            getattr(client, "client_id", ""),
-        )
+        fields = ("remote_address", "user_agent", "hostname", "client_id")
+        who[client_id] = Who(*(str(getattr(client, f, ""))[:MAX_WHO_FIELD] for f in fields))
 
     def seen(self, client: Any) -> None:
         """Remember who ``client`` (a TCP connection) is, unless the journal knows it."""
