@@ -13,7 +13,7 @@ import nsqbox.admin.tui
 TUI = Path(nsqbox.admin.tui.__file__).parent
 PACKAGE = "nsqbox.admin.tui"
 #: The cluster views: only the app imports them (a view posts a navigation message instead).
-VIEWS = {"topics", "topic", "channel", "nodes", "faults"}
+VIEWS = {"topics", "topic", "channel", "nodes", "faults", "journey", "troubles"}
 
 
 def imported(module: str) -> set[str]:

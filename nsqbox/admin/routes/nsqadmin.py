@@ -76,6 +76,7 @@ from ..options import AdminOptions
 from ..stats import Producer, TopicStats, aggregate_channel, aggregate_topic
 from .clock import ClusterClocks, add_clock_routes
 from .faults import add_fault_routes
+from .journal import add_journal_routes
 from .snapshot import add_snapshot_routes
 from .tap import Captures, add_capture_routes
 from .wait import add_wait_routes
@@ -443,4 +444,5 @@ def build_router(
     add_wait_routes(router, nodes, api._authorize)
     add_capture_routes(router, Captures(nodes))
     add_snapshot_routes(router, control, api._authorize)  # nsqbox's /api/snapshot
+    add_journal_routes(router, info, api._producers, api._topic_producers)  # /api/journey...
     return router

@@ -37,12 +37,21 @@ from .backend import Backend, BackendFactory, Outcome, SnapshotClientError
 from .channel import ChannelScreen
 from .faults import FaultsScreen
 from .help import HelpScreen
+from .journey import JourneyScreen
 from .messages import MessagesScreen
-from .navigation import OpenChannel, OpenMessages, OpenNode, OpenTopic
+from .navigation import (
+    OpenChannel,
+    OpenJourney,
+    OpenMessages,
+    OpenNode,
+    OpenTopic,
+    OpenTroubles,
+)
 from .nodes import NodeScreen, NodesScreen
 from .snapshot_save import SaveSnapshotScreen, saved_text
 from .topic import TopicScreen
 from .topics import TopicsScreen
+from .troubles import TroublesScreen
 
 __all__ = ["ActionResult", "AdminApp"]
 
@@ -281,6 +290,14 @@ class AdminApp(App[int]):
     @on(OpenMessages)
     def _open_messages(self, message: OpenMessages) -> None:
         self.push_screen(MessagesScreen(message.topic, message.channel))
+
+    @on(OpenJourney)
+    def _open_journey(self, message: OpenJourney) -> None:
+        self.push_screen(JourneyScreen(message.msg_id, message.crumbs))
+
+    @on(OpenTroubles)
+    def _open_troubles(self, message: OpenTroubles) -> None:
+        self.push_screen(TroublesScreen(message.topic, message.channel))
 
     @on(OpenNode)
     def _open_node(self, message: OpenNode) -> None:

@@ -3,10 +3,11 @@
 The screens never touch HTTP. They read :class:`ClusterSnapshot` objects and rates, and ask for
 actions, through a :class:`Backend`. :class:`ModelBackend` is the real one: a
 :class:`~nsqbox.admin.model.ClusterModel` (lookupd ``/nodes``, nsqd ``/stats``) and its
-:class:`~nsqbox.admin.actions.ClusterActions`, plus nsqd's HTTP ``/pub`` for publishing and the
-nodes' (or the admin service's) fault routes for faults; with an admin service, its
-``/api/snapshot`` too (saving a snapshot of the box, and where the box was loaded from, read
-at each refresh). Tests and the screenshot script use a fixed one (:mod:`.demo`).
+:class:`~nsqbox.admin.actions.ClusterActions`, plus nsqd's HTTP ``/pub`` for publishing, the
+nodes' journals (journeys, troubles), and the nodes' (or the admin service's) fault routes
+for faults; with an admin service, its ``/api/snapshot`` too (saving a snapshot of the box,
+and where the box was loaded from, read at each refresh). Tests and the screenshot script
+use a fixed one (:mod:`.demo`).
 
 A backend is opened by a :data:`BackendFactory` (an async context manager), so the app owns its
 HTTP client for exactly as long as it runs.
@@ -23,6 +24,16 @@ import httpx
 from ..clusterinfo import UpstreamError, base_url
 from ..faults import ClusterFaults, FaultSource
 from ..faults_client import AdminFaults
+from ..journal import (
+    EventsResult,
+    GivenUpResult,
+    JournalQuery,
+    TroublesQuery,
+    TroublesResult,
+    read_events,
+    read_given_up,
+    read_troubles,
+)
 from ..model import ClusterModel, ClusterSnapshot, open_cluster_model
 from ..peek import PeekQuery, PeekResult, peek_nodes
 from ..snapshot_client import (
@@ -35,6 +46,7 @@ from ..snapshot_client import (
 from ..stats import Producer
 
 __all__ = [
+    "JOURNEY_LIMIT",
     "Backend",
     "BackendFactory",
     "LoadedFrom",
@@ -48,6 +60,8 @@ __all__ = [
 
 #: What an action returns: the errors of the hosts that failed (empty on full success).
 Outcome = tuple[UpstreamError, ...]
+#: The most events of one message's journey read from one node (nsqd's most per page).
+JOURNEY_LIMIT = 1000
 
 
 class Backend(Protocol):
@@ -92,6 +106,19 @@ class Backend(Protocol):
         nsqbox's peek route (:func:`~nsqbox.admin.peek.peek_nodes`): real nsqd is reported
         as not supported; ``query.cursor`` is the previous page's ``next``.
         """
+        ...
+
+    async def journey(self, nodes: Sequence[Producer], msg_id: str) -> EventsResult:
+        """Message ``msg_id``'s events on ``nodes``, in broker-time order (nsqbox's journal,
+        :func:`~nsqbox.admin.journal.read_events`; real nsqd is reported as not supported)."""
+        ...
+
+    async def troubles(self, nodes: Sequence[Producer], query: TroublesQuery) -> TroublesResult:
+        """The query's channel's messages in trouble on ``nodes`` (nsqbox's journal)."""
+        ...
+
+    async def given_up(self, nodes: Sequence[Producer], query: TroublesQuery) -> GivenUpResult:
+        """The messages the query's channel's clients gave up on, on ``nodes``."""
         ...
 
     async def create_topic(self, topic: str, channel: str = "") -> Outcome:
@@ -196,6 +223,19 @@ class ModelBackend:
     async def peek(self, nodes: Sequence[Producer], query: PeekQuery) -> PeekResult:
         """See :func:`~nsqbox.admin.peek.peek_nodes`."""
         return await peek_nodes(self.model.info, nodes, query)
+
+    async def journey(self, nodes: Sequence[Producer], msg_id: str) -> EventsResult:
+        """See :func:`~nsqbox.admin.journal.read_events` (up to 1000 events a node)."""
+        query = JournalQuery(msg_id=msg_id, limit=JOURNEY_LIMIT)
+        return await read_events(self.model.info, nodes, query)
+
+    async def troubles(self, nodes: Sequence[Producer], query: TroublesQuery) -> TroublesResult:
+        """See :func:`~nsqbox.admin.journal.read_troubles`."""
+        return await read_troubles(self.model.info, nodes, query)
+
+    async def given_up(self, nodes: Sequence[Producer], query: TroublesQuery) -> GivenUpResult:
+        """See :func:`~nsqbox.admin.journal.read_given_up`."""
+        return await read_given_up(self.model.info, nodes, query)
 
     async def create_topic(self, topic: str, channel: str = "") -> Outcome:
         """See :meth:`ClusterActions.create_topic`."""

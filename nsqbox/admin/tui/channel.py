@@ -11,7 +11,7 @@ from textual.widgets import Static
 from . import format as fmt
 from .cells import channel_cells, features
 from .detail import DetailScreen
-from .navigation import OpenMessages
+from .navigation import OpenMessages, OpenTroubles
 from .operations import ACTION_BINDINGS, Target
 from .safe import safe_text
 from .widgets import Column, RatePlot, Row, StatsTable
@@ -64,6 +64,7 @@ class ChannelScreen(DetailScreen):
         ACTION_BINDINGS["publish"],
         ACTION_BINDINGS["tail"],
         Binding("m", "messages", "Messages"),
+        Binding("exclamation_mark", "troubles", "Troubles"),
     ]
     rows_id = "clients"
     rows_title = "Clients"
@@ -138,3 +139,7 @@ class ChannelScreen(DetailScreen):
     def action_messages(self) -> None:
         """List the messages the channel holds (nothing is taken)."""
         self.post_message(OpenMessages(self.topic, self.channel))
+
+    def action_troubles(self) -> None:
+        """List the channel's messages in trouble and the ones its clients gave up on."""
+        self.post_message(OpenTroubles(self.topic, self.channel))

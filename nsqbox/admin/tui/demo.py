@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from ..clusterinfo import UpstreamError
+from ..journal import EventsResult, GivenUpResult, TroublesQuery, TroublesResult
 from ..model import ClusterSnapshot, NodeSnapshot
 from ..peek import PeekQuery, PeekResult
 from ..snapshot_client import LoadedFrom, SavedSnapshot, SnapshotInfo
@@ -28,6 +29,7 @@ from ..stats import (
 )
 from .backend import Backend, Outcome
 from .demo_faults import DemoFaults
+from .demo_journal import demo_given_up, demo_journey, demo_troubles
 from .demo_messages import demo_peek
 
 __all__ = ["DEMO_TIME", "DemoBackend", "demo_snapshot", "open_demo_backend"]
@@ -196,6 +198,18 @@ class DemoBackend:
     async def peek(self, nodes: Sequence[Producer], query: PeekQuery) -> PeekResult:
         """A fixed page (:mod:`.demo_messages`), whatever the cursor."""
         return demo_peek(nodes, query.topic, query.channel)
+
+    async def journey(self, nodes: Sequence[Producer], msg_id: str) -> EventsResult:
+        """A fixed journey (:mod:`.demo_journal`) for one message, none for the others."""
+        return demo_journey(nodes, msg_id)
+
+    async def troubles(self, nodes: Sequence[Producer], query: TroublesQuery) -> TroublesResult:
+        """Fixed troubles of channel *billing* of *orders*."""
+        return demo_troubles(nodes, query.topic, query.channel)
+
+    async def given_up(self, nodes: Sequence[Producer], query: TroublesQuery) -> GivenUpResult:
+        """Fixed given-up messages of channel *billing* of *orders*."""
+        return demo_given_up(nodes, query.topic, query.channel)
 
     async def _record(self, name: str, *args: object) -> Outcome:
         self.calls.append((name, args))

@@ -1,7 +1,8 @@
 """One listed message, opened: where it is, its counters, and its body shown whole.
 
 The body is pretty-printed JSON when it parses, text when it is UTF-8, a hex dump otherwise
-(:func:`~.bodies.render_body`). ``R`` republishes a copy (:func:`~.message_actions.republish`).
+(:func:`~.bodies.render_body`). ``R`` republishes a copy (:func:`~.message_actions.republish`),
+``j`` opens its journey (:mod:`.journey`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ...process.terminal_text import visible
 from .base import AdminHost
 from .bodies import render_body
 from .message_actions import republish
+from .navigation import OpenJourney
 from .peeked import Listed
 from .safe import safe
 
@@ -49,6 +51,7 @@ class MessageScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("R", "republish", "Republish"),
+        Binding("j", "journey", "Journey"),
     ]
 
     def __init__(self, message: Listed, nodes: Sequence[str], topic: str, crumbs: str) -> None:
@@ -94,3 +97,7 @@ class MessageScreen(Screen[None]):
     def action_republish(self) -> None:
         """Publish a copy of the message to a topic (asks which, then confirms)."""
         republish(self, self.host, self.message, self.nodes, self.topic)
+
+    def action_journey(self) -> None:
+        """Open the message's journey: what happened to it, on every node."""
+        self.post_message(OpenJourney(self.message.id, self.crumbs))

@@ -7,7 +7,8 @@ queued in memory, queued on disk, deferred, in flight, in that order per node. A
 ``r`` lists the page again. The list is a look at one moment: it does not follow the refreshes
 of the other views. Enter opens a message (:mod:`.message`), ``/`` filters by body text, ``R``
 republishes a copy of the selected message and ``s`` saves the listed ones
-(:mod:`.message_actions`). Real nsqd has no peek route: its nodes are shown as not supported.
+(:mod:`.message_actions`); ``j`` opens the selected message's journey (:mod:`.journey`). Real
+nsqd has no peek route: its nodes are shown as not supported.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .base import ClusterScreen
 from .bodies import preview
 from .message import MessageScreen
 from .message_actions import republish, save_messages
+from .navigation import OpenJourney
 from .peeked import WHERE, Listed
 from .safe import safe_text
 from .widgets import Column, Row, StatsTable
@@ -75,6 +77,7 @@ class MessagesScreen(ClusterScreen):
         Binding("r", "reload", "Reload"),
         Binding("R", "republish", "Republish"),
         Binding("s", "save", "Save"),
+        Binding("j", "journey", "Journey"),
     ]
 
     def __init__(self, topic: str, channel: str | None = None, *, limit: int = PAGE_LIMIT) -> None:
@@ -238,7 +241,7 @@ class MessagesScreen(ClusterScreen):
             return None
         if action == "previous_page" and self.page == 1:
             return None
-        if action == "republish" and self.selected is None:
+        if action in ("republish", "journey") and self.selected is None:
             return None
         if action == "save" and not self.messages:
             return None
@@ -280,6 +283,12 @@ class MessagesScreen(ClusterScreen):
         message = self.selected
         if message is not None:
             republish(self, self.host, message, self._publish_nodes(), "")
+
+    def action_journey(self) -> None:
+        """Open the journey of the selected message: what happened to it, on every node."""
+        message = self.selected
+        if message is not None:
+            self.post_message(OpenJourney(message.id, self.crumbs))
 
     def action_save(self) -> None:
         """Write the listed messages (those the filter shows) to a JSON-lines file."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-__all__ = ["OpenChannel", "OpenMessages", "OpenNode", "OpenTopic"]
+__all__ = ["OpenChannel", "OpenJourney", "OpenMessages", "OpenNode", "OpenTopic", "OpenTroubles"]
 
 
 @dataclass
@@ -42,3 +42,19 @@ class OpenMessages(Message):
 
     topic: str
     channel: str | None = None
+
+
+@dataclass
+class OpenJourney(Message):
+    """Show the Journey view of message ``msg_id`` (``crumbs``: where it was opened from)."""
+
+    msg_id: str
+    crumbs: str = ""
+
+
+@dataclass
+class OpenTroubles(Message):
+    """Show the Troubles view of ``channel`` of ``topic``."""
+
+    topic: str
+    channel: str

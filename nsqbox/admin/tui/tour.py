@@ -21,9 +21,11 @@ from .app import AdminApp
 from .base import ClusterScreen
 from .demo import DEMO_TIME, DemoBackend, open_demo_backend
 from .faults import FaultsScreen
+from .journey import JourneyScreen
 from .messages import MessagesScreen
 from .snapshot_save import SaveSnapshotScreen
 from .tail import TailScreen, TailSource
+from .troubles import TroublesScreen
 from .widgets import StatsTable
 
 __all__ = ["SIZE", "VIEWS", "render", "render_all"]
@@ -42,6 +44,8 @@ VIEWS: dict[str, str] = {
     "tail": "Tail: live messages through an ephemeral channel",
     "messages": "Messages: what a channel holds, listed without taking anything",
     "message": "One message opened: details and its body as pretty JSON",
+    "journey": "Journey: what happened to one message, on every node, in broker time",
+    "troubles": "Troubles: a channel's messages in trouble and the ones its clients gave up on",
     "confirm": "A destructive action asks first",
     "help": "Help: the keys of the view",
     "save": "Save a snapshot: the box saves every nsqd's state in its directory",
@@ -79,7 +83,7 @@ async def _walk(view: str, pilot: Pilot[Any], app: AdminApp) -> None:
     if view not in VIEWS:
         raise ValueError(f"no view {view!r} (views: {', '.join(VIEWS)})")
     await _settle(pilot, app)
-    channel = view in ("channel", "messages", "message")
+    channel = view in ("channel", "messages", "message", "journey", "troubles")
     if channel or view in ("topic", "tail", "confirm"):
         _select(app, "#topics", "orders")
     if channel or view == "topic":
@@ -88,8 +92,17 @@ async def _walk(view: str, pilot: Pilot[Any], app: AdminApp) -> None:
     if channel:
         _select(app, "#channels", "billing")
         await pilot.press("enter")
-    if view in ("messages", "message"):
+    if view in ("messages", "message", "journey"):
         await _messages(pilot, app, open_one=view == "message")
+    if view == "journey":
+        _select(app, "#messages", "3")
+        await pilot.press("j")
+        await _loaded(pilot, app, JourneyScreen)
+    if view == "troubles":
+        await _settle(pilot, app)
+        await pilot.press("exclamation_mark")
+        await _loaded(pilot, app, TroublesScreen)
+        await pilot.press("tab")  # the given-up table: republishing is offered
     if view in ("nodes", "node"):
         await pilot.press("n")
         await _settle(pilot, app)
@@ -117,6 +130,17 @@ async def _faults(pilot: Pilot[Any], app: AdminApp) -> None:
             return
         await pilot.pause(0.01)
     raise TimeoutError("the demo faults were not drawn")
+
+
+async def _loaded(
+    pilot: Pilot[Any], app: AdminApp, kind: type[JourneyScreen] | type[TroublesScreen]
+) -> None:
+    for _ in range(500):  # a bound, not a timing: each pass yields to the app
+        screen = app.screen
+        if isinstance(screen, kind) and screen.loads:
+            return
+        await pilot.pause(0.01)
+    raise TimeoutError(f"the demo {kind.__name__} was not drawn")
 
 
 async def _messages(pilot: Pilot[Any], app: AdminApp, *, open_one: bool) -> None:

@@ -1,0 +1,327 @@
+"""The Troubles view: a channel's messages in trouble, and the ones its clients gave up on.
+
+It reads nsqbox's journal on every node of the topic (:meth:`.backend.Backend.troubles` and
+:meth:`~.backend.Backend.given_up`): *In trouble* lists the messages whose delivery went
+wrong (requeued or timed out) and that are not finished yet, *Given up* the messages
+finished at some attempt after earlier deliveries failed — what pynsq's ``max_tries`` and
+go-nsq's ``MaxAttempts`` do, silently, to a message they give up on. Both with their bodies
+(the first :data:`BODY_BYTES`), shown as text with their control characters visible.
+
+Tab moves between the two tables. Enter opens the selected message (its body whole), ``j``
+its journey, and ``R`` republishes a copy of a given-up message (asks for the topic, then
+confirms; :func:`~.message_actions.republish`); ``r`` reads both lists again. Real nsqd keeps
+no journal: its nodes are shown as not supported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from typing import TYPE_CHECKING
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from ..journal import GivenUp, Trouble, TroublesQuery, Who
+from . import format as fmt
+from .base import ClusterScreen
+from .bodies import preview
+from .message import MessageScreen
+from .message_actions import republish
+from .navigation import OpenJourney
+from .peeked import Listed
+from .safe import safe_text
+from .widgets import Column, Row, StatsTable
+
+if TYPE_CHECKING:
+    from ..journal import NodeJournal
+    from ..model import ClusterSnapshot
+
+__all__ = ["BODY_BYTES", "LIMIT", "TroublesScreen", "listed"]
+
+#: Messages listed per node and list.
+LIMIT = 100
+#: Body bytes listed per message: a list stays under nsqbox's 16 MiB per answer (100 of
+#: them, base64), and a longer body is not republished in part.
+BODY_BYTES = 64 * 1024
+#: Characters of body in the tables.
+PREVIEW = 32
+
+TROUBLE_COLUMNS = (
+    Column("node", "Node"),
+    Column("id", "ID"),
+    Column("requeues", "Requeued"),
+    Column("timeouts", "Timed out"),
+    Column("held", "Held longest"),
+    Column("client", "Last client"),
+    Column("since", "Since"),
+    Column("size", "Size"),
+    Column("body", "Body"),
+)
+GIVEN_UP_COLUMNS = (
+    Column("node", "Node"),
+    Column("id", "ID"),
+    Column("finished", "Finished"),
+    Column("attempts", "Attempt"),
+    Column("requeues", "Requeued"),
+    Column("timeouts", "Timed out"),
+    Column("client", "Finished by"),
+    Column("size", "Size"),
+    Column("body", "Body"),
+)
+
+
+def _body(encoded: str) -> bytes:
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def listed(message: Trouble | GivenUp) -> Listed:
+    """The message as the message view and republishing take it."""
+    if isinstance(message, GivenUp):
+        state, attempts = "given up", message.attempts
+    else:
+        state, attempts = "in trouble", message.requeues + message.timeouts
+    return Listed(
+        node=message.node,
+        id=message.id,
+        state=state,
+        attempts=attempts,
+        timestamp=message.timestamp,
+        size=message.size,
+        body=_body(message.body),
+    )
+
+
+def _haystack(message: Trouble | GivenUp, body: bytes) -> str:
+    """What the filter looks in: the id, the node and the body's text."""
+    return f"{message.id} {message.node} {body.decode('utf-8', 'replace')}"
+
+
+def _client(who: Who) -> str:
+    """A client in a few characters: its hostname, else its address (the journey has more)."""
+    return who.hostname or who.remote_address or (f"client {who.client}" if who.client else "-")
+
+
+class TroublesScreen(ClusterScreen):
+    """A channel's messages in trouble and the ones given up on, on every node."""
+
+    DEFAULT_CSS = """
+    TroublesScreen #summary {
+        padding: 0 1;
+        height: auto;
+    }
+    """
+    BINDINGS = [
+        Binding("r", "reload", "Reload"),
+        Binding("j", "journey", "Journey"),
+        Binding("R", "republish", "Republish"),
+    ]
+
+    def __init__(self, topic: str, channel: str) -> None:
+        super().__init__()
+        self.topic = topic
+        self.channel = channel
+        self.crumbs = f"topics / {topic} / {channel} / troubles"
+        self.troubles: list[Trouble] = []
+        self.given_up: list[GivenUp] = []
+        #: How many messages the channel has in trouble (more may be than are listed).
+        self.count = 0
+        self.reports: list[NodeJournal] = []
+        #: Why the lists could not be read (None when they were).
+        self.error: str | None = None
+        #: Readings done (for tests: the lists are on screen once this grows).
+        self.loads = 0
+        self.reading = True
+        self._trouble_rows: list[tuple[Row, str]] = []
+        self._given_up_rows: list[tuple[Row, str]] = []
+
+    def compose_body(self) -> ComposeResult:
+        """Summary, then the two tables."""
+        yield Static(id="summary")
+        yield Static("In trouble: requeued or timed out, not finished", classes="section")
+        yield StatsTable(id="troubles")
+        yield Static("Given up: finished after failed deliveries", classes="section")
+        yield StatsTable(id="given_up")
+
+    def on_mount(self) -> None:
+        """Read both lists."""
+        super().on_mount()
+        self.main_table.focus()
+        self.load()
+
+    def load(self) -> None:
+        """Read both lists (again)."""
+        self.reading = True
+        self._read()
+
+    def action_reload(self) -> None:
+        """Read both lists again."""
+        self.load()
+
+    @work(exclusive=True, group="troubles", exit_on_error=False)
+    async def _read(self) -> None:
+        self.redraw()
+        backend, snapshot = self.host.backend, self.host.snapshot
+        try:
+            if backend is None or snapshot is None:
+                raise LookupError("not connected to the cluster yet")
+            nodes = [n.producer for n in snapshot.nodes if n.ok and n.topic(self.topic)]
+            if not nodes:
+                raise LookupError(f"no node has topic {self.topic}")
+            query = TroublesQuery(self.topic, self.channel, LIMIT, BODY_BYTES)
+            troubles, given_up = await asyncio.gather(
+                backend.troubles(nodes, query), backend.given_up(nodes, query)
+            )
+        except Exception as exc:  # ClusterError, a host gone: say it, stay up
+            self.error = str(exc) or type(exc).__name__
+            self.troubles, self.given_up, self.reports, self.count = [], [], [], 0
+        else:
+            self.error = None
+            self.troubles, self.given_up = troubles.messages, given_up.messages
+            self.reports, self.count = troubles.nodes, troubles.count
+        tz = self.host.tz
+        self._trouble_rows = []
+        for i, trouble in enumerate(self.troubles):
+            body = _body(trouble.body)
+            who = trouble.last_client
+            cells: tuple[RenderableType, ...] = (
+                trouble.node,
+                trouble.id,
+                fmt.number(trouble.requeues),
+                fmt.number(trouble.timeouts),
+                Text(fmt.latency_ns(trouble.held_longest_ms * 1e6), justify="right"),
+                _client(who),
+                fmt.wall_clock(trouble.since / 1e9, tz) if trouble.since else fmt.NONE,
+                fmt.number(trouble.size),
+                Text(preview(body, PREVIEW)),  # a str cell would be read as markup
+            )
+            self._trouble_rows.append((Row(str(i), cells), _haystack(trouble, body)))
+        self._given_up_rows = []
+        for i, gave in enumerate(self.given_up):
+            body = _body(gave.body)
+            who = gave.finished_by
+            cells = (
+                gave.node,
+                gave.id,
+                fmt.wall_clock(gave.time / 1e9, tz),
+                fmt.number(gave.attempts),
+                fmt.number(gave.requeues),
+                fmt.number(gave.timeouts),
+                _client(who),
+                fmt.number(gave.size),
+                Text(preview(body, PREVIEW)),
+            )
+            self._given_up_rows.append((Row(str(i), cells), _haystack(gave, body)))
+        self.reading = False
+        self.loads += 1
+        self.redraw()
+
+    # -- drawing ------------------------------------------------------------------------------
+
+    @property
+    def unsupported(self) -> bool:
+        """Whether no node asked keeps a journal (real nsqd)."""
+        return bool(self.reports) and not any(r.supported for r in self.reports)
+
+    def show(self, snapshot: ClusterSnapshot) -> None:
+        """The summary and the messages that pass the filter."""
+        self.query_one("#summary", Static).update(safe_text(self._summary()))
+        for table_id, columns, rows in (
+            ("#troubles", TROUBLE_COLUMNS, self._trouble_rows),
+            ("#given_up", GIVEN_UP_COLUMNS, self._given_up_rows),
+        ):
+            shown = [row for row, text in rows if self.matches(text)]
+            self.query_one(table_id, StatsTable).show(columns, shown)
+
+    def _summary(self) -> Text:
+        text = Text()
+        text.append(f"troubles of channel {self.channel} of {self.topic}", "bold")
+        if self.reading and not self.loads:
+            return text.append(" · reading…")
+        if self.error is not None:
+            return text.append(f"\n✗ {self.error}", "bold red")
+        if self.unsupported:
+            text.append(" · not supported by these nsqds", "bold yellow")
+        else:
+            text.append(
+                f" · {fmt.count(self.count)} in trouble · {fmt.count(len(self.given_up))} given up"
+            )
+            if self.count > len(self.troubles):
+                text.append(f" (the first {fmt.count(len(self.troubles))} listed)", "dim")
+        if self.reading:
+            text.append(" · reading…", "dim")
+        for report in self.reports:
+            if report.error:
+                style = "dim" if not report.supported else "yellow"
+                text.append(f"\n{report.node}: {report.error}", style)
+        return text
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def _focused(self) -> StatsTable:
+        given_up = self.query_one("#given_up", StatsTable)
+        return given_up if given_up.has_focus else self.main_table
+
+    @property
+    def selected(self) -> Trouble | GivenUp | None:
+        """The message under the cursor of the focused table."""
+        table = self._focused()
+        key = table.selected_key
+        if key is None:
+            return None
+        return self.given_up[int(key)] if table.id == "given_up" else self.troubles[int(key)]
+
+    def binding_state(self) -> object:
+        """The actions depend on the selection."""
+        selected = self.selected
+        return (selected is None, isinstance(selected, GivenUp))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No republishing in read-only mode; dim what has nothing to act on."""
+        if action == "republish" and self.host.read_only:
+            return False
+        if action == "republish" and not isinstance(self.selected, GivenUp):
+            return None
+        if action == "journey" and self.selected is None:
+            return None
+        return True
+
+    @on(DataTable.RowHighlighted)
+    def _moved(self) -> None:
+        self.refresh_bindings()
+
+    def on_descendant_focus(self) -> None:
+        """Which table has the focus decides what the keys act on."""
+        self.refresh_bindings()
+
+    @on(DataTable.RowSelected)
+    def _open(self, event: DataTable.RowSelected) -> None:
+        selected = self.selected
+        if selected is not None:
+            self.app.push_screen(
+                MessageScreen(listed(selected), self._publish_nodes(), self.topic, self.crumbs)
+            )
+
+    def _publish_nodes(self) -> list[str]:
+        snapshot = self.host.snapshot
+        return [n.name for n in snapshot.nodes if n.ok] if snapshot is not None else []
+
+    def action_journey(self) -> None:
+        """Open the selected message's journey."""
+        selected = self.selected
+        if selected is not None:
+            self.post_message(OpenJourney(selected.id, self.crumbs))
+
+    def action_republish(self) -> None:
+        """Publish a copy of the selected given-up message (asks which topic, then confirms)."""
+        selected = self.selected
+        if isinstance(selected, GivenUp):
+            republish(self, self.host, listed(selected), self._publish_nodes(), self.topic)
