@@ -30,6 +30,7 @@ NOT_AT_START = (
     "pyspark",
     "nsqbox.metrics",  # the first scrape of /metrics
     "nsqbox.admin.peek",  # the first /api/messages
+    "nsqbox.admin.journal",  # the first /api/journey, /api/journal, troubles, given_up
     "nsqbox.nsqd.tcp.auth",  # nsqd with --auth-http-address
     "html",  # the first redirect's body
     "nsqbox.process.terminal_text",  # the first NSQError

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -51,16 +51,10 @@ from ...http.messages import HTTPError, Request
 from ...http.router import Router
 from ...wire.names import is_valid_channel_name, is_valid_topic_name
 from ..clusterinfo import ClusterInfo, UpstreamError, warning
-from ..journal import (
-    KINDS,
-    JournalQuery,
-    TroublesQuery,
-    read_events,
-    read_given_up,
-    read_troubles,
-)
-from ..peek import InvalidCursor
 from ..stats import Producer
+
+if TYPE_CHECKING:  # the merge over nodes loads on the first journal request, not at start
+    from ..journal import JournalQuery, TroublesQuery
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "add_journal_routes"]
 
@@ -129,6 +123,9 @@ def add_journal_routes(
     ``producers()`` finds every nsqd and ``topic_producers(topic)`` a topic's."""
 
     async def events(request: Request, query: JournalQuery, found: Found) -> Doc:
+        from ..journal import read_events
+        from ..peek import InvalidCursor
+
         nodes, errors = found
         try:
             result = await read_events(info, _only(request, nodes), query)
@@ -153,12 +150,16 @@ def add_journal_routes(
         if topic and not is_valid_topic_name(topic):
             raise HTTPError(400, "INVALID_TOPIC")
         found = await (topic_producers(topic) if topic else producers())
+        from ..journal import JournalQuery
+
         query = JournalQuery(
             msg_id=msg_id, topic=topic, limit=limit(request), cursor=request.arg("cursor") or ""
         )
         return {"id": msg_id, **await events(request, query, found)}
 
     async def journal(request: Request) -> object:
+        from ..journal import KINDS, JournalQuery
+
         topic, channel = _place(request)
         kinds = tuple(filter(None, (request.arg("kind") or "").split(",")))
         if any(kind not in KINDS for kind in kinds):
@@ -180,6 +181,8 @@ def add_journal_routes(
         timed_out = request.arg("timed_out") or ""
         if timed_out not in ("", "true", "false"):
             raise HTTPError(400, "INVALID_TIMED_OUT")
+        from ..journal import TroublesQuery
+
         return TroublesQuery(
             topic=topic,
             channel=channel,
@@ -194,6 +197,8 @@ def add_journal_routes(
     async def troubles(request: Request) -> object:
         query = troubles_query(request, troubles=True)
         nodes, errors = await topic_producers(query.topic)
+        from ..journal import read_troubles
+
         result = await read_troubles(info, _only(request, nodes), query)
         _all_failed("troubles", result.errors, len(result.nodes))
         return {
@@ -208,6 +213,8 @@ def add_journal_routes(
     async def given_up(request: Request) -> object:
         query = troubles_query(request, troubles=False)
         nodes, errors = await topic_producers(query.topic)
+        from ..journal import read_given_up
+
         result = await read_given_up(info, _only(request, nodes), query)
         _all_failed("given-up messages", result.errors, len(result.nodes))
         return {
