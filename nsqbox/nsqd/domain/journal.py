@@ -11,10 +11,11 @@ An entry is a :class:`Published` or a :class:`Step`: structs the garbage collect
 track (as :class:`~.message.Message`), so recording never makes the collector run, and
 the ring it holds, however long, costs a collection nothing. The ring is a run of
 *chunks*: what was recorded between two calls of :meth:`Journal.trim` (every queue scan)
-is one list, counted once when it closes; the ring drops whole chunks from its old end
-(and the oldest part of one) while it holds more than ``size`` entries
-(``--journal-size``) or :data:`ENTRY_BYTES` of the messages they refer to, so its cost
-per entry is a step of C loops.
+is one list, whose bytes are counted as it is recorded (a running total, not a sum over
+its entries when it closes); the ring drops whole chunks from its old end (and the
+oldest part of one) while it holds more than ``size`` entries (``--journal-size``) or
+:data:`ENTRY_BYTES` of the messages they refer to, so its cost per entry is a step of C
+loops.
 
 The messages whose delivery went wrong (requeued or timed out) are also kept apart, bodies
 and all, until finished or dropped (:class:`Trouble`, at most :data:`TROUBLE_BYTES` of
@@ -30,9 +31,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import accumulate, chain, islice
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
-from .journal_entries import Entry, Published, Run, Step, ids_run
+from .journal_entries import Entry, GivenUp, Published, Run, Step, Trouble, Who, ids_run
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -79,52 +80,6 @@ _NAMES = "published queued delivered touched requeued timed_out finished dropped
 KINDS: Final = tuple(_NAMES.split())
 
 
-class Who(NamedTuple):
-    """A TCP client as the journal remembers it."""
-
-    remote_address: str
-    user_agent: str
-    hostname: str
-    client_id: str
-
-
-class Trouble:
-    """A message whose delivery went wrong, not yet finished or dropped."""
-
-    __slots__ = (
-        "data",
-        "held_longest",
-        "last_client",
-        "requeues",
-        "since",
-        "timeouts",
-        "timestamp",
-    )
-
-    def __init__(self, data: bytes, timestamp: int, since: int) -> None:
-        self.data = data
-        self.timestamp = timestamp
-        self.since = since  #: broker wall ns of its first failure
-        self.requeues = 0
-        self.timeouts = 0
-        self.last_client = 0
-        self.held_longest = 0.0  #: seconds, the longest a client held it before a failure
-
-
-class GivenUp(NamedTuple):
-    """A message finished after earlier deliveries of it failed."""
-
-    time: int
-    topic: str
-    channel: str
-    data: bytes
-    timestamp: int
-    attempts: int
-    client: int
-    requeues: int
-    timeouts: int
-
-
 class Journal:
     """One nsqd's journal. ``wall_ns`` and ``now`` are broker wall time and the node's
     monotonic clock; ``clients`` is the node's live clients by id (who published or was
@@ -154,11 +109,16 @@ class Journal:
         #: What was recorded since the last :meth:`trim`: the chunk it closes next (one
         #: list for good, emptied by each trim, so callers may keep its ``append``).
         self.open: list[Published | Step] = []
+        #: Message bytes the open chunk's entries keep alive: added to as they are recorded
+        #: (whoever appends to :attr:`open` adds the entry's ``nbytes`` here).
+        self.open_bytes = 0
+        #: The open chunk's entry of the run of PUBs being recorded (None: none), and the
+        #: clock reading of its turn: a topic adds the turn's next PUBs to it.
+        self.run: Published | None = None
+        self.run_now: object = None
         self._held = 0  #: entries in the closed chunks
         self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
         self.nbytes = 0  #: message bytes the closed chunks' entries keep alive
-        #: Record one entry (a :class:`Published`, what a topic calls, or a :class:`Step`).
-        self.append: Callable[[Published | Step], None] = self.open.append
         #: broker wall ns = monotonic seconds * 1e9 + this, fixed on first use (a manual
         #: clock moves both alike): every read then gives an event the same time
         self._offset: int | None = None
@@ -173,6 +133,11 @@ class Journal:
         self.trouble_held = 0
         self.given_up: deque[GivenUp] = deque()
         self.given_up_held = 0
+
+    def append(self, entry: Published | Step) -> None:
+        """Record one entry (a :class:`Published` or a :class:`Step`), counting its bytes."""
+        self.open.append(entry)
+        self.open_bytes += entry.nbytes
 
     def wall_of(self, now: float) -> int:
         """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""
@@ -217,7 +182,7 @@ class Journal:
 
     # -- the ring ------------------------------------------------------------
     def trim(self) -> None:
-        """Close the chunk recorded since the last call (count its bytes), then drop the
+        """Close the chunk recorded since the last call (its bytes already counted), then drop the
         oldest entries while the ring holds more than ``size`` entries or ``entry_bytes``
         of messages (the newest entry stays, whatever its size).
 
@@ -225,10 +190,12 @@ class Journal:
         scan and before each read, so the ring passes its bound by at most what one queue
         scan interval records. Its work per entry is a step of C loops.
         """
+        self.run = None  # a run of PUBs ends with its chunk
         if self.open:
             chunk = tuple(self.open)  # untracked once the collector has seen it
             self.open.clear()
-            nbytes = sum(map(_BYTES, chunk))
+            nbytes = self.open_bytes
+            self.open_bytes = 0
             self._chunks.append([chunk, nbytes, 0])
             self._held += len(chunk)
             self.nbytes += nbytes
@@ -294,17 +261,20 @@ class Journal:
         if self.source != client.id:
             if client.id not in self.who:
                 self._seen(client.id, client)
+            self.run = None  # another publisher: another entry
             self.source = client.id
             self.sources.append((self.recorded + 1, client.id))
 
     def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
         """An HTTP request (its remote address and headers) publishes what comes next."""
+        self.run = None
         self.source = (remote, headers)
         self.sources.append((self.recorded + 1, self.source))
 
     def publisher_in_process(self) -> None:
         """Code in this process publishes what comes next (a test handle)."""
         if self.source != 0:
+            self.run = None
             self.source = 0
             self.sources.append((self.recorded + 1, 0))
 
@@ -325,12 +295,22 @@ class Journal:
     def delivered(
         self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int
     ) -> None:
-        """``msgs`` (a list, or one message sent as it was published) went to ``client``
-        under ``lease`` (``nbytes`` of messages; 0 for one message: its own)."""
+        """``msgs`` (a list, or one message) went to ``client`` under ``lease`` (``nbytes``
+        of messages; 0 for one message: its own)."""
         self.seen(client)
         if not nbytes and msgs.__class__ is not list:
             nbytes = len(msgs.data)
         self.append(Step(DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
+
+    def sent(self, topic: str, channel: str, msgs: list[Message]) -> None:
+        """Of ``msgs``, a channel sent on at once those that now hold a client's lease (the
+        rest were sampled out): an entry each, under its own lease (the channel's consumers
+        are known from SUB)."""
+        for msg in msgs:
+            lease = msg.lease
+            if lease[0]:
+                size = len(msg.data)
+                self.append(Step(DELIVERED, lease[1], topic, channel, msg, lease, None, None, size))
 
     def finished(
         self,
@@ -363,16 +343,19 @@ class Journal:
         nbytes = sum(len(m.data) for m in msgs)
         self.append(Step(kind, now, topic, channel, refs, a, b, None, nbytes))
 
-    def touched(self, topic: str, channel: str, msg: Message, client_id: int, now: float) -> None:
-        """``client_id`` restarted ``msg``'s timeout (its new deadline is in its lease)."""
-        self._add(TOUCHED, now, topic, channel, msg, client_id, msg.deadline - now)
+    def touched(
+        self, topic: str, channel: str, msg: Message, client_id: int, now: float, before: Lease
+    ) -> None:
+        """``client_id`` restarted ``msg``'s timeout (its new deadline is in its lease; its
+        lease ``before`` is kept: a delivery read back from the message needs it)."""
+        self._add(TOUCHED, now, topic, channel, msg, client_id, (msg.deadline - now, before))
 
     def requeued(
         self, topic: str, channel: str, msg: Message, client_id: int, delay: float, now: float
     ) -> None:
         """``client_id`` sent ``msg`` back (REQ), to be queued after ``delay`` seconds."""
         held = now - msg.delivery_ts
-        self._add(REQUEUED, now, topic, channel, msg, client_id, (delay, held))
+        self._add(REQUEUED, now, topic, channel, msg, client_id, (delay, held, msg.lease))
         trouble = self._trouble(topic, channel, msg)
         if trouble is not None:
             trouble.requeues += 1

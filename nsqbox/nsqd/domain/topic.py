@@ -88,8 +88,7 @@ class Topic:
         #: its messages straight into memory (None: the topic holds them).
         self._held_key: tuple[str, tuple[str, ...] | None] = (name, None)
         self._journal_key: tuple[str, tuple[str, ...] | None] = self._held_key
-        #: The journal's ``append`` (None: ``--journal-size=0``), looked up once.
-        self._record = None if node.journal is None else node.journal.append
+        self._journal = node.journal  # None: --journal-size=0
         self.memory: deque[Message] = deque()
         self.mem_limit = node.options.mem_queue_size
         self.backend: BackendQueue = node.new_backend(name, self.ephemeral)
@@ -164,12 +163,24 @@ class Topic:
             and not self.memory
             and not self.backend.depth
         )
-        if (record := self._record) is not None:  # one entry: the journal's whole cost
+        if (journal := self._journal) is not None:  # one entry a run: the journal's cost
             key = self._journal_key if delivering and not defer else self._held_key
             if refs.__class__ is list:  # an MPUB: its first message and sizes, not the list
-                record(Published(key, run_of(msgs, bodies, size), defer, size))
+                journal.open.append(Published(key, run_of(msgs, bodies, size), defer, size))
+            elif (
+                (run := journal.run) is not None
+                and now is journal.run_now  # the same turn: the same clock reading
+                and run.key is key
+                and run.defer == defer
+                and journal.open[-1] is run  # nothing recorded since
+            ):
+                run.refs.append(refs)  # a PUB that goes on a run: one append
+                run.nbytes += size
             else:
-                record(Published(key, refs, defer, size))
+                journal.run = run = Published(key, [refs], defer, size, True)
+                journal.run_now = now if now is not None else 0  # None: no run
+                journal.open.append(run)
+            journal.open_bytes += size
         if delivering:
             if now is None:
                 now = node.now()
@@ -268,6 +279,14 @@ class Topic:
             self.pump()
 
     # -- channels ------------------------------------------------------------
+    def _channels_changed(self) -> None:
+        """The channel list changed: what publishing and the journal read of it."""
+        self._channel_list = channels = list(self.channels.values())
+        self._journal_key = (self.name, tuple(self.channels))
+        if self._journal is not None:  # the first channel's messages say what it sent
+            for i, channel in enumerate(channels):
+                channel.record_sent = self._journal.sent if i else None
+
     def get_channel(self, name: str) -> Channel:
         """The channel, created if needed."""
         channel = self.channels.get(name)
@@ -280,8 +299,7 @@ class Topic:
                 on_delete=self._delete_channel,
             )
             self.channels[name] = channel
-            self._channel_list = list(self.channels.values())
-            self._journal_key = (self.name, tuple(self.channels))
+            self._channels_changed()
             self.node.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
             self._notify(channel)
             self.pump()
@@ -299,8 +317,7 @@ class Topic:
         self.node.logger.info("TOPIC(%s): deleting channel %s", self.name, name)
         channel.delete()
         self.channels.pop(name, None)
-        self._channel_list = list(self.channels.values())
-        self._journal_key = (self.name, tuple(self.channels))
+        self._channels_changed()
         if not self.channels and self.ephemeral:
             self._on_delete(self)
         return True
