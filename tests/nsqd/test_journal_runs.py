@@ -129,18 +129,26 @@ async def test_pubs_in_one_turn_are_one_entry_and_counted_as_recorded(
     journal.publisher_in_process()
     topic.put_messages([b"eeeee"], 0.0, None, None)  # no turn's clock: an entry of its own
     topic.put_messages([b"ffffff"], 0.0, None, None)
-    published = [e for e in journal.open if e.__class__ is Published]
-    assert [(len(e.refs), e.nbytes, e.pubs) for e in published] == [
-        (3, 6, True),
-        (1, 4, True),
-        (1, 5, True),
-        (1, 6, True),
+    published = [e for e in journal.open if isinstance(e, Published)]
+    assert [([m.data[16:] for m in e.refs], e.pubs) for e in published] == [
+        ([b"a", b"bb", b"ccc"], True),
+        ([b"dddd"], True),
+        ([b"eeeee"], True),
+        ([b"ffffff"], True),
     ]
     assert journal.open_bytes == 21  # counted as recorded, not summed when the chunk closes
     journal.trim()
-    assert (journal.nbytes - before, journal.open_bytes, journal.run) == (21, 0, None)
+    assert (journal.nbytes - before, journal.open_bytes, journal.run_key) == (21, 0, None)
     # a step between two PUBs of one turn ends the run
     topic.put_messages([b"g"], 0.0, now, None)
     journal.append(Step(9, now, "runs", "", [], None, None, None, 0))
     topic.put_messages([b"h"], 0.0, now, None)
-    assert [len(e.refs) for e in journal.open if e.__class__ is Published] == [1, 1]
+    assert [len(e.refs) for e in journal.open if isinstance(e, Published)] == [1, 1]
+    # a DPUB and an MPUB are entries of their own, and a PUB after them starts another run
+    topic.put_messages([b"i"], 0.0, now, None)
+    topic.put_messages([b"j"], 5.0, now, None)
+    topic.put_messages([b"k", b"l"], 0.0, now, None)
+    topic.put_messages([b"m"], 0.0, now, None)
+    topic.put_messages([b"n"], 0.0, now, None)
+    sizes = [len(e.refs) for e in journal.open if isinstance(e, Published) and e.pubs]
+    assert sizes == [1, 2, 1, 2]

@@ -30,10 +30,19 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import accumulate, chain, islice
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
-from .journal_entries import Entry, GivenUp, Published, Run, Step, Trouble, Who, ids_run
+from .journal_entries import (
+    Entry,
+    GivenUp,
+    Published,
+    Run,
+    Step,
+    Trouble,
+    Who,
+    ids_run,
+    run_of,
+)
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -73,8 +82,17 @@ MAX_WHO_FIELD: Final = 256
 # The kinds of event, as the journal numbers them (KINDS names them).
 PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
 FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
-#: An entry's bytes.
-_BYTES: Final = attrgetter("nbytes")
+
+
+def _bytes(entry: Published | Step) -> int:
+    """An entry's bytes (a run of PUBs' ``nbytes`` is its first's: the rest are counted in
+    :attr:`Journal.open_bytes` only, so they are summed here, when the ring drops part of
+    a chunk for its bytes)."""
+    if entry.__class__ is Published and entry.pubs:
+        return sum(len(m.data) - 16 for m in entry.refs)
+    return entry.nbytes
+
+
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
 _NAMES = "published queued delivered touched requeued timed_out finished dropped deferred due"
 KINDS: Final = tuple(_NAMES.split())
@@ -112,10 +130,13 @@ class Journal:
         #: Message bytes the open chunk's entries keep alive: added to as they are recorded
         #: (whoever appends to :attr:`open` adds the entry's ``nbytes`` here).
         self.open_bytes = 0
-        #: The open chunk's entry of the run of PUBs being recorded (None: none), and the
-        #: clock reading of its turn: a topic adds the turn's next PUBs to it.
-        self.run: Published | None = None
+        #: The run of PUBs being recorded: its entry's key (None: no run), the clock
+        #: reading of its turn and the ``append`` of its messages' list. A topic adds the
+        #: turn's next PUB under the same key to it; anything else recorded ends it.
+        self.run_key: object = None
         self.run_now: object = None
+        no_run: list[Message] = []
+        self.run_append: Callable[[Message], None] = no_run.append
         self._held = 0  #: entries in the closed chunks
         self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
         self.nbytes = 0  #: message bytes the closed chunks' entries keep alive
@@ -136,8 +157,33 @@ class Journal:
 
     def append(self, entry: Published | Step) -> None:
         """Record one entry (a :class:`Published` or a :class:`Step`), counting its bytes."""
+        self.run_key = None  # a run of PUBs ends here
         self.open.append(entry)
         self.open_bytes += entry.nbytes
+
+    def published(
+        self,
+        key: tuple[str, tuple[str, ...] | None],
+        refs: Message | list[Message],
+        msgs: list[Message],
+        bodies: list[bytes],
+        size: int,
+        defer: float,
+        now: float | None,
+    ) -> None:
+        """A topic published ``msgs`` (``refs``: a PUB's message, else ``msgs``) under
+        ``key``: a new entry, that the turn's next PUBs (``now``, and no ``defer``) join.
+        The caller adds ``size`` to :attr:`open_bytes`."""
+        self.run_key = None
+        if refs is msgs:  # an MPUB: its first message and sizes, not the list
+            self.open.append(Published(key, run_of(msgs, bodies, size), defer, size))
+            return
+        entry = Published(key, [refs], defer, size, True)
+        self.open.append(entry)
+        if not defer and now is not None:
+            self.run_append = entry.refs.append
+            self.run_now = now
+            self.run_key = key
 
     def wall_of(self, now: float) -> int:
         """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""
@@ -190,7 +236,7 @@ class Journal:
         scan and before each read, so the ring passes its bound by at most what one queue
         scan interval records. Its work per entry is a step of C loops.
         """
-        self.run = None  # a run of PUBs ends with its chunk
+        self.run_key = None  # a run of PUBs ends with its chunk
         if self.open:
             chunk = tuple(self.open)  # untracked once the collector has seen it
             self.open.clear()
@@ -237,7 +283,7 @@ class Journal:
         excess = self.nbytes - self.entry_bytes
         if excess > 0:
             chunk = chunks[0]
-            running = list(accumulate(map(_BYTES, islice(chunk[0], chunk[2], None))))
+            running = list(accumulate(map(_bytes, islice(chunk[0], chunk[2], None))))
             count = min(bisect_left(running, excess) + 1, self._held - 1)
             if count > 0:
                 self._drop(count, min(running[count - 1], chunk[1]))
@@ -261,20 +307,20 @@ class Journal:
         if self.source != client.id:
             if client.id not in self.who:
                 self._seen(client.id, client)
-            self.run = None  # another publisher: another entry
+            self.run_key = None  # another publisher: another entry
             self.source = client.id
             self.sources.append((self.recorded + 1, client.id))
 
     def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
         """An HTTP request (its remote address and headers) publishes what comes next."""
-        self.run = None
+        self.run_key = None
         self.source = (remote, headers)
         self.sources.append((self.recorded + 1, self.source))
 
     def publisher_in_process(self) -> None:
         """Code in this process publishes what comes next (a test handle)."""
         if self.source != 0:
-            self.run = None
+            self.run_key = None
             self.source = 0
             self.sources.append((self.recorded + 1, 0))
 

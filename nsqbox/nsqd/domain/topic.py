@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.names import is_ephemeral
 from .channel import Channel, ChannelError
-from .journal_entries import Published, run_of
 from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
@@ -165,21 +164,10 @@ class Topic:
         )
         if (journal := self._journal) is not None:  # one entry a run: the journal's cost
             key = self._journal_key if delivering and not defer else self._held_key
-            if refs.__class__ is list:  # an MPUB: its first message and sizes, not the list
-                journal.open.append(Published(key, run_of(msgs, bodies, size), defer, size))
-            elif (
-                (run := journal.run) is not None
-                and now is journal.run_now  # the same turn: the same clock reading
-                and run.key is key
-                and run.defer == defer
-                and journal.open[-1] is run  # nothing recorded since
-            ):
-                run.refs.append(refs)  # a PUB that goes on a run: one append
-                run.nbytes += size
+            if journal.run_key is key and journal.run_now is now and not defer and refs is not msgs:
+                journal.run_append(refs)  # type: ignore[arg-type]  # a PUB's: one append
             else:
-                journal.run = run = Published(key, [refs], defer, size, True)
-                journal.run_now = now if now is not None else 0  # None: no run
-                journal.open.append(run)
+                journal.published(key, refs, msgs, bodies, size, defer, now)
             journal.open_bytes += size
         if delivering:
             if now is None:
