@@ -152,3 +152,55 @@ async def test_pubs_in_one_turn_are_one_entry_and_counted_as_recorded(
     topic.put_messages([b"n"], 0.0, now, None)
     sizes = [len(e.refs) for e in journal.open if isinstance(e, Published) and e.pubs]
     assert sizes == [1, 2, 1, 2]
+
+
+async def test_an_mpub_sent_on_at_once_records_its_deliveries(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    taker = await RawConn.open(server.tcp)
+    await taker.identify(user_agent="taker")
+    await taker.sub("t", "c", rdy=10)
+    producer = await RawConn.open(server.tcp)
+    await producer.mpub("t", [b"one", b"two", b"three"])
+    got = [await taker.message() for _ in range(3)]
+    await taker.send(b"".join(commands.fin(m.id) for m in got))
+    await wait_until(lambda: server.nsqd.topics["t"].channels["c"].in_flight_count() == 0)
+    for msg in got:  # the batch's entry keeps its first message only: each send is recorded
+        events = await journey(client, server, msg.id)
+        assert [(e["kind"], e.get("attempt")) for e in events] == [
+            ("published", None),
+            ("delivered", 1),
+            ("finished", 1),
+        ]
+        assert (events[0]["via"], events[1]["user_agent"]) == ("MPUB", "taker")
+    await taker.aclose()
+    await producer.aclose()
+
+
+async def test_a_run_of_pubs_to_one_channel_reads_back_every_send(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    taker = await RawConn.open(server.tcp)
+    await taker.identify(user_agent="taker", msg_timeout=9000)
+    await taker.sub("t", "c", rdy=10)
+    producer = await RawConn.open(server.tcp)
+    await producer.identify(user_agent="producer")
+    await producer.send(b"".join(commands.pub("t", b"m%d" % i) for i in range(5)))
+    for _ in range(5):
+        assert await producer.response() == b"OK"
+    got = [await taker.message() for _ in range(5)]
+    await taker.send(b"".join(commands.fin(m.id) for m in got))
+    await wait_until(lambda: server.nsqd.topics["t"].channels["c"].in_flight_count() == 0)
+    for msg in got:
+        events = await journey(client, server, msg.id)
+        assert [(e["kind"], e.get("attempt")) for e in events] == [
+            ("published", None),
+            ("delivered", 1),
+            ("finished", 1),
+        ]
+        assert (events[0]["via"], events[0]["user_agent"]) == ("PUB", "producer")
+        assert (events[1]["user_agent"], events[1]["timeout_ms"]) == ("taker", 9000)
+    await taker.aclose()
+    await producer.aclose()

@@ -109,9 +109,10 @@ class Channel:
         #: shutdown; they wait out their delay when read back.
         self.restored_deadlines = node.restored_deadlines(topic_name, name)
         self.journal = node.journal  # None: --journal-size=0
-        #: Records what :meth:`put_batch` sent on at once (None: nothing to record: no
-        #: journal, or the topic's first channel, whose messages say it themselves).
-        self.record_sent: Callable[[str, str, list[Message]], None] | None = None
+        #: The fewest messages of a :meth:`put_batch` whose sends on at once the journal
+        #: records: 1, or 2 for the topic's first channel (a PUB's message, given to it
+        #: itself, says it was sent: the journal reads it back), none without a journal.
+        self.record_sent_from = 1 << 62
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -150,13 +151,13 @@ class Channel:
             dispatch = self._dispatch
             for i, msg in enumerate(msgs):
                 if not dispatch(msg, now):  # no consumer is ready: neither for the rest
-                    if self.record_sent is not None and i:
-                        self.record_sent(self.topic_name, self.name, msgs[:i])
+                    if len(msgs) >= self.record_sent_from and i and self.journal is not None:
+                        self.journal.sent(self.topic_name, self.name, msgs[:i])
                     msgs = msgs[i:]
                     break
             else:
-                if self.record_sent is not None:
-                    self.record_sent(self.topic_name, self.name, msgs)
+                if len(msgs) >= self.record_sent_from and self.journal is not None:
+                    self.journal.sent(self.topic_name, self.name, msgs)
                 return
         memory = self.memory
         room = self.mem_limit - len(memory)

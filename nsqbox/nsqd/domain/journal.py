@@ -32,17 +32,7 @@ from collections.abc import Callable, Iterator
 from itertools import accumulate, chain, islice
 from typing import TYPE_CHECKING, Any, Final
 
-from .journal_entries import (
-    Entry,
-    GivenUp,
-    Published,
-    Run,
-    Step,
-    Trouble,
-    Who,
-    ids_run,
-    run_of,
-)
+from .journal_entries import Entry, GivenUp, Published, Run, Step, Trouble, Who, ids_run, run_of
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -82,6 +72,10 @@ MAX_WHO_FIELD: Final = 256
 # The kinds of event, as the journal numbers them (KINDS names them).
 PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
 FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
+
+
+#: What a publish's entry is recorded under: its topic, and the channels it went to.
+Key = tuple[str, tuple[str, ...] | None]
 
 
 def _bytes(entry: Published | Step) -> int:
@@ -162,15 +156,9 @@ class Journal:
         self.open_bytes += entry.nbytes
 
     def published(
-        self,
-        key: tuple[str, tuple[str, ...] | None],
-        refs: Message | list[Message],
-        msgs: list[Message],
-        bodies: list[bytes],
-        size: int,
-        defer: float,
-        now: float | None,
-    ) -> None:
+        self, key: Key, refs: Any, msgs: list[Message], bodies: list[bytes], size: int,
+        defer: float, now: float | None,
+    ) -> None:  # fmt: skip
         """A topic published ``msgs`` (``refs``: a PUB's message, else ``msgs``) under
         ``key``: a new entry, that the turn's next PUBs (``now``, and no ``defer``) join.
         The caller adds ``size`` to :attr:`open_bytes`."""

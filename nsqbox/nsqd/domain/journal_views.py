@@ -321,7 +321,7 @@ class _Reading:
             run = refs.__class__ is Run
             doc["size"] = refs.size if run else len(_msgs(entry)[i].data) - _ID
             if entry.a.__class__ is not tuple:
-                batch = run or len(ids_of(entry)) > 1
+                batch = run or (len(ids_of(entry)) > 1 and not entry.pubs)
                 doc["via"] = "DPUB" if entry.b else ("MPUB" if batch else "PUB")
             doc.update(_source(journal, entry.a))
             if entry.b:

@@ -273,7 +273,7 @@ class Topic:
         self._journal_key = (self.name, tuple(self.channels))
         if self._journal is not None:  # the first channel's messages say what it sent
             for i, channel in enumerate(channels):
-                channel.record_sent = self._journal.sent if i else None
+                channel.record_sent_from = 1 if i else 2
 
     def get_channel(self, name: str) -> Channel:
         """The channel, created if needed."""
