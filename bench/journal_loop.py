@@ -1,7 +1,7 @@
 """The journal's cost per message in one process, without sockets: for callgrind.
 
     valgrind --tool=callgrind python bench/journal_loop.py --workload pub --count 20000
-    python bench/journal_loop.py --callgrind --pairs 2        # every workload, on vs off
+    python bench/journal_loop.py --callgrind --repeat 3       # every workload, on vs off
 
 Drives a real :class:`~nsqbox.nsqd.domain.nsqd.NSQD` (memory queues, its journal on or
 ``--journal-size=0``) the way ProtocolV2 does, with a consumer whose sends cost nothing:
@@ -15,14 +15,18 @@ Every 100 messages the queue scan's :meth:`Journal.trim` runs, as it would every
 1,000 messages a second (more often than a busy server: the ring's upkeep is not
 understated). With ``--callgrind`` each figure is instructions per message: a run of
 ``2 * count`` minus a run of ``count``, over ``count`` (start-up and imports cancel out);
-instruction counts do not depend on the machine's load.
+instruction counts do not depend on the machine's load. Each is measured ``--repeat``
+times (on and off alternating) and reported as the median and the range; every run has
+the same ``PYTHONHASHSEED``, so dicts and sets lay out alike and only the clock differs.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -121,7 +125,8 @@ def _instructions(workload: str, count: int, journal: bool) -> int:
         f"--count={count}",
         *([] if journal else ["--off"]),
     ]
-    err = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    err = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stderr
     match = re.search(r"Collected : (\d+)", err)
     if match is None:
         raise SystemExit(err[-2000:])
@@ -134,7 +139,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--off", action="store_true", help="--journal-size=0")
     parser.add_argument("--callgrind", action="store_true", help="on vs off, every workload")
-    parser.add_argument("--pairs", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each, on and off")
+    parser.add_argument(
+        "--workloads", default="pub,pubsub,mpub", help="comma-separated, with --callgrind"
+    )
+    parser.add_argument("--side", choices=("both", "on", "off"), default="both")
     args = parser.parse_args(argv)
     if not args.callgrind:
         started = time.perf_counter()
@@ -142,19 +151,25 @@ def main(argv: list[str] | None = None) -> None:
         took = time.perf_counter() - started
         print(f"{args.workload}: {args.count / took:,.0f} msgs/s", file=sys.stderr)
         return
-    for workload in ("pub", "pubsub", "mpub"):
-        for pair in range(args.pairs):
-            per = {}
-            for journal in (True, False) if pair % 2 == 0 else (False, True):
+    sides = {"both": (True, False), "on": (True,), "off": (False,)}[args.side]
+    for workload in args.workloads.split(","):
+        per: dict[bool, list[float]] = {side: [] for side in sides}
+        for run in range(args.repeat):
+            for journal in sides if run % 2 == 0 else sides[::-1]:
                 one = _instructions(workload, args.count, journal)
                 two = _instructions(workload, 2 * args.count, journal)
-                per[journal] = (two - one) / args.count
-            extra = per[True] / per[False] - 1
-            print(
-                f"{workload}: on {per[True]:8,.0f}  off {per[False]:8,.0f} instructions/msg"
-                f"  ({extra:+.1%})",
-                flush=True,
+                per[journal].append((two - one) / args.count)
+        line = [f"{workload}:"]
+        for side in sides:
+            runs = per[side]
+            line.append(
+                f"{'on' if side else 'off'} {statistics.median(runs):8,.0f}"
+                f" [{min(runs):,.0f}..{max(runs):,.0f}]"
             )
+        if len(sides) == 2:
+            extra = statistics.median(per[True]) / statistics.median(per[False]) - 1
+            line.append(f"({extra:+.1%})")
+        print("  ".join(line), "instructions/msg (median [range])", flush=True)
 
 
 if __name__ == "__main__":

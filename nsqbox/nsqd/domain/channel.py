@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.message import MESSAGE_FRAME_HEADER
 from ...wire.names import is_ephemeral
-from .journal import Published
 from .message import Message
 from .timeout_queue import TimeoutQueue
 
@@ -110,8 +109,10 @@ class Channel:
         #: shutdown; they wait out their delay when read back.
         self.restored_deadlines = node.restored_deadlines(topic_name, name)
         self.journal = node.journal  # None: --journal-size=0
-        #: The journal's open chunk (None: no journal): a direct delivery's entry goes there.
-        self._chunk = None if node.journal is None else node.journal.open
+        #: The fewest messages of a :meth:`put_batch` whose sends on at once the journal
+        #: records: 1, or 2 for the topic's first channel (a PUB's message, given to it
+        #: itself, says it was sent: the journal reads it back), none without a journal.
+        self.record_sent_from = 1 << 62
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -150,9 +151,13 @@ class Channel:
             dispatch = self._dispatch
             for i, msg in enumerate(msgs):
                 if not dispatch(msg, now):  # no consumer is ready: neither for the rest
+                    if len(msgs) >= self.record_sent_from and i and self.journal is not None:
+                        self.journal.sent(self.topic_name, self.name, msgs[:i])
                     msgs = msgs[i:]
                     break
             else:
+                if len(msgs) >= self.record_sent_from and self.journal is not None:
+                    self.journal.sent(self.topic_name, self.name, msgs)
                 return
         memory = self.memory
         room = self.mem_limit - len(memory)
@@ -175,7 +180,10 @@ class Channel:
             journal.deferred(self.topic_name, self.name, msg, delay, now)
 
     def _put(self, msg: Message, now: float) -> None:
+        lease = msg.lease
         if self._ring and not self.paused and self._dispatch(msg, now):
+            if self.journal is not None and msg.lease is not lease:  # not sampled out
+                self.journal.sent(self.topic_name, self.name, [msg])
             return
         if len(self.memory) < self.mem_limit:
             self.memory.append(msg)
@@ -199,11 +207,6 @@ class Channel:
             self.in_flight.add(msg.data[:16], msg, lease[2])
             client.in_flight_count += 1
             client.send_message(msg)
-            if (chunk := self._chunk) is not None:  # who it is: the journal knows from SUB
-                if chunk and (last := chunk[-1]).__class__ is Published and last.refs is msg:
-                    last.lease = lease  # a PUB sent on at once: its entry says so
-                elif self.journal is not None:  # a copy, or sent again: an entry of its own
-                    self.journal.delivered(self.topic_name, self.name, client, lease, msg, 0)
             if client.can_take():
                 ring.append(client)
             else:
@@ -356,13 +359,14 @@ class Channel:
         """TOUCH: restart the message's timeout, capped at delivery + max-msg-timeout (it
         stays in flight: the in-flight count does not move)."""
         msg = self._pop_in_flight(client.id, msg_id)
+        before = msg.lease
         deadline = now + msg_timeout
         max_msg_timeout = self.node.options.max_msg_timeout
         if deadline - msg.delivery_ts >= max_msg_timeout:
             deadline = msg.delivery_ts + max_msg_timeout
         self.in_flight.add(msg_id, msg, deadline)
         if (journal := self.journal) is not None:
-            journal.touched(self.topic_name, self.name, msg, client.id, now)
+            journal.touched(self.topic_name, self.name, msg, client.id, now, before)
 
     # -- periodic scan -------------------------------------------------------
     def process_in_flight(self, now: float, *, cutoff: float | None = None) -> bool:

@@ -11,10 +11,11 @@ An entry is a :class:`Published` or a :class:`Step`: structs the garbage collect
 track (as :class:`~.message.Message`), so recording never makes the collector run, and
 the ring it holds, however long, costs a collection nothing. The ring is a run of
 *chunks*: what was recorded between two calls of :meth:`Journal.trim` (every queue scan)
-is one list, counted once when it closes; the ring drops whole chunks from its old end
-(and the oldest part of one) while it holds more than ``size`` entries
-(``--journal-size``) or :data:`ENTRY_BYTES` of the messages they refer to, so its cost
-per entry is a step of C loops.
+is one list, whose bytes are counted as it is recorded (a running total, not a sum over
+its entries when it closes); the ring drops whole chunks from its old end (and the
+oldest part of one) while it holds more than ``size`` entries (``--journal-size``) or
+:data:`ENTRY_BYTES` of the messages they refer to, so its cost per entry is a step of C
+loops.
 
 The messages whose delivery went wrong (requeued or timed out) are also kept apart, bodies
 and all, until finished or dropped (:class:`Trouble`, at most :data:`TROUBLE_BYTES` of
@@ -29,10 +30,9 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import accumulate, chain, islice
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
-from .journal_entries import Entry, Published, Run, Step, ids_run
+from .journal_entries import Entry, GivenUp, Published, Run, Step, Trouble, Who, ids_run, run_of
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -72,57 +72,24 @@ MAX_WHO_FIELD: Final = 256
 # The kinds of event, as the journal numbers them (KINDS names them).
 PUBLISHED, QUEUED, DELIVERED, TOUCHED, REQUEUED, TIMED_OUT = range(6)
 FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
-#: An entry's bytes.
-_BYTES: Final = attrgetter("nbytes")
+
+
+#: What a publish's entry is recorded under: its topic, and the channels it went to.
+Key = tuple[str, tuple[str, ...] | None]
+
+
+def _bytes(entry: Published | Step) -> int:
+    """An entry's bytes (a run of PUBs' ``nbytes`` is its first's: the rest are counted in
+    :attr:`Journal.open_bytes` only, so they are summed here, when the ring drops part of
+    a chunk for its bytes)."""
+    if entry.__class__ is Published and entry.pubs:
+        return sum(len(m.data) - 16 for m in entry.refs)
+    return entry.nbytes
+
+
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
 _NAMES = "published queued delivered touched requeued timed_out finished dropped deferred due"
 KINDS: Final = tuple(_NAMES.split())
-
-
-class Who(NamedTuple):
-    """A TCP client as the journal remembers it."""
-
-    remote_address: str
-    user_agent: str
-    hostname: str
-    client_id: str
-
-
-class Trouble:
-    """A message whose delivery went wrong, not yet finished or dropped."""
-
-    __slots__ = (
-        "data",
-        "held_longest",
-        "last_client",
-        "requeues",
-        "since",
-        "timeouts",
-        "timestamp",
-    )
-
-    def __init__(self, data: bytes, timestamp: int, since: int) -> None:
-        self.data = data
-        self.timestamp = timestamp
-        self.since = since  #: broker wall ns of its first failure
-        self.requeues = 0
-        self.timeouts = 0
-        self.last_client = 0
-        self.held_longest = 0.0  #: seconds, the longest a client held it before a failure
-
-
-class GivenUp(NamedTuple):
-    """A message finished after earlier deliveries of it failed."""
-
-    time: int
-    topic: str
-    channel: str
-    data: bytes
-    timestamp: int
-    attempts: int
-    client: int
-    requeues: int
-    timeouts: int
 
 
 class Journal:
@@ -154,11 +121,19 @@ class Journal:
         #: What was recorded since the last :meth:`trim`: the chunk it closes next (one
         #: list for good, emptied by each trim, so callers may keep its ``append``).
         self.open: list[Published | Step] = []
+        #: Message bytes the open chunk's entries keep alive: added to as they are recorded
+        #: (whoever appends to :attr:`open` adds the entry's ``nbytes`` here).
+        self.open_bytes = 0
+        #: The run of PUBs being recorded: its entry's key (None: no run), the clock
+        #: reading of its turn and the ``append`` of its messages' list. A topic adds the
+        #: turn's next PUB under the same key to it; anything else recorded ends it.
+        self.run_key: object = None
+        self.run_now: object = None
+        no_run: list[Message] = []
+        self.run_append: Callable[[Message], None] = no_run.append
         self._held = 0  #: entries in the closed chunks
         self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
         self.nbytes = 0  #: message bytes the closed chunks' entries keep alive
-        #: Record one entry (a :class:`Published`, what a topic calls, or a :class:`Step`).
-        self.append: Callable[[Published | Step], None] = self.open.append
         #: broker wall ns = monotonic seconds * 1e9 + this, fixed on first use (a manual
         #: clock moves both alike): every read then gives an event the same time
         self._offset: int | None = None
@@ -173,6 +148,30 @@ class Journal:
         self.trouble_held = 0
         self.given_up: deque[GivenUp] = deque()
         self.given_up_held = 0
+
+    def append(self, entry: Published | Step) -> None:
+        """Record one entry (a :class:`Published` or a :class:`Step`), counting its bytes."""
+        self.run_key = None  # a run of PUBs ends here
+        self.open.append(entry)
+        self.open_bytes += entry.nbytes
+
+    def published(
+        self, key: Key, refs: Any, msgs: list[Message], bodies: list[bytes], size: int,
+        defer: float, now: float | None,
+    ) -> None:  # fmt: skip
+        """A topic published ``msgs`` (``refs``: a PUB's message, else ``msgs``) under
+        ``key``: a new entry, that the turn's next PUBs (``now``, and no ``defer``) join.
+        The caller adds ``size`` to :attr:`open_bytes`."""
+        self.run_key = None
+        if refs is msgs:  # an MPUB: its first message and sizes, not the list
+            self.open.append(Published(key, run_of(msgs, bodies, size), defer, size))
+            return
+        entry = Published(key, [refs], defer, size, True)
+        self.open.append(entry)
+        if not defer and now is not None:
+            self.run_append = entry.refs.append
+            self.run_now = now
+            self.run_key = key
 
     def wall_of(self, now: float) -> int:
         """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""
@@ -217,7 +216,7 @@ class Journal:
 
     # -- the ring ------------------------------------------------------------
     def trim(self) -> None:
-        """Close the chunk recorded since the last call (count its bytes), then drop the
+        """Close the chunk recorded since the last call (its bytes already counted), then drop the
         oldest entries while the ring holds more than ``size`` entries or ``entry_bytes``
         of messages (the newest entry stays, whatever its size).
 
@@ -225,10 +224,12 @@ class Journal:
         scan and before each read, so the ring passes its bound by at most what one queue
         scan interval records. Its work per entry is a step of C loops.
         """
+        self.run_key = None  # a run of PUBs ends with its chunk
         if self.open:
             chunk = tuple(self.open)  # untracked once the collector has seen it
             self.open.clear()
-            nbytes = sum(map(_BYTES, chunk))
+            nbytes = self.open_bytes
+            self.open_bytes = 0
             self._chunks.append([chunk, nbytes, 0])
             self._held += len(chunk)
             self.nbytes += nbytes
@@ -270,7 +271,7 @@ class Journal:
         excess = self.nbytes - self.entry_bytes
         if excess > 0:
             chunk = chunks[0]
-            running = list(accumulate(map(_BYTES, islice(chunk[0], chunk[2], None))))
+            running = list(accumulate(map(_bytes, islice(chunk[0], chunk[2], None))))
             count = min(bisect_left(running, excess) + 1, self._held - 1)
             if count > 0:
                 self._drop(count, min(running[count - 1], chunk[1]))
@@ -294,17 +295,20 @@ class Journal:
         if self.source != client.id:
             if client.id not in self.who:
                 self._seen(client.id, client)
+            self.run_key = None  # another publisher: another entry
             self.source = client.id
             self.sources.append((self.recorded + 1, client.id))
 
     def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
         """An HTTP request (its remote address and headers) publishes what comes next."""
+        self.run_key = None
         self.source = (remote, headers)
         self.sources.append((self.recorded + 1, self.source))
 
     def publisher_in_process(self) -> None:
         """Code in this process publishes what comes next (a test handle)."""
         if self.source != 0:
+            self.run_key = None
             self.source = 0
             self.sources.append((self.recorded + 1, 0))
 
@@ -325,12 +329,22 @@ class Journal:
     def delivered(
         self, topic: str, channel: str, client: Any, lease: Lease, msgs: Any, nbytes: int
     ) -> None:
-        """``msgs`` (a list, or one message sent as it was published) went to ``client``
-        under ``lease`` (``nbytes`` of messages; 0 for one message: its own)."""
+        """``msgs`` (a list, or one message) went to ``client`` under ``lease`` (``nbytes``
+        of messages; 0 for one message: its own)."""
         self.seen(client)
         if not nbytes and msgs.__class__ is not list:
             nbytes = len(msgs.data)
         self.append(Step(DELIVERED, lease[1], topic, channel, msgs, lease, None, None, nbytes))
+
+    def sent(self, topic: str, channel: str, msgs: list[Message]) -> None:
+        """Of ``msgs``, a channel sent on at once those that now hold a client's lease (the
+        rest were sampled out): an entry each, under its own lease (the channel's consumers
+        are known from SUB)."""
+        for msg in msgs:
+            lease = msg.lease
+            if lease[0]:
+                size = len(msg.data)
+                self.append(Step(DELIVERED, lease[1], topic, channel, msg, lease, None, None, size))
 
     def finished(
         self,
@@ -363,16 +377,19 @@ class Journal:
         nbytes = sum(len(m.data) for m in msgs)
         self.append(Step(kind, now, topic, channel, refs, a, b, None, nbytes))
 
-    def touched(self, topic: str, channel: str, msg: Message, client_id: int, now: float) -> None:
-        """``client_id`` restarted ``msg``'s timeout (its new deadline is in its lease)."""
-        self._add(TOUCHED, now, topic, channel, msg, client_id, msg.deadline - now)
+    def touched(
+        self, topic: str, channel: str, msg: Message, client_id: int, now: float, before: Lease
+    ) -> None:
+        """``client_id`` restarted ``msg``'s timeout (its new deadline is in its lease; its
+        lease ``before`` is kept: a delivery read back from the message needs it)."""
+        self._add(TOUCHED, now, topic, channel, msg, client_id, (msg.deadline - now, before))
 
     def requeued(
         self, topic: str, channel: str, msg: Message, client_id: int, delay: float, now: float
     ) -> None:
         """``client_id`` sent ``msg`` back (REQ), to be queued after ``delay`` seconds."""
         held = now - msg.delivery_ts
-        self._add(REQUEUED, now, topic, channel, msg, client_id, (delay, held))
+        self._add(REQUEUED, now, topic, channel, msg, client_id, (delay, held, msg.lease))
         trouble = self._trouble(topic, channel, msg)
         if trouble is not None:
             trouble.requeues += 1

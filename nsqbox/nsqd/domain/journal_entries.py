@@ -1,9 +1,11 @@
-"""The journal's entries: what its ring holds, one per event of a batch of messages.
+"""The journal's entries: what its ring holds, one per event of a batch of messages (and
+the records it keeps beside them: who a client was, a message in trouble, one given up).
 
 Structs the garbage collector does not track (as :class:`~.message.Message`): they refer
-to strings, numbers, messages and tuples of them, never to a list, and nothing refers back,
-so they are in no cycle; recording one never counts towards a collection, and the ring,
-however long, costs a collection nothing. :mod:`.journal` records them and
+to strings, numbers, messages, tuples of them and lists of messages (a batch, a run of
+PUBs), and nothing refers back, so they are in no cycle; recording one never counts
+towards a collection, and the ring, however long, costs a collection little (a list per
+batch or run at most). :mod:`.journal` records them and
 :mod:`.journal_views` reads them.
 """
 
@@ -16,7 +18,17 @@ import msgspec
 if TYPE_CHECKING:
     from .message import Message
 
-__all__ = ["Entry", "Published", "Run", "Step", "ids_run", "run_of"]
+__all__ = [
+    "Entry",
+    "GivenUp",
+    "Published",
+    "Run",
+    "Step",
+    "Trouble",
+    "Who",
+    "ids_run",
+    "run_of",
+]
 
 #: An id's tick (13 hex digits, as :class:`~.message.GUIDFactory` makes them), then its
 #: sequence in the tick (3 hex digits).
@@ -27,8 +39,10 @@ _ID = 16
 class Published(msgspec.Struct, gc=False):
     """A publish, as the ring holds it: ``key`` is the topic's ``(name, channels)``, the
     channels that took the messages straight into memory (None: the topic held them);
-    ``refs`` one message (a PUB), a :class:`Run` (an MPUB) or, for an MPUB that is not
-    one, a list.
+    ``refs`` a :class:`Run` (an MPUB) or a list: an MPUB's that is not a run, or the
+    messages of a run of PUBs (``pubs``) one connection made in one turn, one entry for
+    them all. A message the first channel of ``key`` sent on at once is not recorded
+    again: the message itself says so (its attempts and lease, see :mod:`.journal_views`).
 
     Untracked by the garbage collector: it refers to strings, numbers, messages (not
     tracked either) and at most a list, and nothing refers back, so it is in no cycle.
@@ -38,9 +52,8 @@ class Published(msgspec.Struct, gc=False):
     refs: Any
     defer: float
     nbytes: int
-    #: A PUB's message sent on at once by the first channel of ``key`` (the one given the
-    #: message itself, not a copy): its lease, set on this entry instead of a :class:`Step`.
-    lease: Any = None
+    #: Each message of ``refs`` (a list) was a PUB (or DPUB) of its own.
+    pubs: bool = False
 
 
 class Step(msgspec.Struct, gc=False):
@@ -79,6 +92,8 @@ class Entry(NamedTuple):
     b: Any
     c: Any
     nbytes: int
+    #: A publish of a run of PUBs: each message its own PUB.
+    pubs: bool = False
 
 
 class Run(msgspec.Struct, gc=False):
@@ -124,3 +139,49 @@ def run_of(msgs: list[Message], bodies: list[bytes], nbytes: int) -> Run | list[
     ):
         return Run(first, len(msgs), each)
     return msgs
+
+
+class Who(NamedTuple):
+    """A TCP client as the journal remembers it."""
+
+    remote_address: str
+    user_agent: str
+    hostname: str
+    client_id: str
+
+
+class Trouble:
+    """A message whose delivery went wrong, not yet finished or dropped."""
+
+    __slots__ = (
+        "data",
+        "held_longest",
+        "last_client",
+        "requeues",
+        "since",
+        "timeouts",
+        "timestamp",
+    )
+
+    def __init__(self, data: bytes, timestamp: int, since: int) -> None:
+        self.data = data
+        self.timestamp = timestamp
+        self.since = since  #: broker wall ns of its first failure
+        self.requeues = 0
+        self.timeouts = 0
+        self.last_client = 0
+        self.held_longest = 0.0  #: seconds, the longest a client held it before a failure
+
+
+class GivenUp(NamedTuple):
+    """A message finished after earlier deliveries of it failed."""
+
+    time: int
+    topic: str
+    channel: str
+    data: bytes
+    timestamp: int
+    attempts: int
+    client: int
+    requeues: int
+    timeouts: int

@@ -9,6 +9,12 @@ A delivery's attempt number is not stored: a message's ``attempts`` only changes
 is delivered again, and every later delivery is newer, hence still in the ring. Walking
 the ring from its newest entry back, the last delivery of a message in a channel was at
 its current ``attempts``, each earlier one at one less than the delivery after it.
+
+A message the first channel of a publish (or of a topic's fan-out) sent on at once is not
+recorded again: every other delivery is, so when its earliest recorded delivery there was
+at attempt 2 or more (or none was recorded and it has been delivered), the one before
+was that send. Its lease is the message's own, unless something replaced it since: the
+earliest touch, requeue or timeout of it after the publish kept the lease it replaced.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from .journal import (
 )
 
 if TYPE_CHECKING:
-    from .message import Message
+    from .message import Lease, Message
 
 __all__ = ["EventFilter", "Reading", "events_page", "given_up_doc", "troubles_doc"]
 
@@ -105,25 +111,24 @@ def _entries(
         if raw.__class__ is Published:
             topic, channels = raw.key
             yield Entry(
-                number << 32,
-                PUBLISHED,
-                None,
-                topic,
-                "",
-                raw.refs,
-                source,
-                raw.defer,
-                channels,
-                raw.nbytes,
-            )
-            if raw.lease is not None and channels:  # sent on at once: its delivery, after it
-                lease = raw.lease
-                yield Entry(
-                    number << 32 | _SENT, DELIVERED, lease[1], topic, channels[0], raw.refs,
-                    lease, None, None, 0,
-                )  # fmt: skip
+                number << 32, PUBLISHED, None, topic, "", raw.refs, source, raw.defer, channels,
+                raw.nbytes, raw.pubs,
+            )  # fmt: skip
+            if channels and not raw.defer:  # what its first channel sent on at once
+                yield _sent_entry(number, topic, channels[0], raw.refs)
         else:
-            yield Entry(number << 32, *astuple(raw))
+            entry = Entry(number << 32, *astuple(raw))
+            yield entry
+            if entry.kind == QUEUED and entry.c and not entry.channel:  # a fan-out: the same
+                yield _sent_entry(number, entry.topic, entry.c[0], entry.refs)
+
+
+def _sent_entry(number: int, topic: str, channel: str, refs: Any) -> Entry:
+    """The deliveries a publish's or fan-out's first channel may have made at once: read
+    back from the messages (``a`` None), numbered after the entry's own events."""
+    if refs.__class__ is Run:  # an MPUB's: each one sent was recorded
+        refs = []
+    return Entry(number << 32 | _SENT, DELIVERED, None, topic, channel, refs, None, None, None, 0)
 
 
 class _Reading:
@@ -154,6 +159,10 @@ class _Reading:
         self.not_in_memory: set[tuple[str, bytes]] = set()
         #: the last delivery of each (channel, id) met so far, for a FIN's attempt
         self.delivered: dict[tuple[str, bytes], Message] = {} if delivered is None else delivered
+        #: the lease of each delivery read back from its message, by event number
+        self.sent: dict[int, Lease] = {}
+        #: the first such lease of each entry of them (by its number), for its time
+        self.sent_first: dict[int, Lease] = {}
         self._last = last  #: the time of the last entry read
         self._scan()
 
@@ -162,12 +171,22 @@ class _Reading:
 
     def _scan(self) -> None:
         later: dict[tuple[str, bytes], int] = {}
+        #: the lease a message held before its earliest touch, requeue or timeout so far
+        before: dict[tuple[str, bytes], Lease] = {}
         want = self.want
         for entry in reversed(self.entries):
             kind = entry.kind
             if not want.entry_matches(entry):
                 continue
-            if kind == DELIVERED:
+            if kind == DELIVERED and entry.a is None:
+                self._scan_sent(entry, later, before)
+            elif kind in (TOUCHED, REQUEUED, TIMED_OUT):
+                for i, msg in enumerate(_msgs(entry)):
+                    msg_id = msg.data[:_ID]
+                    if self._wanted(msg_id):
+                        lease = entry.a[i] if kind == TIMED_OUT else entry.b[-1]
+                        before[entry.channel, msg_id] = lease
+            elif kind == DELIVERED:
                 msgs = _msgs(entry)
                 for i in range(len(msgs) - 1, -1, -1):
                     msg_id = msgs[i].data[:_ID]
@@ -184,8 +203,34 @@ class _Reading:
                 for msg_id in _ids(entry):
                     self.not_in_memory.add((entry.channel, msg_id))
 
+    def _scan_sent(
+        self,
+        entry: Entry,
+        later: dict[tuple[str, bytes], int],
+        before: dict[tuple[str, bytes], Lease],
+    ) -> None:
+        """Which of a publish's messages its first channel sent on at once (see the module
+        docstring), under which lease and at which attempt."""
+        msgs = _msgs(entry)
+        for i in range(len(msgs) - 1, -1, -1):
+            msg = msgs[i]
+            msg_id = msg.data[:_ID]
+            if not self._wanted(msg_id):
+                continue
+            key = (entry.channel, msg_id)
+            attempt = later.get(key)
+            attempt = msg.attempts if attempt is None else attempt - 1
+            if attempt < 1:
+                continue
+            later[key] = attempt
+            self.attempts[entry.first + i] = attempt
+            self.sent[entry.first + i] = self.sent_first[entry.first] = before.get(key, msg.lease)
+            self.not_in_memory.add(key)
+
     def time(self, entry: Entry) -> int:
         """When ``entry`` happened, broker wall ns."""
+        if entry.now is None and entry.kind == DELIVERED:  # sent at once: its first lease
+            return self.journal.wall_of(self.sent_first[entry.first][1])
         if entry.now is None:  # a publish: its messages' timestamp
             refs = entry.refs
             return (refs.first if refs.__class__ is Run else _msgs(entry)[0]).timestamp
@@ -197,10 +242,13 @@ class _Reading:
         for entry in self.entries:
             if not want.entry_matches(entry):
                 continue
+            read_back = entry.kind == DELIVERED and entry.a is None
+            if read_back and entry.first not in self.sent_first:
+                continue  # none of them was sent on at once
             ids = _ids(entry)
             if entry.kind == DELIVERED:  # a FIN's attempt and publish time are its delivery's
-                for msg_id, msg in zip(ids, _msgs(entry), strict=True):
-                    if self._wanted(msg_id):
+                for i, (msg_id, msg) in enumerate(zip(ids, _msgs(entry), strict=True)):
+                    if self._wanted(msg_id) and (not read_back or entry.first + i in self.sent):
                         self.delivered[entry.channel, msg_id] = msg
             if entry.first | _LOW <= after:
                 continue
@@ -218,10 +266,13 @@ class _Reading:
         own = kind != QUEUED or entry.channel  # a fan-out is only implied copies
         if own and (not want.kinds or kind in want.kinds):
             if not want.channel or entry.channel == want.channel:
+                read_back = kind == DELIVERED and entry.a is None
                 for i, msg_id in enumerate(ids):
                     if n + i <= after or not self._wanted(msg_id):
                         continue
-                    if want.client and _client_of(entry, i) != want.client:
+                    if read_back and n + i not in self.sent:
+                        continue  # not sent on at once
+                    if want.client and self._client_of(entry, i) != want.client:
                         continue
                     yield self._event(entry, i, msg_id, time, n + i)
             if not ids and kind == DROPPED:  # only messages on disk: counted, not listed
@@ -243,6 +294,13 @@ class _Reading:
                 doc["to"] = "memory"
                 yield doc
 
+    def _client_of(self, entry: Entry, i: int) -> int:
+        kind = entry.kind
+        if kind == DELIVERED:
+            lease = self.sent[entry.first + i] if entry.a is None else entry.a
+            return lease[0]
+        return _client(entry, i)
+
     @staticmethod
     def _base(n: int, time: int, kind: str, topic: str, channel: str, msg_id: bytes) -> Doc:
         return {
@@ -263,7 +321,7 @@ class _Reading:
             run = refs.__class__ is Run
             doc["size"] = refs.size if run else len(_msgs(entry)[i].data) - _ID
             if entry.a.__class__ is not tuple:
-                batch = run or len(ids_of(entry)) > 1
+                batch = run or (len(ids_of(entry)) > 1 and not entry.pubs)
                 doc["via"] = "DPUB" if entry.b else ("MPUB" if batch else "PUB")
             doc.update(_source(journal, entry.a))
             if entry.b:
@@ -271,7 +329,7 @@ class _Reading:
         elif kind == QUEUED:
             doc["to"] = "disk"
         elif kind == DELIVERED:
-            lease = entry.a
+            lease = self.sent[n] if entry.a is None else entry.a
             doc.update(_who(journal, lease[0]))
             doc["attempt"] = self.attempts.get(n)
             doc["timeout_ms"] = round((lease[2] - lease[1]) * 1000)
@@ -285,10 +343,10 @@ class _Reading:
             )
         elif kind == TOUCHED:
             doc.update(_who(journal, entry.a))
-            doc["timeout_left_ms"] = round(entry.b * 1000)
+            doc["timeout_left_ms"] = round(entry.b[0] * 1000)
         elif kind == REQUEUED:
             doc.update(_who(journal, entry.a))
-            delay, held = entry.b
+            delay, held, _ = entry.b
             doc["delay_ms"] = round(delay * 1000)
             doc["held_ms"] = round(held * 1000, 3)
         elif kind == TIMED_OUT:
@@ -339,10 +397,8 @@ def _source(journal: Journal, source: object) -> Doc:
     return {"via": "in-process"}
 
 
-def _client_of(entry: Entry, i: int) -> int:
+def _client(entry: Entry, i: int) -> int:
     kind = entry.kind
-    if kind == DELIVERED:
-        return entry.a[0]  # type: ignore[no-any-return]
     if kind in (FINISHED, TOUCHED, REQUEUED):
         return entry.a  # type: ignore[no-any-return]
     if kind == TIMED_OUT:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.names import is_ephemeral
 from .channel import Channel, ChannelError
-from .journal_entries import Published, run_of
 from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
@@ -88,8 +87,7 @@ class Topic:
         #: its messages straight into memory (None: the topic holds them).
         self._held_key: tuple[str, tuple[str, ...] | None] = (name, None)
         self._journal_key: tuple[str, tuple[str, ...] | None] = self._held_key
-        #: The journal's ``append`` (None: ``--journal-size=0``), looked up once.
-        self._record = None if node.journal is None else node.journal.append
+        self._journal = node.journal  # None: --journal-size=0
         self.memory: deque[Message] = deque()
         self.mem_limit = node.options.mem_queue_size
         self.backend: BackendQueue = node.new_backend(name, self.ephemeral)
@@ -164,12 +162,13 @@ class Topic:
             and not self.memory
             and not self.backend.depth
         )
-        if (record := self._record) is not None:  # one entry: the journal's whole cost
+        if (journal := self._journal) is not None:  # one entry a run: the journal's cost
             key = self._journal_key if delivering and not defer else self._held_key
-            if refs.__class__ is list:  # an MPUB: its first message and sizes, not the list
-                record(Published(key, run_of(msgs, bodies, size), defer, size))
+            if journal.run_key is key and journal.run_now is now and not defer and refs is not msgs:
+                journal.run_append(refs)  # type: ignore[arg-type]  # a PUB's: one append
             else:
-                record(Published(key, refs, defer, size))
+                journal.published(key, refs, msgs, bodies, size, defer, now)
+            journal.open_bytes += size
         if delivering:
             if now is None:
                 now = node.now()
@@ -268,6 +267,14 @@ class Topic:
             self.pump()
 
     # -- channels ------------------------------------------------------------
+    def _channels_changed(self) -> None:
+        """The channel list changed: what publishing and the journal read of it."""
+        self._channel_list = channels = list(self.channels.values())
+        self._journal_key = (self.name, tuple(self.channels))
+        if self._journal is not None:  # the first channel's messages say what it sent
+            for i, channel in enumerate(channels):
+                channel.record_sent_from = 1 if i else 2
+
     def get_channel(self, name: str) -> Channel:
         """The channel, created if needed."""
         channel = self.channels.get(name)
@@ -280,8 +287,7 @@ class Topic:
                 on_delete=self._delete_channel,
             )
             self.channels[name] = channel
-            self._channel_list = list(self.channels.values())
-            self._journal_key = (self.name, tuple(self.channels))
+            self._channels_changed()
             self.node.logger.info("TOPIC(%s): new channel(%s)", self.name, name)
             self._notify(channel)
             self.pump()
@@ -299,8 +305,7 @@ class Topic:
         self.node.logger.info("TOPIC(%s): deleting channel %s", self.name, name)
         channel.delete()
         self.channels.pop(name, None)
-        self._channel_list = list(self.channels.values())
-        self._journal_key = (self.name, tuple(self.channels))
+        self._channels_changed()
         if not self.channels and self.ephemeral:
             self._on_delete(self)
         return True

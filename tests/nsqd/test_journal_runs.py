@@ -1,0 +1,206 @@
+"""The journal's cheap recording of PUBs (issue #33): one entry per run of PUBs, and what a
+channel sent on at once read back from the messages themselves.
+
+A real nsqd on 127.0.0.1 port 0 (TCP and HTTP); publishers and consumers over real sockets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from nsqbox.nsqd.domain.journal import Journal, Published, Step
+from nsqbox.wire import commands
+from tests.helpers import RawConn, wait_until
+from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
+
+
+@pytest.fixture
+async def client(nursery: trio.Nursery) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient() as http:
+        with trio.fail_after(TIMEOUT * 6):
+            yield http
+
+
+async def journey(http: httpx.AsyncClient, server: NSQDWithHTTP, msg_id: bytes) -> list[Any]:
+    response = await http.get(f"{server.url}/nsqbox/journal", params={"id": msg_id.decode()})
+    assert response.status_code == 200, response.text
+    doc = response.json()
+    assert doc["next"] is None
+    return doc["events"]  # type: ignore[no-any-return]
+
+
+def journal_of(server: NSQDWithHTTP) -> Journal:
+    assert server.nsqd.journal is not None
+    return server.nsqd.journal
+
+
+async def test_pubs_sent_on_at_once_read_back_their_deliveries(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    first = await RawConn.open(server.tcp)
+    await first.identify(user_agent="first", msg_timeout=5000)
+    await first.sub("t", "c", rdy=10)
+    second = await RawConn.open(server.tcp)
+    await second.identify(user_agent="second", msg_timeout=7000)
+    await second.sub("t", "c2", rdy=10)
+    producer = await RawConn.open(server.tcp)
+    await producer.identify(user_agent="producer")
+    await producer.send(b"".join(commands.pub("t", b"m%d" % i) for i in range(5)))
+    for _ in range(5):
+        assert await producer.response() == b"OK"
+    got = [await first.message() for _ in range(5)]
+    copies = [await second.message() for _ in range(5)]
+    assert [m.body for m in got] == [b"m%d" % i for i in range(5)]
+    assert [m.id for m in copies] == [m.id for m in got]
+    # the first message: touched, sent back, delivered again, finished; the rest finished
+    head = got[0]
+    await trio.sleep(0.01)  # a touch's new deadline is later than the first one's
+    await first.send(commands.touch(head.id) + commands.req(head.id, 0))
+    again = await first.message()
+    assert (again.id, again.attempts) == (head.id, 2)
+    await first.send(b"".join(commands.fin(m.id) for m in [again, *got[1:]]))
+    await second.send(b"".join(commands.fin(m.id) for m in copies))
+    channels = server.nsqd.topics["t"].channels
+    await wait_until(lambda: not any(c.in_flight_count() for c in channels.values()))
+
+    events = await journey(client, server, head.id)
+    assert [(e["kind"], e["channel"]) for e in events] == [
+        ("published", ""),
+        ("delivered", "c"),
+        ("delivered", "c2"),
+        ("touched", "c"),
+        ("requeued", "c"),
+        ("delivered", "c"),
+        ("finished", "c"),
+        ("finished", "c2"),
+    ]
+    assert (events[0]["via"], events[0]["user_agent"]) == ("PUB", "producer")
+    delivered = [e for e in events if e["kind"] == "delivered"]
+    # the first delivery's lease as it was before the touch replaced its deadline
+    assert [(e["attempt"], e["user_agent"], e["timeout_ms"]) for e in delivered] == [
+        (1, "first", 5000),
+        (1, "second", 7000),
+        (2, "first", 5000),
+    ]
+    assert [e["attempt"] for e in events if e["kind"] == "finished"] == [2, 1]
+    times = [e["time"] for e in events]
+    assert times == sorted(times)
+    for msg in got[1:]:
+        rest = await journey(client, server, msg.id)
+        assert [(e["kind"], e["channel"], e.get("attempt")) for e in rest] == [
+            ("published", "", None),
+            ("delivered", "c", 1),
+            ("delivered", "c2", 1),
+            ("finished", "c", 1),
+            ("finished", "c2", 1),
+        ]
+        assert rest[0]["via"] == "PUB"
+        assert rest[1]["user_agent"] == "first"
+    # filtered by client: only what the first consumer was sent, read back or not
+    client_id = next(iter(c.id for c in server.nsqd.clients.values() if c.user_agent == "first"))
+    response = await client.get(
+        f"{server.url}/nsqbox/journal", params={"client": client_id, "kind": "delivered"}
+    )
+    assert response.status_code == 200, response.text
+    assert len(response.json()["events"]) == 6
+    for conn in (first, second, producer):
+        await conn.aclose()
+
+
+async def test_pubs_in_one_turn_are_one_entry_and_counted_as_recorded(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    journal = journal_of(server)
+    topic = server.nsqd.get_topic("runs")
+    journal.trim()
+    before = journal.nbytes
+    now = server.nsqd.now()
+    for body in (b"a", b"bb", b"ccc"):
+        topic.put_messages([body], 0.0, now, None)
+    topic.put_messages([b"dddd"], 0.0, now + 1.0, None)  # another turn: another entry
+    journal.publisher_in_process()
+    topic.put_messages([b"eeeee"], 0.0, None, None)  # no turn's clock: an entry of its own
+    topic.put_messages([b"ffffff"], 0.0, None, None)
+    published = [e for e in journal.open if isinstance(e, Published)]
+    assert [([m.data[16:] for m in e.refs], e.pubs) for e in published] == [
+        ([b"a", b"bb", b"ccc"], True),
+        ([b"dddd"], True),
+        ([b"eeeee"], True),
+        ([b"ffffff"], True),
+    ]
+    assert journal.open_bytes == 21  # counted as recorded, not summed when the chunk closes
+    journal.trim()
+    assert (journal.nbytes - before, journal.open_bytes, journal.run_key) == (21, 0, None)
+    # a step between two PUBs of one turn ends the run
+    topic.put_messages([b"g"], 0.0, now, None)
+    journal.append(Step(9, now, "runs", "", [], None, None, None, 0))
+    topic.put_messages([b"h"], 0.0, now, None)
+    assert [len(e.refs) for e in journal.open if isinstance(e, Published)] == [1, 1]
+    # a DPUB and an MPUB are entries of their own, and a PUB after them starts another run
+    topic.put_messages([b"i"], 0.0, now, None)
+    topic.put_messages([b"j"], 5.0, now, None)
+    topic.put_messages([b"k", b"l"], 0.0, now, None)
+    topic.put_messages([b"m"], 0.0, now, None)
+    topic.put_messages([b"n"], 0.0, now, None)
+    sizes = [len(e.refs) for e in journal.open if isinstance(e, Published) and e.pubs]
+    assert sizes == [1, 2, 1, 2]
+
+
+async def test_an_mpub_sent_on_at_once_records_its_deliveries(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    taker = await RawConn.open(server.tcp)
+    await taker.identify(user_agent="taker")
+    await taker.sub("t", "c", rdy=10)
+    producer = await RawConn.open(server.tcp)
+    await producer.mpub("t", [b"one", b"two", b"three"])
+    got = [await taker.message() for _ in range(3)]
+    await taker.send(b"".join(commands.fin(m.id) for m in got))
+    await wait_until(lambda: server.nsqd.topics["t"].channels["c"].in_flight_count() == 0)
+    for msg in got:  # the batch's entry keeps its first message only: each send is recorded
+        events = await journey(client, server, msg.id)
+        assert [(e["kind"], e.get("attempt")) for e in events] == [
+            ("published", None),
+            ("delivered", 1),
+            ("finished", 1),
+        ]
+        assert (events[0]["via"], events[1]["user_agent"]) == ("MPUB", "taker")
+    await taker.aclose()
+    await producer.aclose()
+
+
+async def test_a_run_of_pubs_to_one_channel_reads_back_every_send(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    taker = await RawConn.open(server.tcp)
+    await taker.identify(user_agent="taker", msg_timeout=9000)
+    await taker.sub("t", "c", rdy=10)
+    producer = await RawConn.open(server.tcp)
+    await producer.identify(user_agent="producer")
+    await producer.send(b"".join(commands.pub("t", b"m%d" % i) for i in range(5)))
+    for _ in range(5):
+        assert await producer.response() == b"OK"
+    got = [await taker.message() for _ in range(5)]
+    await taker.send(b"".join(commands.fin(m.id) for m in got))
+    await wait_until(lambda: server.nsqd.topics["t"].channels["c"].in_flight_count() == 0)
+    for msg in got:
+        events = await journey(client, server, msg.id)
+        assert [(e["kind"], e.get("attempt")) for e in events] == [
+            ("published", None),
+            ("delivered", 1),
+            ("finished", 1),
+        ]
+        assert (events[0]["via"], events[0]["user_agent"]) == ("PUB", "producer")
+        assert (events[1]["user_agent"], events[1]["timeout_ms"]) == ("taker", 9000)
+    await taker.aclose()
+    await producer.aclose()
