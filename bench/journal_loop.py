@@ -6,7 +6,8 @@
 Drives a real :class:`~nsqbox.nsqd.domain.nsqd.NSQD` (memory queues, its journal on or
 ``--journal-size=0``) the way ProtocolV2 does, with a consumer whose sends cost nothing:
 
-- ``pub``: PUBs in runs of 100 (one turn's clock each), nobody consuming;
+- ``pub``: PUBs in runs of 100 (one connection's in one turn, as ProtocolV2 hands them
+  over), nobody consuming;
 - ``pubsub``: the same with a consumer at RDY 2500 FINing each run (the latency row:
   every message sent on as it is published);
 - ``mpub``: MPUBs of 200 with nobody consuming, then RDY and FINs in runs of 200.
@@ -102,10 +103,9 @@ def drive(workload: str, count: int, journal: bool) -> None:
     if workload == "pubsub":
         sink.ready_count = 2500
         channel.client_ready(sink, nsqd.now())  # type: ignore[arg-type]
+    run = [body] * RUN
     for _ in range(count // RUN):
-        now = nsqd.now()
-        for _ in range(RUN):
-            topic.put_messages([body], 0.0, now, None)
+        topic.put_each(run, 0.0, nsqd.now(), None)  # a connection's run of PUBs in one turn
         if workload == "pubsub":
             ids = [m.id for m in sink.out]
             sink.out.clear()

@@ -14,7 +14,8 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.nsqd.domain.journal import Journal, Published, Step
+from nsqbox.nsqd.domain.journal import Journal, Published
+from nsqbox.nsqd.domain.topic import TopicError
 from nsqbox.wire import commands
 from tests.helpers import RawConn, wait_until
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
@@ -114,7 +115,7 @@ async def test_pubs_sent_on_at_once_read_back_their_deliveries(
         await conn.aclose()
 
 
-async def test_pubs_in_one_turn_are_one_entry_and_counted_as_recorded(
+async def test_a_run_of_pubs_is_one_entry_and_counted_as_recorded(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
@@ -123,11 +124,11 @@ async def test_pubs_in_one_turn_are_one_entry_and_counted_as_recorded(
     journal.trim()
     before = journal.nbytes
     now = server.nsqd.now()
-    for body in (b"a", b"bb", b"ccc"):
-        topic.put_messages([body], 0.0, now, None)
-    topic.put_messages([b"dddd"], 0.0, now + 1.0, None)  # another turn: another entry
+    # a run of PUBs (one connection's, one turn's): one entry for them all
+    assert topic.put_each([b"a", b"bb", b"ccc"], 0.0, now, None) == 3
+    topic.put_messages([b"dddd"], 0.0, now, None)  # a PUB alone: an entry of its own
     journal.publisher_in_process()
-    topic.put_messages([b"eeeee"], 0.0, None, None)  # no turn's clock: an entry of its own
+    topic.put_messages([b"eeeee"], 0.0, None, None)
     topic.put_messages([b"ffffff"], 0.0, None, None)
     published = [e for e in journal.open if isinstance(e, Published)]
     assert [([m.data[16:] for m in e.refs], e.pubs) for e in published] == [
@@ -138,20 +139,20 @@ async def test_pubs_in_one_turn_are_one_entry_and_counted_as_recorded(
     ]
     assert journal.open_bytes == 21  # counted as recorded, not summed when the chunk closes
     journal.trim()
-    assert (journal.nbytes - before, journal.open_bytes, journal.run_key) == (21, 0, None)
-    # a step between two PUBs of one turn ends the run
-    topic.put_messages([b"g"], 0.0, now, None)
-    journal.append(Step(9, now, "runs", "", [], None, None, None, 0))
-    topic.put_messages([b"h"], 0.0, now, None)
-    assert [len(e.refs) for e in journal.open if isinstance(e, Published)] == [1, 1]
-    # a DPUB and an MPUB are entries of their own, and a PUB after them starts another run
-    topic.put_messages([b"i"], 0.0, now, None)
-    topic.put_messages([b"j"], 5.0, now, None)
+    assert (journal.nbytes - before, journal.open_bytes) == (21, 0)
+    # a run of DPUBs is one entry too, with its delay; an MPUB is an entry of its own
+    assert topic.put_each([b"i", b"j"], 5.0, now, None) == 2
     topic.put_messages([b"k", b"l"], 0.0, now, None)
-    topic.put_messages([b"m"], 0.0, now, None)
-    topic.put_messages([b"n"], 0.0, now, None)
-    sizes = [len(e.refs) for e in journal.open if isinstance(e, Published) and e.pubs]
-    assert sizes == [1, 2, 1, 2]
+    entries = [e for e in journal.open if isinstance(e, Published)]
+    assert [(len(e.refs), e.defer, e.pubs) for e in entries[:1]] == [(2, 5.0, True)]
+    assert entries[1].pubs is False
+    # a run the topic refuses: nothing published, nothing recorded
+    topic.exiting = True
+    with pytest.raises(TopicError) as refused:
+        topic.put_each([b"m"], 0.0, now, None)
+    assert refused.value.done == 0
+    topic.exiting = False
+    assert len([e for e in journal.open if isinstance(e, Published)]) == 2
 
 
 async def test_an_mpub_sent_on_at_once_records_its_deliveries(

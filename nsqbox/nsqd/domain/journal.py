@@ -26,10 +26,9 @@ and published again whatever the ring has dropped since.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
-from itertools import accumulate, chain, islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any, Final
 
 from .journal_entries import Entry, GivenUp, Published, Run, Step, Trouble, Who, ids_run, run_of
@@ -78,15 +77,6 @@ FINISHED, DROPPED, DEFERRED, DUE = range(6, 10)
 Key = tuple[str, tuple[str, ...] | None]
 
 
-def _bytes(entry: Published | Step) -> int:
-    """An entry's bytes (a run of PUBs' ``nbytes`` is its first's: the rest are counted in
-    :attr:`Journal.open_bytes` only, so they are summed here, when the ring drops part of
-    a chunk for its bytes)."""
-    if entry.__class__ is Published and entry.pubs:
-        return sum(len(m.data) - 16 for m in entry.refs)
-    return entry.nbytes
-
-
 #: Each kind's name, by number: what ``/nsqbox/journal`` shows and filters on.
 _NAMES = "published queued delivered touched requeued timed_out finished dropped deferred due"
 KINDS: Final = tuple(_NAMES.split())
@@ -124,13 +114,6 @@ class Journal:
         #: Message bytes the open chunk's entries keep alive: added to as they are recorded
         #: (whoever appends to :attr:`open` adds the entry's ``nbytes`` here).
         self.open_bytes = 0
-        #: The run of PUBs being recorded: its entry's key (None: no run), the clock
-        #: reading of its turn and the ``append`` of its messages' list. A topic adds the
-        #: turn's next PUB under the same key to it; anything else recorded ends it.
-        self.run_key: object = None
-        self.run_now: object = None
-        no_run: list[Message] = []
-        self.run_append: Callable[[Message], None] = no_run.append
         self._held = 0  #: entries in the closed chunks
         self.evicted = 0  #: entries the ring has let go of (the oldest held is the next)
         self.nbytes = 0  #: message bytes the closed chunks' entries keep alive
@@ -151,27 +134,25 @@ class Journal:
 
     def append(self, entry: Published | Step) -> None:
         """Record one entry (a :class:`Published` or a :class:`Step`), counting its bytes."""
-        self.run_key = None  # a run of PUBs ends here
         self.open.append(entry)
         self.open_bytes += entry.nbytes
 
     def published(
         self, key: Key, refs: Any, msgs: list[Message], bodies: list[bytes], size: int,
-        defer: float, now: float | None,
+        defer: float, run: list[Message] | None,
     ) -> None:  # fmt: skip
         """A topic published ``msgs`` (``refs``: a PUB's message, else ``msgs``) under
-        ``key``: a new entry, that the turn's next PUBs (``now``, and no ``defer``) join.
-        The caller adds ``size`` to :attr:`open_bytes`."""
-        self.run_key = None
+        ``key``: a new entry. ``run`` (empty) is the list of a run of PUBs (a topic's
+        :meth:`~.topic.Topic.put_each`) that this PUB starts: the entry is the run's, and
+        the run's next PUBs join it. The caller adds the bytes to :attr:`open_bytes`."""
         if refs is msgs:  # an MPUB: its first message and sizes, not the list
             self.open.append(Published(key, run_of(msgs, bodies, size), defer, size))
             return
-        entry = Published(key, [refs], defer, size, True)
-        self.open.append(entry)
-        if not defer and now is not None:
-            self.run_append = entry.refs.append
-            self.run_now = now
-            self.run_key = key
+        if run is None:
+            run = [refs]
+        else:
+            run.append(refs)
+        self.open.append(Published(key, run, defer, size, True))
 
     def wall_of(self, now: float) -> int:
         """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""
@@ -224,7 +205,6 @@ class Journal:
         scan and before each read, so the ring passes its bound by at most what one queue
         scan interval records. Its work per entry is a step of C loops.
         """
-        self.run_key = None  # a run of PUBs ends with its chunk
         if self.open:
             chunk = tuple(self.open)  # untracked once the collector has seen it
             self.open.clear()
@@ -240,10 +220,10 @@ class Journal:
         while len(sources) > 1 and sources[1][0] <= self.evicted + 1:
             sources.popleft()  # the publisher of the oldest entry stays
 
-    def _drop(self, count: int, head_bytes: int | None = None) -> None:
+    def _drop(self, count: int) -> None:
         """Let the ``count`` oldest entries go: whole chunks, then the head of one (its
-        bytes ``head_bytes``, else the chunk's shared out evenly: no walk over entries; the
-        head is freed with the rest of its chunk, at most one queue scan later)."""
+        bytes the chunk's shared out evenly: no walk over entries; the head is freed with
+        the rest of its chunk, at most one queue scan later)."""
         chunks = self._chunks
         while count > 0 and chunks:
             chunk = chunks[0]
@@ -254,7 +234,7 @@ class Journal:
                 gone, nbytes = live, chunk[1]
             else:
                 gone = count
-                nbytes = chunk[1] * count // live if head_bytes is None else head_bytes
+                nbytes = chunk[1] * count // live
                 chunk[1] -= nbytes
                 chunk[2] += count
             self._held -= gone
@@ -263,18 +243,20 @@ class Journal:
             count -= gone
 
     def _drop_bytes(self) -> None:
-        """Drop the oldest entries until the rest keep at most ``entry_bytes`` alive."""
+        """Drop the oldest entries until the rest keep at most ``entry_bytes`` alive: whole
+        chunks, then of the oldest the share of its entries its excess bytes are of its
+        bytes (its entries taken as alike: no walk over them; the newest entry stays)."""
         chunks = self._chunks
         while len(chunks) > 1 and self.nbytes - chunks[0][1] >= self.entry_bytes:
             self._drop(len(chunks[0][0]) - chunks[0][2])
-        # then the fewest of the oldest chunk's entries (the newest entry always stays)
         excess = self.nbytes - self.entry_bytes
         if excess > 0:
             chunk = chunks[0]
-            running = list(accumulate(map(_bytes, islice(chunk[0], chunk[2], None))))
-            count = min(bisect_left(running, excess) + 1, self._held - 1)
+            live = len(chunk[0]) - chunk[2]
+            share = -(-live * excess // chunk[1]) if chunk[1] > 0 else live
+            count = min(share, self._held - 1)
             if count > 0:
-                self._drop(count, min(running[count - 1], chunk[1]))
+                self._drop(count)
 
     def _seen(self, client_id: int, client: Any) -> None:
         """Remember who ``client_id`` is, the first time it shows."""
@@ -295,20 +277,17 @@ class Journal:
         if self.source != client.id:
             if client.id not in self.who:
                 self._seen(client.id, client)
-            self.run_key = None  # another publisher: another entry
             self.source = client.id
             self.sources.append((self.recorded + 1, client.id))
 
     def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
         """An HTTP request (its remote address and headers) publishes what comes next."""
-        self.run_key = None
         self.source = (remote, headers)
         self.sources.append((self.recorded + 1, self.source))
 
     def publisher_in_process(self) -> None:
         """Code in this process publishes what comes next (a test handle)."""
         if self.source != 0:
-            self.run_key = None
             self.source = 0
             self.sources.append((self.recorded + 1, 0))
 

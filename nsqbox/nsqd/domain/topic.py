@@ -59,6 +59,9 @@ class TopicTap(Protocol):
 class TopicError(Exception):
     """A publish the topic refused (``exiting``, or the backend failed)."""
 
+    #: Of a run of PUBs (:meth:`Topic.put_each`), how many were published before it.
+    done = 0
+
 
 class Topic:
     """One topic: its channels, its own queue, and its ID factory.
@@ -127,11 +130,13 @@ class Topic:
         defer: float = 0.0,
         now: float | None = None,
         publisher: Publisher | None = None,
+        run: list[Message] | None = None,
     ) -> None:
         """Publish a batch: ids, one timestamp, fan-out or buffering. TopicError on failure.
 
         ``now`` is the node's clock if the caller has just read it (a connection reads
-        it once per turn); ``publisher`` who published it, for the topic's taps.
+        it once per turn); ``publisher`` who published it, for the topic's taps; ``run``
+        the journal's list of a run of PUBs (:meth:`put_each`) that this PUB is one of.
         """
         if self.exiting:
             raise TopicError("exiting")
@@ -163,12 +168,12 @@ class Topic:
             and not self.backend.depth
         )
         if (journal := self._journal) is not None:  # one entry a run: the journal's cost
-            key = self._journal_key if delivering and not defer else self._held_key
-            if journal.run_key is key and journal.run_now is now and not defer and refs is not msgs:
-                journal.run_append(refs)  # type: ignore[arg-type]  # a PUB's: one append
+            if run:  # a later PUB of a run: the run's entry, the first's, holds it
+                run.append(refs)  # type: ignore[arg-type]  # a PUB's message
             else:
-                journal.published(key, refs, msgs, bodies, size, defer, now)
-            journal.open_bytes += size
+                key = self._journal_key if delivering and not defer else self._held_key
+                journal.published(key, refs, msgs, bodies, size, defer, run)
+                journal.open_bytes += size
         if delivering:
             if now is None:
                 now = node.now()
@@ -185,6 +190,28 @@ class Topic:
             self._hold(msgs)
         self.message_count += len(msgs)
         self.message_bytes += size
+
+    def put_each(
+        self, bodies: list[bytes], defer: float, now: float, publisher: Publisher | None
+    ) -> int:
+        """A run of PUBs (DPUBs, ``defer`` > 0) from one connection in one turn: each body
+        its own message, published in order by :meth:`put_messages`, the journal's one
+        entry for the run. Returns how many; a :class:`TopicError` stops the run, its
+        ``done`` attribute saying how many were published before it."""
+        put = self.put_messages
+        run: list[Message] | None = None if self._journal is None else []
+        done = 0
+        try:
+            for body in bodies:
+                put([body], defer, now, publisher, run)
+                done += 1
+        except TopicError as err:
+            err.done = done
+            raise
+        finally:
+            if done > 1 and (journal := self._journal) is not None:  # the first counted its own
+                journal.open_bytes += sum(map(len, bodies[1:done]))
+        return done
 
     def _hold(self, msgs: list[Message]) -> None:
         room = self.mem_limit - len(self.memory)

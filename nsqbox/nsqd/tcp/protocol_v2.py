@@ -415,15 +415,13 @@ class ProtocolV2:
         a failure are answered, then its error)."""
         topic = self.nsqd.get_topic(topic_name)
         client = self.client
-        now = client.conn.now
-        done = 0
         if (journal := self.nsqd.journal) is not None:
             journal.publisher(client)  # who publishes, for the journal
+        done = 0
         try:
-            for body in bodies:
-                topic.put_messages([body], delay, now, client)
-                done += 1
+            done = topic.put_each(bodies, delay, client.conn.now, client)
         except TopicError as err:
+            done = err.done
             client.conn.respond_ok(done)
             raise NSQError(f"E_{cmd}_FAILED", f"{cmd} failed {err}") from None
         finally:
