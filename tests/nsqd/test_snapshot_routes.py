@@ -13,7 +13,9 @@ import pytest
 import trio
 
 from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES, READ_PIECE_BYTES
+from nsqbox.snapshot import transfer
 from nsqbox.snapshot.files import check_snapshot
+from nsqbox.snapshot.format import SnapshotError
 from nsqbox.tools import snapshot as snapshot_tool
 from nsqbox.tools.common import parse_args
 from tests.helpers import publish
@@ -223,3 +225,73 @@ async def test_a_save_whose_piece_is_refused_says_so_and_leaves_no_file(
         await trio.to_thread.run_sync(run)
     assert info.value.status == 404
     assert await trio.to_thread.run_sync(lambda: list(tmp_path.glob("s.jsonl*"))) == []
+
+
+def write_big(path: Path, over: int | None = None) -> list[bytes]:
+    """A snapshot of several read blocks (docs/state.md): channel ``c`` with 60 messages
+    queued in memory then disk ones; channel ``d`` with messages that say nothing of where
+    they were (as a recording's). Message ``over`` (if given) has a body of 101 bytes. Each
+    message's record as the disk queue holds it (timestamp, attempts, id, body), in order."""
+    from nsqbox.snapshot.files import SnapshotWriter, open_for_writing
+    from nsqbox.snapshot.format import Header
+    from nsqbox.wire.message import MESSAGE_HEADER
+
+    records = []
+    with open_for_writing(path) as stream:
+        writer = SnapshotWriter(stream, Header(0, nodes=1))
+        writer.topic(0, "t", False)
+        for channel in ("c", "d"):
+            writer.channel(0, "t", channel, False)
+        for n in range(24_000):  # about 5.5 MB: the middle blocks are one channel's each
+            channel = "c" if n < 12_000 else "d"
+            msg_id, body = b"%016x" % n, ((b"%05d" % n) * 21)[: 101 if n == over else 100]
+            attempts = n % 7
+            writer.message(0, "t", channel, msg_id, 1000 + n, attempts, body, 0, 60 <= n < 12_000)
+            records.append(MESSAGE_HEADER.pack(1000 + n, attempts) + msg_id + body)
+        writer.finish()
+    return records
+
+
+async def test_a_big_load_keeps_every_message_in_order_where_it_was(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # the middle blocks of a big file are staged whole (framed for the disk queue in one
+    # pass); what lands must be what a record-by-record load puts there
+    server = await start_nsqd_http(nursery, tmp_path, mem_queue_size=100, max_msg_size=100)
+    path = tmp_path / "s.jsonl"
+    records = await trio.to_thread.run_sync(write_big, path)
+    printed = await trio.to_thread.run_sync(
+        tool, "load", str(path), "--nsqd-http-address", server.url
+    )
+    assert printed == f"loaded {path}: 24000 messages into 1 nsqd(s)\n"
+    held = []
+    for name, first in (("c", 0), ("d", 12_000)):
+        channel = server.nsqd.topics["t"].channels[name]
+        memory = [m.id for m in channel.memory]
+        assert memory == [b"%016x" % n for n in range(first, first + (60 if name == "c" else 100))]
+        while (data := channel.backend.pop()) is not None:
+            held.append(data)
+    expected = records[60:12_000] + records[12_100:]
+    assert len(held) == len(expected)
+    assert held == expected
+
+
+async def test_a_body_over_max_msg_size_deep_in_a_big_file_is_refused_at_its_line(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path, mem_queue_size=100, max_msg_size=100)
+    path = tmp_path / "s.jsonl"
+    await trio.to_thread.run_sync(write_big, path, 20_000)
+
+    def load() -> None:
+        with httpx.Client(trust_env=False, timeout=TIMEOUT) as http:
+            transfer.load(http, path, [server.url])
+
+    with pytest.raises(SnapshotError) as refused:
+        await trio.to_thread.run_sync(load)
+    assert (refused.value.line, refused.value.reason) == (
+        20_000 + 5,  # the header, a topic, two channels, then message 20,000
+        "a body of 101 bytes is over --max-msg-size (100)",
+    )
+    assert server.nsqd.topics == {}
+    assert spools(tmp_path) == []

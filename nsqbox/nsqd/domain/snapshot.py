@@ -46,7 +46,7 @@ import struct
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from ...snapshot.format import (
     ChannelLine,
@@ -190,6 +190,8 @@ class NodeLoader:
         self._key: tuple[str, str | None] | None = None
         self._owner = _Owner()
         self._framed: list[bytes] = []
+        #: How many records ``_framed`` holds (a plain block's are one joined bytes).
+        self._framed_count = 0
         self._held = 0
         #: The file's topics of this node, with their channels (what ``replace`` keeps).
         self._listed: dict[str, set[str]] = {}
@@ -205,14 +207,18 @@ class NodeLoader:
         """Stage one record, line ``line`` of its file (:meth:`stage`)."""
         self.stage([record], line)
 
-    def stage(self, records: list[Record], first: int) -> None:
+    def stage(self, records: list[Record], first: int, plain: bool = False) -> None:
         """Stage ``records``, the first of them line ``first`` of its file (records of other
-        nodes are ignored).
+        nodes are ignored); ``plain`` when the reader found them plain
+        (:class:`~nsqbox.snapshot.files.Batch`): they are then framed for the disk queue in
+        one pass when they all go there.
 
         SnapshotError (with the line) for a message whose body is over the node's
         ``--max-msg-size`` (nsqd refuses such a PUB); OSError when the stage file cannot be
         written. One loop for a whole block of lines: this runs for every message loaded.
         """
+        if plain and self._stage_plain(records):
+            return
         node, mem_limit, max_body = self.node, self._mem_limit, self._max_body
         message, pack, b64decode = MessageLine, _FRAME.pack, base64.b64decode
         framed = self._framed
@@ -250,10 +256,45 @@ class NodeLoader:
             else:
                 size = len(data) + 10
                 framed.append(pack(size, record.timestamp, record.attempts) + data)
+                self._framed_count += 1
                 self._held += size + 4
                 if self._held >= _PIECE_BYTES:
                     self._end_piece()
                     framed = self._framed
+
+    def _stage_plain(self, records: list[Record]) -> bool:
+        """Stage a plain block whole (:meth:`stage`) when every message in it goes to the
+        disk queue (its owner's memory is full, or they were on disk); False when it must
+        be staged a record at a time (some go to memory, or a body is over the limit)."""
+        messages = cast("list[MessageLine]", records)  # plain: messages with text bodies
+        head = messages[0]
+        if head.node != self.node:
+            return True
+        key = (head.topic, head.channel)
+        owner = self._owners.get(key)
+        if (owner is None or len(owner.memory) < self._mem_limit) and not all(
+            r.disk for r in messages
+        ):
+            return False
+        pack = _FRAME.pack
+        framed = [
+            pack(len(data := (r.id + r.body).encode()) + 10, r.timestamp, r.attempts) + data  # type: ignore[operator]
+            for r in messages
+        ]
+        if max(map(len, framed)) - _FRAME.size - MSG_ID_LENGTH > self._max_body:
+            return False  # the record-by-record path names the line
+        if key != self._key:
+            self._end_piece()
+            self._key = key
+            self._owner = self._owners.setdefault(key, _Owner())
+        data = b"".join(framed)
+        self._framed.append(data)
+        self._framed_count += len(framed)
+        self.messages += len(framed)
+        self._held += len(data)
+        if self._held >= _PIECE_BYTES:
+            self._end_piece()
+        return True
 
     def _line(self, record: TopicLine | ChannelLine) -> None:
         self._lines.append(record)
@@ -278,15 +319,15 @@ class NodeLoader:
         written = os.pwrite(self._stage_fd, data, offset)
         while written < len(data):
             written += os.pwrite(self._stage_fd, memoryview(data)[written:], offset + written)
-        self._pieces.append((self._key, offset, len(data), len(self._framed)))
+        self._pieces.append((self._key, offset, len(data), self._framed_count))
         self._stage_size += len(data)
-        self._framed, self._held = [], 0
+        self._framed, self._framed_count, self._held = [], 0, 0
 
     def discard(self) -> None:
         """Drop what was staged (the file did not pass): the nsqd was never changed."""
         self._owners.clear()
         self._pieces.clear()
-        self._framed, self._held = [], 0
+        self._framed, self._framed_count, self._held = [], 0, 0
         self._close_stage()
 
     def _close_stage(self) -> None:
@@ -415,9 +456,9 @@ def stage_file(
         with open_for_reading(path) as stream:
             reader = SnapshotReader(stream)
             loaders = loaders_for(reader.header)
-            for first, records in reader.batches():
+            for first, records, plain in reader.batches():
                 for loader in loaders:
-                    loader.stage(records, first)
+                    loader.stage(records, first, plain)
             assert reader.summary is not None
             return reader.summary, loaders
     except BaseException:
