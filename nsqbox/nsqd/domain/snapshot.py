@@ -22,10 +22,10 @@ MiB at a time). A damaged or truncated file is refused before anything was appli
 (:meth:`NodeLoader.discard`). Only once the whole file passed does :meth:`NodeLoader.finish`
 apply it, in one synchronous pass: topics and channels are created (and paused) as nsqd's
 HTTP API would, queued messages go where they were (memory while it has room, the disk queue
-for ``disk`` ones and the overflow, a MiB of staged records per write), deferred ones wait out
-their delay from the node's broker time then. It merges: what the node holds stays. Nobody is
-delivered to while it runs; it pumps at the end. A million messages never sit in memory: the
-stage holds what the loaded node will hold in memory, the rest is on disk.
+for ``disk`` ones and the overflow, up to 16 MiB of staged records per write), deferred ones
+wait out their delay from the node's broker time then. It merges: what the node holds stays.
+Nobody is delivered to while it runs; it pumps at the end. A million messages never sit in
+memory: the stage holds what the loaded node will hold in memory, the rest is on disk.
 
 With ``replace`` it replaces instead: every topic and channel the node holds is emptied first
 (as ``/topic/empty`` and ``/channel/empty``: queued, in-flight and deferred messages), the
@@ -76,6 +76,10 @@ __all__ = ["NodeLoader", "SnapshotDiskError", "save_node", "stage_file"]
 _FRAME: Final = struct.Struct(">iqH")
 #: Staged disk records gathered before each write to the stage file (and to a disk queue).
 _PIECE_BYTES: Final = 1024 * 1024
+#: The most staged bytes of one disk queue read back and written to it at once: each write
+#: is one of the disk queue's counted syncs (fsync, meta file), so a big load syncs every
+#: 16 MiB rather than every MiB (a million messages of 100 bytes: 15 syncs, not 230).
+_APPLY_BYTES: Final = 16 * 1024 * 1024
 
 
 class SnapshotDiskError(OSError):
@@ -319,7 +323,16 @@ class NodeLoader:
         written = os.pwrite(self._stage_fd, data, offset)
         while written < len(data):
             written += os.pwrite(self._stage_fd, memoryview(data)[written:], offset + written)
-        self._pieces.append((self._key, offset, len(data), self._framed_count))
+        last = self._pieces[-1] if self._pieces else None
+        if (
+            last is not None
+            and last[0] == self._key
+            and last[1] + last[2] == offset
+            and last[2] + len(data) <= _APPLY_BYTES
+        ):  # the same queue's next records: one write with the last piece's
+            self._pieces[-1] = (last[0], last[1], last[2] + len(data), last[3] + self._framed_count)
+        else:
+            self._pieces.append((self._key, offset, len(data), self._framed_count))
         self._stage_size += len(data)
         self._framed, self._framed_count, self._held = [], 0, 0
 
