@@ -135,6 +135,11 @@ class SnapshotWriter:
         if self._held >= WRITE_CHUNK:
             self.flush()
 
+    def raw(self, data: bytes) -> None:
+        """Lines encoded elsewhere (a node's spool), written as they are; the caller counts
+        them in (:meth:`add_counts`)."""
+        self._add(data)
+
     def add_counts(self, topics: int, channels: int, messages: int) -> None:
         """Count records written to the stream by someone else (another node's part)."""
         self.flush()
@@ -204,13 +209,28 @@ class SnapshotWriter:
         if self._held >= WRITE_CHUNK:
             self.flush()
 
+    def message_lines(self, lines: list[MessageLine], size: int) -> None:
+        """Message lines built by the caller as :meth:`message` builds them (``size``: about
+        the bytes they hold), encoded with the next batch."""
+        self._pending.extend(lines)
+        self.messages += len(lines)
+        self._held += size + 100 * len(lines)
+        if self._held >= WRITE_CHUNK:
+            self.flush()
+
     def disk_messages(
-        self, node: int, topic: str, channel: str | None, records: list[bytes]
+        self,
+        node: int,
+        topic: str,
+        channel: str | None,
+        records: list[bytes],
+        *,
+        disk: bool = True,
     ) -> None:
         """Message lines for ``records`` as a disk queue holds them (the message encoding:
-        timestamp, attempts, id, body), queued on disk (``disk``), with no delay: the lines
-        :meth:`message` would write, built a batch at a time. A record too short to be a
-        message is skipped, as nsqd skips it."""
+        timestamp, attempts, id, body), queued on disk (``disk``; False: in memory), with no
+        delay: the lines :meth:`message` would write, built a batch at a time. A record too
+        short to be a message is skipped, as nsqd skips it."""
         unpack = MESSAGE_HEADER.unpack_from
         line = MessageLine
         pending = self._pending
@@ -228,7 +248,7 @@ class SnapshotWriter:
                             attempts,
                             channel,
                             0,
-                            True,
+                            disk,
                             data[26:].decode(),
                         )
                     )
@@ -238,7 +258,7 @@ class SnapshotWriter:
                 if len(data) >= MIN_VALID_MSG_LENGTH:
                     timestamp, attempts = unpack(data)
                     self.message(
-                        node, topic, channel, data[10:26], timestamp, attempts, data[26:], 0, True
+                        node, topic, channel, data[10:26], timestamp, attempts, data[26:], 0, disk
                     )
             return
         added = len(pending) - start

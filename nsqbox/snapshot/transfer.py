@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -34,6 +34,7 @@ from .files import (
     open_for_writing,
 )
 from .format import Header, SnapshotError
+from .spool import SpoolConverter, SpoolError
 
 __all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save", "upload"]
 
@@ -117,8 +118,8 @@ def cut_nodes(client: httpx.Client, addresses: Sequence[str]) -> list[Cut]:
     return cuts
 
 
-def _fetch(client: httpx.Client, cut: Cut, offset: int, stream: IO[bytes]) -> int:
-    """Write the piece of ``cut`` at ``offset`` to ``stream`` as it arrives (a piece is never
+def _fetch(client: httpx.Client, cut: Cut, offset: int, sink: Callable[[bytes], None]) -> int:
+    """Hand the piece of ``cut`` at ``offset`` to ``sink`` as it arrives (a piece is never
     held whole); how many bytes it had."""
     params: dict[str, str | int] = {"id": cut.id, "offset": offset}
     with client.stream("GET", f"{cut.url}/nsqbox/snapshot", params=params) as response:
@@ -127,7 +128,7 @@ def _fetch(client: httpx.Client, cut: Cut, offset: int, stream: IO[bytes]) -> in
             _check(response, cut.url)
         got = 0
         for data in response.iter_raw(_FETCH_CHUNK):
-            stream.write(data)
+            sink(data)
             got += len(data)
         return got
 
@@ -135,7 +136,11 @@ def _fetch(client: httpx.Client, cut: Cut, offset: int, stream: IO[bytes]) -> in
 def save(
     client: httpx.Client, path: str | os.PathLike[str], cuts: Sequence[Cut]
 ) -> SnapshotSummary:
-    """Write the snapshot of ``cuts`` (node ``i`` is ``cuts[i]``) to ``path``; its summary."""
+    """Write the snapshot of ``cuts`` (node ``i`` is ``cuts[i]``) to ``path``; its summary.
+
+    Each node's spool is turned into snapshot lines here, as it is fetched
+    (:class:`~.spool.SpoolConverter`): the per-message work is this process's, not the box's.
+    """
     if not cuts:
         raise SnapshotTransferError("no nsqd to save")
     first = cuts[0]
@@ -143,15 +148,18 @@ def save(
     try:
         with open_for_writing(path) as stream:
             writer = SnapshotWriter(stream, header)
-            writer.flush()
             for cut in cuts:
+                converter = SpoolConverter(writer)
                 offset = 0
-                while offset < cut.bytes:
-                    got = _fetch(client, cut, offset, stream)
-                    if not got:
-                        raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
-                    offset += got
-                writer.add_counts(cut.topics, cut.channels, cut.messages)
+                try:
+                    while offset < cut.bytes:
+                        got = _fetch(client, cut, offset, converter.feed)
+                        if not got:
+                            raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
+                        offset += got
+                    converter.close()
+                except SpoolError as exc:
+                    raise SnapshotTransferError(f"{cut.url}'s cut is damaged: {exc}") from None
             writer.finish()
     finally:
         for cut in cuts:
@@ -159,9 +167,7 @@ def save(
                 client.delete(f"{cut.url}/nsqbox/snapshot", params={"id": cut.id})
             except httpx.HTTPError:
                 pass  # the node removes it with its next cut
-    topics = sum(c.topics for c in cuts)
-    channels = sum(c.channels for c in cuts)
-    messages = sum(c.messages for c in cuts)
+    topics, channels, messages = writer.topics, writer.channels, writer.messages
     return SnapshotSummary(header, topics, channels, messages, topics + channels + messages + 2)
 
 

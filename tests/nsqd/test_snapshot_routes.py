@@ -14,8 +14,9 @@ import trio
 
 from nsqbox.nsqd.routes.snapshot import MAX_UPLOAD_BYTES, READ_PIECE_BYTES
 from nsqbox.snapshot import transfer
-from nsqbox.snapshot.files import check_snapshot
-from nsqbox.snapshot.format import SnapshotError
+from nsqbox.snapshot.files import SnapshotReader, SnapshotWriter, check_snapshot, open_for_reading
+from nsqbox.snapshot.format import MessageLine, SnapshotError
+from nsqbox.snapshot.spool import SpoolConverter
 from nsqbox.tools import snapshot as snapshot_tool
 from nsqbox.tools.common import parse_args
 from tests.helpers import publish
@@ -83,7 +84,16 @@ async def test_a_cut_is_fetched_in_pieces_of_at_most_read_piece_bytes(
         assert response.status_code == 200
         pieces.append(response.content)
     assert [len(p) for p in pieces] == [READ_PIECE_BYTES, cut["bytes"] - READ_PIECE_BYTES]
-    assert b"".join(pieces).count(b"\n") == 1 + 1 + 90  # a topic, a channel, the messages
+    # the spool's sections, made snapshot lines as the saver makes them
+    lines = io.BytesIO()
+    writer = SnapshotWriter(lines, None)
+    converter = SpoolConverter(writer)
+    for piece in pieces:
+        converter.feed(piece)
+    converter.close()
+    writer.finish()
+    assert lines.getvalue().count(b"\n") == 1 + 1 + 90  # a topic, a channel, the messages
+    assert (writer.topics, writer.channels, writer.messages) == (1, 1, 90)
 
 
 async def test_a_load_is_staged_and_a_body_over_max_msg_size_loads_nothing(
@@ -295,3 +305,38 @@ async def test_a_body_over_max_msg_size_deep_in_a_big_file_is_refused_at_its_lin
     )
     assert server.nsqd.topics == {}
     assert spools(tmp_path) == []
+
+
+async def test_a_cut_keeps_the_delay_of_deferred_messages_restored_at_start(
+    tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    # nsqd flushes deferred messages to its disk queue at shutdown and keeps their deadlines
+    # aside; a cut taken before they are read again saves them deferred, with the rest of
+    # their delay, and the queued one beside them as on disk
+    from nsqbox.wire import commands
+    from tests.helpers import RawConn
+
+    async with trio.open_nursery() as first:
+        server = await start_nsqd_http(first, tmp_path)
+        conn = await RawConn.open(server.tcp)
+        await conn.sub("t", "c")
+        await conn.send(commands.dpub("t", 30_000, b"later"))
+        assert await conn.response() == b"OK"
+        await publish(server.tcp, "t", b"now")
+        await conn.aclose()
+        first.cancel_scope.cancel()
+    async with trio.open_nursery() as second:
+        server = await start_nsqd_http(second, tmp_path)
+        channel = server.nsqd.topics["t"].channels["c"]
+        assert (channel.backend_depth(), len(channel.restored_deadlines)) == (2, 1)
+        path = tmp_path / "s.jsonl"
+        await trio.to_thread.run_sync(tool, "save", str(path), "--nsqd-http-address", server.url)
+        with open_for_reading(path) as stream:
+            messages = [r for r in SnapshotReader(stream) if isinstance(r, MessageLine)]
+        assert [(m.body, m.disk, m.delay_ms > 0) for m in messages] == [
+            ("now", True, False),
+            ("later", False, True),
+        ]
+        assert 20_000 <= messages[1].delay_ms <= 30_000
+        assert channel.backend_depth() == 2  # the cut left the queue as it was
+        second.cancel_scope.cancel()

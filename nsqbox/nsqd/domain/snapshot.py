@@ -1,31 +1,20 @@
-"""One nsqd's state as snapshot records, and snapshot records applied to an nsqd (issue #34).
+"""Snapshot records applied to an nsqd (issue #34).
 
-:func:`save_node` writes, in one synchronous pass (nothing else runs on the loop meanwhile,
-so it is one consistent cut of the node), every topic and channel but the ephemeral ones
-(nsqd leaves those out of ``nsqd.dat`` too) and every message they hold:
-
-- a topic's own messages (held before its first channel, or while it is paused): memory
-  (a DPUB's delay as ``delay_ms``), then its disk queue;
-- a channel's: memory, then its disk queue (``disk``), then in-flight messages as queued,
-  with the attempts they have, then deferred ones with the delay left in broker time.
-
-Disk records are read from the read position on with a file descriptor of their own
-(:func:`~nsqbox.nsqd.diskqueue.walk.unread_records`): the queues are left as they were.
-
-:class:`NodeLoader` loads records into an nsqd, and the file is read once
-(:func:`stage_file`): while the reader checks it, :meth:`NodeLoader.apply` only stages each
-record, changing nothing on the nsqd (so it may run off the event loop): topic and channel
-lines and the messages bound for memory (at most a memory queue's worth per topic or channel)
-and deferred ones (nsqd holds those in memory anyway) in memory, every other message already
-framed as a disk queue record in a stage file (an unlinked file in the data path, written a
-MiB at a time). A damaged or truncated file is refused before anything was applied
-(:meth:`NodeLoader.discard`). Only once the whole file passed does :meth:`NodeLoader.finish`
-apply it, in one synchronous pass: topics and channels are created (and paused) as nsqd's
-HTTP API would, queued messages go where they were (memory while it has room, the disk queue
-for ``disk`` ones and the overflow, up to 16 MiB of staged records per write), deferred ones
-wait out their delay from the node's broker time then. It merges: what the node holds stays.
-Nobody is delivered to while it runs; it pumps at the end. A million messages never sit in
-memory: the stage holds what the loaded node will hold in memory, the rest is on disk.
+:class:`NodeLoader` loads records into an nsqd (:mod:`.snapshot_cut` cuts one's state), and the
+file is read once (:func:`stage_file`): while the reader checks it, :meth:`NodeLoader.apply`
+only stages each record, changing nothing on the nsqd (so it may run off the event loop): topic
+and channel lines and the messages bound for memory (at most a memory queue's worth per topic
+or channel) and deferred ones (nsqd holds those in memory anyway) in memory, every other
+message already framed as a disk queue record in a stage file (an unlinked file in the data
+path, written a MiB at a time). A damaged or truncated file is refused before anything was
+applied (:meth:`NodeLoader.discard`). Only once the whole file passed does
+:meth:`NodeLoader.finish` apply it, in one synchronous pass: topics and channels are created
+(and paused) as nsqd's HTTP API would, queued messages go where they were (memory while it has
+room, the disk queue for ``disk`` ones and the overflow, up to 16 MiB of staged records per
+write), deferred ones wait out their delay from the node's broker time then. It merges: what
+the node holds stays. Nobody is delivered to while it runs; it pumps at the end. A million
+messages never sit in memory: the stage holds what the loaded node will hold in memory, the
+rest is on disk.
 
 With ``replace`` it replaces instead: every topic and channel the node holds is emptied first
 (as ``/topic/empty`` and ``/channel/empty``: queued, in-flight and deferred messages), the
@@ -57,20 +46,18 @@ from ...snapshot.format import (
     TopicLine,
 )
 from ...snapshot.loaded import LoadedSnapshot, load_name
-from ...wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH, MSG_ID_LENGTH
+from ...wire.message import MSG_ID_LENGTH
 from ..diskqueue.queue import DiskQueue, split_framed
-from ..diskqueue.reader import DiskQueueReader
-from ..diskqueue.walk import unread_records
 from .message import Message
 
 if TYPE_CHECKING:
-    from ...snapshot.files import SnapshotSummary, SnapshotWriter
+    from ...snapshot.files import SnapshotSummary
     from .backend import BackendQueue
     from .channel import Channel
     from .nsqd import NSQD
     from .topic import Topic
 
-__all__ = ["NodeLoader", "SnapshotDiskError", "save_node", "stage_file"]
+__all__ = ["NodeLoader", "SnapshotDiskError", "stage_file"]
 
 #: A staged disk record's length prefix and message header (the disk queue's framing).
 _FRAME: Final = struct.Struct(">iqH")
@@ -84,76 +71,6 @@ _APPLY_BYTES: Final = 16 * 1024 * 1024
 
 class SnapshotDiskError(OSError):
     """A disk queue could not be read whole: the snapshot would miss messages."""
-
-
-def _ms(seconds: float) -> int:
-    return max(0, round(seconds * 1000))
-
-
-def save_node(nsqd: NSQD, node: int, writer: SnapshotWriter) -> None:
-    """Write node ``node``'s topics, channels and messages (see the module doc)."""
-    now = nsqd.now()
-    wall_ns = nsqd.wall_ns()
-    for topic in list(nsqd.topics.values()):
-        if topic.ephemeral or topic.exiting:
-            continue
-        name = topic.name
-        writer.topic(node, name, topic.paused)
-        channels = [c for c in topic.channels.values() if not c.ephemeral and not c.exiting]
-        for channel in channels:
-            writer.channel(node, name, channel.name, channel.paused)
-        for msg in topic.memory:  # a DPUB held at the topic carries its delay in its lease
-            writer.message(
-                node, name, None, msg.id, msg.timestamp, msg.attempts, msg.body, _ms(msg.deadline)
-            )
-        _save_disk(writer, node, name, None, topic.backend, {}, wall_ns)
-        for channel in channels:
-            _save_channel(writer, node, channel, now, wall_ns)
-
-
-def _save_channel(
-    writer: SnapshotWriter, node: int, channel: Channel, now: float, wall_ns: int
-) -> None:
-    topic, name = channel.topic_name, channel.name
-    for msg in channel.memory:
-        writer.message(node, topic, name, msg.id, msg.timestamp, msg.attempts, msg.body)
-    _save_disk(writer, node, topic, name, channel.backend, channel.restored_deadlines, wall_ns)
-    for msg in channel.in_flight.page(0, len(channel.in_flight)):
-        writer.message(node, topic, name, msg.id, msg.timestamp, msg.attempts, msg.body)
-    for msg in channel.deferred.page(0, len(channel.deferred)):
-        delay = _ms(msg.deadline - now) or 1  # due but not yet queued: due at once on load
-        writer.message(node, topic, name, msg.id, msg.timestamp, msg.attempts, msg.body, delay)
-
-
-def _save_disk(
-    writer: SnapshotWriter,
-    node: int,
-    topic: str,
-    channel: str | None,
-    backend: BackendQueue,
-    restored: dict[bytes, int],
-    wall_ns: int,
-) -> None:
-    """Every unread record of a disk queue; a deferred one restored at start keeps its delay."""
-    if not backend.depth:
-        return
-    if not isinstance(backend, DiskQueueReader):
-        raise SnapshotDiskError(f"the disk queue of {topic}:{channel} cannot be read")
-    if not restored:  # the common case: a batch at a time
-        for batch in unread_records(backend):
-            writer.disk_messages(node, topic, channel, batch)
-        return
-    message = writer.message
-    for batch in unread_records(backend):
-        for data in batch:
-            if len(data) < MIN_VALID_MSG_LENGTH:
-                continue  # nsqd skips an undecodable record too
-            timestamp, attempts = MESSAGE_HEADER.unpack_from(data)
-            msg_id = data[10 : 10 + MSG_ID_LENGTH]
-            deadline = restored.get(msg_id) if restored else None
-            delay = 0 if deadline is None else max(0, (deadline - wall_ns) // 1_000_000)
-            body = data[10 + MSG_ID_LENGTH :]
-            message(node, topic, channel, msg_id, timestamp, attempts, body, delay, not delay)
 
 
 class _Owner:

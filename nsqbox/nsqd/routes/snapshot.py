@@ -97,8 +97,7 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
     Synchronous: the cut is consistent, and several nodes cut one after the other in the same
     call (a box's) make one consistent cut of them all. OSError when it cannot be written.
     """
-    from ...snapshot.files import SnapshotWriter
-    from ..domain.snapshot import save_node
+    from ..domain.snapshot_cut import cut_node
 
     _remove(nsqd.data_path, _SPOOL)
     spool_id = uuid.uuid4().hex
@@ -106,9 +105,7 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
     saved_at_ns = nsqd.wall_ns()
     try:
         with open(path, "wb") as stream:
-            writer = SnapshotWriter(stream, None)
-            save_node(nsqd, node, writer)
-            writer.finish()
+            topics, channels, messages = cut_node(nsqd, node, stream)
             size = stream.tell()
     except BaseException:
         with contextlib.suppress(OSError):
@@ -119,9 +116,9 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
         spool_id,
         path,
         size,
-        writer.topics,
-        writer.channels,
-        writer.messages,
+        topics,
+        channels,
+        messages,
         clock.mode,
         clock.offset,
         saved_at_ns,
