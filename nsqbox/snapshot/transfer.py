@@ -17,10 +17,13 @@ Neither side holds more than a piece of the file (4 MiB fetched, :data:`PIECE_BY
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import queue
+import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -43,6 +46,8 @@ __all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "
 PIECE_BYTES: Final = 1024 * 1024
 #: Bytes read from a fetched piece at a time.
 _FETCH_CHUNK: Final = 256 * 1024
+#: Chunks fetched ahead of the conversion (4 MiB).
+_AHEAD: Final = 16
 
 
 class SnapshotTransferError(Exception):
@@ -133,6 +138,62 @@ def _fetch(client: httpx.Client, cut: Cut, offset: int, sink: Callable[[bytes], 
         return got
 
 
+class _Prefetch:
+    """A cut's spool in chunks, fetched by a thread of its own while the caller converts
+    the chunks before (at most :data:`_AHEAD` chunks ahead: the node's serving and this
+    process's converting overlap, on two cores)."""
+
+    def __init__(self, client: httpx.Client, cut: Cut) -> None:
+        self._client = client
+        self._cut = cut
+        self._chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(_AHEAD)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nsqbox-snapshot-fetch")
+
+    def __enter__(self) -> Iterator[bytes]:
+        self._thread.start()
+        return self._take()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _take(self) -> Iterator[bytes]:
+        while (item := self._chunks.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def _put(self, item: bytes | BaseException | None) -> None:
+        while not self._stop.is_set():
+            try:
+                self._chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def _run(self) -> None:
+        cut = self._cut
+        try:
+            offset = 0
+            while offset < cut.bytes:
+                got = _fetch(self._client, cut, offset, self._put)
+                if not got:
+                    raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
+                offset += got
+            self._put(None)
+        except _Stopped:
+            pass
+        except BaseException as exc:  # the caller raises it
+            with contextlib.suppress(_Stopped):
+                self._put(exc)
+
+
+class _Stopped(Exception):
+    """The caller stopped taking chunks."""
+
+
 def save(
     client: httpx.Client, path: str | os.PathLike[str], cuts: Sequence[Cut]
 ) -> SnapshotSummary:
@@ -150,13 +211,10 @@ def save(
             writer = SnapshotWriter(stream, header)
             for cut in cuts:
                 converter = SpoolConverter(writer)
-                offset = 0
                 try:
-                    while offset < cut.bytes:
-                        got = _fetch(client, cut, offset, converter.feed)
-                        if not got:
-                            raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
-                        offset += got
+                    with _Prefetch(client, cut) as chunks:
+                        for chunk in chunks:
+                            converter.feed(chunk)
                     converter.close()
                 except SpoolError as exc:
                     raise SnapshotTransferError(f"{cut.url}'s cut is damaged: {exc}") from None
