@@ -340,3 +340,33 @@ async def test_a_cut_keeps_the_delay_of_deferred_messages_restored_at_start(
         assert 20_000 <= messages[1].delay_ms <= 30_000
         assert channel.backend_depth() == 2  # the cut left the queue as it was
         second.cancel_scope.cancel()
+
+
+async def test_a_cut_of_a_disk_queue_over_several_files_read_partway_holds_what_is_unread(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # the cut copies a disk queue's bytes from its read position (inside a file) to its write
+    # position, across its files: every unfinished message once, the disk ones in order
+    from nsqbox.wire import commands
+    from tests.helpers import RawConn, wait_until
+
+    server = await start_nsqd_http(nursery, tmp_path, mem_queue_size=0, max_bytes_per_file=1000)
+    server.nsqd.get_topic("t").get_channel("c")
+    await publish(server.tcp, "t", *[b"m%02d" % n * 25 for n in range(50)])  # 130 bytes on disk
+    channel = server.nsqd.topics["t"].channels["c"]
+    conn = await RawConn.open(server.tcp)
+    await conn.sub("t", "c", rdy=5)
+    for _ in range(5):
+        await conn.send(commands.fin((await conn.message()).id))
+    await wait_until(lambda: channel.in_flight_count() == 5 and channel.backend_depth() == 40)
+    read_file, _, write_file, _ = channel.backend.positions
+    assert write_file - read_file >= 4  # (about 7 messages a file)
+    path = tmp_path / "s.jsonl"
+    await trio.to_thread.run_sync(tool, "save", str(path), "--nsqd-http-address", server.url)
+    with open_for_reading(path) as stream:
+        messages = [r for r in SnapshotReader(stream) if isinstance(r, MessageLine)]
+    on_disk = [m.body for m in messages if m.disk]
+    assert on_disk == [f"m{n:02d}" * 25 for n in range(10, 50)]
+    assert sorted(m.body or "" for m in messages) == [f"m{n:02d}" * 25 for n in range(5, 50)]
+    assert channel.backend_depth() == 40  # the cut left the queue as it was
+    await conn.aclose()
