@@ -148,7 +148,7 @@ class _Prefetch:
         self._cut = cut
         self._chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(_AHEAD)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="nsqbox-snapshot-fetch")
+        self._thread = threading.Thread(target=self._run, name="nsqbox-snapshot-fetch", daemon=True)
 
     def __enter__(self) -> Iterator[bytes]:
         self._thread.start()
