@@ -11,19 +11,19 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
 
 from .. import __version__
 from ..wire import commands
 from ..wire.frames import CLOSE_WAIT, HEARTBEAT, OK, FrameReader, FrameType
 from ..wire.message import DecodedMessage, decode_message
 from .config import Address
+from .state import WaitTimeout
+from .waiting import Sleep, preview
 
-__all__ = ["ChannelTapThread", "NSQConnection", "NSQServerError", "consume"]
+__all__ = ["ChannelTapThread", "NSQConnection", "NSQServerError", "consume", "consume_bodies"]
 
 #: How long one read waits before the caller's ``sleep`` runs (gevent and friends).
 POLL = 0.005
-Sleep = Callable[[float], object]
 
 
 class NSQServerError(RuntimeError):
@@ -34,22 +34,24 @@ class NSQConnection:
     """One protocol V2 connection: IDENTIFY, then commands and frames."""
 
     def __init__(self, address: Address, timeout: float) -> None:
+        """Connect and IDENTIFY, both within ``timeout`` seconds (TimeoutError beyond)."""
+        deadline = time.monotonic() + timeout
         self.address = address
         self.sock = socket.create_connection(address.pair, timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = FrameReader()
-        self.send(
-            commands.MAGIC_V2
-            + commands.identify(
-                {
-                    "client_id": "nsqbox-testing",
-                    "hostname": socket.gethostname(),
-                    "user_agent": f"nsqbox-testing/{__version__}",
-                    "feature_negotiation": False,
-                }
-            )
-        )
-        self.expect_ok(time.monotonic() + timeout)
+        identity = {
+            "client_id": "nsqbox-testing",
+            "hostname": socket.gethostname(),
+            "user_agent": f"nsqbox-testing/{__version__}",
+            "feature_negotiation": False,
+        }
+        try:
+            self.send(commands.MAGIC_V2 + commands.identify(identity))
+            self.expect_ok(deadline)
+        except BaseException:
+            self.sock.close()  # nobody else holds it yet
+            raise
 
     def send(self, data: bytes) -> None:
         """Send raw command bytes."""
@@ -113,24 +115,38 @@ def consume(
     count: int,
     timeout: float,
     *,
+    subscribe_timeout: float = 10.0,
     sleep: Sleep | None = None,
 ) -> tuple[list[DecodedMessage], str | None]:
     """SUB, take exactly ``count`` messages (FIN each), CLS.
 
-    Returns the messages and, when fewer arrived before ``timeout``, why not.
-    ``sleep`` is called between short reads (pass ``gevent.sleep`` to let gevent run).
+    Connecting, IDENTIFY and SUB have ``subscribe_timeout`` seconds together; ``timeout``
+    counts only the wait for messages, from SUB's OK on. So a consume of nothing
+    (``count=0``), or one with a tiny ``timeout``, still creates the channel however
+    slow the machine is. Returns the messages and why fewer arrived, if they did:
+    ``"subscribe"`` when nsqd did not acknowledge SUB within ``subscribe_timeout``
+    (nothing was taken), ``"timeout"`` when the messages did not come within
+    ``timeout``. ``sleep`` is called between short reads (pass ``gevent.sleep`` to let
+    gevent run).
 
     RDY in nsqd is a bound on messages in flight, not a budget: a FIN frees a slot that
     nsqd fills at once. So each batch is held unfinished until it is complete, then RDY 0
     stops deliveries before the FINs go out, and no message beyond ``count`` is taken.
     """
-    deadline = time.monotonic() + timeout
+    subscribed_by = time.monotonic() + subscribe_timeout
+    try:
+        conn = NSQConnection(address, subscribe_timeout)
+    except TimeoutError:
+        return [], "subscribe"
     got: list[DecodedMessage] = []
     timed_out = False
-    conn = NSQConnection(address, timeout)
     try:
         conn.send(commands.sub(topic, channel))
-        conn.expect_ok(deadline)
+        try:
+            conn.expect_ok(subscribed_by)
+        except TimeoutError:
+            return [], "subscribe"
+        deadline = time.monotonic() + timeout  # the wait for messages starts here
         while len(got) < count and not timed_out:
             batch: list[DecodedMessage] = []
             size = min(count - len(got), MAX_RDY)
@@ -153,6 +169,35 @@ def consume(
     finally:
         conn.close_cleanly(time.monotonic() + 2.0)
     return got, "timeout" if timed_out else None
+
+
+def consume_bodies(
+    address: Address,
+    topic: str,
+    channel: str,
+    count: int,
+    timeout: float,
+    subscribe_timeout: float,
+    sleep: Sleep | None = None,
+) -> list[bytes]:
+    """:func:`~nsqbox.testing.consumer.consume`, with a WaitTimeout when too few arrive."""
+    __tracebackhide__ = True  # failures point at the test's line
+    messages, problem = consume(
+        address, topic, channel, count, timeout, subscribe_timeout=subscribe_timeout, sleep=sleep
+    )
+    bodies = [m.body for m in messages]
+    where = f"channel {channel!r} of topic {topic!r}"
+    if problem == "subscribe":
+        raise WaitTimeout(
+            f"nsqbox: timed out after {subscribe_timeout:g}s subscribing to {where} "
+            f"(nsqd {address} did not acknowledge SUB)"
+        )
+    if problem is not None:
+        raise WaitTimeout(
+            f"nsqbox: timed out after {timeout:g}s consuming {count} message(s) from "
+            f"{where}; got {len(bodies)}: {preview(bodies)}"
+        )
+    return bodies
 
 
 class ChannelTapThread:

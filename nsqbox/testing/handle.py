@@ -21,7 +21,7 @@ from .faults_http import Faults, faults_for
 from .snapshot import SnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
 from .tap import Capture
-from .waiting import Sleep, in_worker_thread, poll, preview, refuse_in_async
+from .waiting import Sleep, in_worker_thread, poll, refuse_in_async
 
 Bodies = bytes | str | Iterable[bytes | str]
 
@@ -394,8 +394,10 @@ class NSQBox(ClockAccess, SnapshotAccess, BoxView):
     ) -> list[bytes]:
         """Subscribe to ``channel``, take ``n`` messages (finishing them); their bodies.
 
-        Raises :class:`WaitTimeout` (listing what did arrive) when fewer arrive
-        within ``timeout`` seconds.
+        ``timeout`` (the handle's by default) counts from SUB's OK: connecting and
+        subscribing have the handle's timeout of their own, so ``n=0`` or a tiny
+        ``timeout`` still creates the channel. Raises :class:`WaitTimeout` (listing what
+        did arrive) when fewer arrive within ``timeout`` seconds, or SUB is not acknowledged.
         """
         __tracebackhide__ = True  # failures point at the test's line
         if sleep is None:
@@ -412,7 +414,6 @@ class NSQBox(ClockAccess, SnapshotAccess, BoxView):
         node: int = 0,
     ) -> list[bytes]:
         """:meth:`consume` from async code."""
-
         __tracebackhide__ = True  # failures point at the test's line
         return await in_worker_thread(lambda: self._consume(topic, channel, n, timeout, node, None))
 
@@ -425,11 +426,13 @@ class NSQBox(ClockAccess, SnapshotAccess, BoxView):
         node: int,
         sleep: Sleep | None,
     ) -> list[bytes]:
-
         __tracebackhide__ = True  # failures point at the test's line
         self._owned.add(topic)
         limit = self.timeout if timeout is None else timeout
-        return consume_bodies(self.addresses.nsqd_tcp[node], topic, channel, count, limit, sleep)
+        address = self.addresses.nsqd_tcp[node]
+        from .consumer import consume_bodies
+
+        return consume_bodies(address, topic, channel, count, limit, self.timeout, sleep)
 
     def capture(self, topic: str, *, mode: str = "tap") -> Capture:
         """Record every message published to ``topic`` while the ``with`` block runs.
@@ -446,29 +449,6 @@ class NSQBox(ClockAccess, SnapshotAccess, BoxView):
         )
         self._captures.append(capture)
         return capture
-
-
-def consume_bodies(
-    address: Address,
-    topic: str,
-    channel: str,
-    count: int,
-    timeout: float,
-    sleep: Sleep | None = None,
-) -> list[bytes]:
-    """:func:`~nsqbox.testing.consumer.consume`, with a WaitTimeout when too few arrive."""
-
-    __tracebackhide__ = True  # failures point at the test's line
-    from .consumer import consume
-
-    messages, problem = consume(address, topic, channel, count, timeout, sleep=sleep)
-    bodies = [m.body for m in messages]
-    if problem is not None:
-        raise WaitTimeout(
-            f"nsqbox: timed out after {timeout:g}s consuming {count} message(s) from "
-            f"channel {channel!r} of topic {topic!r}; got {len(bodies)}: {preview(bodies)}"
-        )
-    return bodies
 
 
 def _summary(stats: BoxStats) -> str:

@@ -19,9 +19,10 @@ from .boxes import TapCapture
 from .clock import TrioClock
 from .cluster import RunningCluster, serve_cluster
 from .config import Address, ClusterSpec
+from .consumer import consume_bodies
 from .discovery import all_listed, producers_message
 from .faults_trio import TrioFaults
-from .handle import Bodies, BoxView, consume_bodies, new_namespace, normalize_bodies
+from .handle import Bodies, BoxView, new_namespace, normalize_bodies
 from .server_ops import ClusterOps
 from .snapshot import TrioSnapshotAccess
 from .state import BoxStats, ChannelState, Expectation, TopicState, WaitTimeout
@@ -162,13 +163,17 @@ class TrioNSQBox(TrioSnapshotAccess, BoxView):
         timeout: float | None = None,  # noqa: ASYNC109 (see NSQBox.await_for)
         node: int = 0,
     ) -> list[bytes]:
-        """Take ``n`` messages from ``channel`` (a real consumer, in a worker thread)."""
+        """Take ``n`` messages from ``channel`` (a real consumer, in a worker thread).
+
+        As :meth:`NSQBox.consume <nsqbox.testing.NSQBox.consume>`: ``timeout`` counts
+        from SUB's OK, subscribing has the handle's timeout of its own.
+        """
 
         __tracebackhide__ = True  # failures point at the test's line
         limit = self.timeout if timeout is None else timeout
         address = self.addresses.nsqd_tcp[node]
         return await trio.to_thread.run_sync(
-            lambda: consume_bodies(address, topic, channel, n, limit),
+            lambda: consume_bodies(address, topic, channel, n, limit, self.timeout),
             abandon_on_cancel=True,
         )
 

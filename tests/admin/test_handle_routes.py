@@ -18,6 +18,7 @@ import httpx
 import pytest
 import trio
 
+from nsqbox.admin.routes import wait as wait_routes
 from nsqbox.net.addresses import format_address
 from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.run.box import BoxAddresses, BoxOptions, serve_box
@@ -127,10 +128,43 @@ async def test_consume_takes_exactly_n_and_finishes_them(box: Box) -> None:
     late = await box.call("POST", "/api/consume/orders/billing", 408, n=2, timeout="0.2")
     assert late["message"].startswith("WAIT_TIMEOUT: 1 of 2 message(s) of channel 'billing'")
     await box.call("GET", "/api/wait/orders/billing", depth=0, in_flight=0, message_count=3)
-    assert await box.call("POST", "/api/consume/orders/c", 400, n=0) == {"message": "INVALID_N"}
+    for n in ("2501", "-1", "x"):
+        assert await box.call("POST", "/api/consume/orders/c", 400, n=n) == {"message": "INVALID_N"}
     assert await box.call("POST", "/api/consume/orders/c", 404, node=3) == {
         "message": "NODE_NOT_FOUND"
     }
+
+
+async def channels(box: Box, topic: str) -> dict[str, tuple[int, int]]:
+    """The channels of ``topic`` on the box's nsqd: name -> (depth, in_flight_count)."""
+    stats = (await box.client.get(f"{box.nsqd}/stats", params={"format": "json"})).json()
+    (found,) = [t for t in stats["topics"] if t["topic_name"] == topic]
+    return {c["channel_name"]: (c["depth"], c["in_flight_count"]) for c in found["channels"]}
+
+
+async def test_a_consume_subscribes_before_its_timeout_starts(box: Box) -> None:
+    """``timeout`` is the wait for messages, from SUB's OK: ``n=0`` or a tiny ``timeout`` still
+    creates the channel (the way tests in other languages create one)."""
+    assert await box.call("POST", "/api/consume/jobs/created", n=0, timeout="1ms") == {
+        "messages": []
+    }
+    late = await box.call("POST", "/api/consume/jobs/worker", 408, n=1, timeout="1ms")
+    assert late == {
+        "message": "WAIT_TIMEOUT: 0 of 1 message(s) of channel 'worker' of topic 'jobs' "
+        "arrived in 0.001s (finished)"
+    }
+    assert await channels(box, "jobs") == {"created": (0, 0), "worker": (0, 0)}
+
+
+async def test_a_sub_never_acknowledged_is_bounded_on_its_own(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wait_routes, "SUBSCRIBE_TIMEOUT", 0.2)  # not 10 s in a test
+    await box.call("POST", "/api/faults/stall", topic="stalled")  # SUB's OK is never sent
+    doc = await box.call("POST", "/api/consume/stalled/c", 502, n=0, timeout="60s")
+    assert doc == {"message": "UPSTREAM_ERROR: nsqd did not acknowledge SUB in 0.2s"}
+    assert (await box.call("DELETE", "/api/faults"))["lifted"] == 1
+    assert await box.call("POST", "/api/consume/stalled/c", n=0) == {"messages": []}
 
 
 async def test_a_capture_across_a_restart_and_a_crash(box: Box) -> None:

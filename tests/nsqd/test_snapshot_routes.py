@@ -42,14 +42,23 @@ def tool(*args: str) -> str:
     return out.getvalue()
 
 
+async def two_nodes(
+    nursery: trio.Nursery, tmp_path: Path, second: str, **options: object
+) -> tuple[NSQDWithHTTP, NSQDWithHTTP]:
+    """Two nsqds, in ``tmp_path/one`` and ``tmp_path/<second>`` (with ``options``): the first
+    keeps three messages in memory and has channel ``c`` of topic ``t``."""
+    for name in ("one", second):
+        (tmp_path / name).mkdir()
+    one = await start_nsqd_http(nursery, tmp_path / "one", mem_queue_size=3)
+    other = await start_nsqd_http(nursery, tmp_path / second, **options)
+    one.nsqd.get_topic("t").get_channel("c")
+    return one, other
+
+
 async def test_save_and_load_node_by_node(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
-    for name in ("one", "two"):
-        (tmp_path / name).mkdir()
-    one = await start_nsqd_http(nursery, tmp_path / "one", mem_queue_size=3)
-    two = await start_nsqd_http(nursery, tmp_path / "two")
-    one.nsqd.get_topic("t").get_channel("c")
+    one, two = await two_nodes(nursery, tmp_path, "two")
     bodies = [b"%d" % i * 5000 for i in range(300)]  # more than a 1 MiB piece, mostly on disk
     await publish(one.tcp, "t", *bodies)
     path = tmp_path / "s.jsonl"
@@ -101,11 +110,7 @@ async def test_a_load_is_staged_and_a_body_over_max_msg_size_loads_nothing(
 ) -> None:
     # the file is read once: every record is staged (the disk-bound ones in an unlinked file
     # in the data path) and applied only once the whole file passed
-    for name in ("one", "small"):
-        (tmp_path / name).mkdir()
-    one = await start_nsqd_http(nursery, tmp_path / "one", mem_queue_size=3)
-    small = await start_nsqd_http(nursery, tmp_path / "small", mem_queue_size=3, max_msg_size=100)
-    one.nsqd.get_topic("t").get_channel("c")
+    one, small = await two_nodes(nursery, tmp_path, "small", mem_queue_size=3, max_msg_size=100)
     await publish(one.tcp, "t", *[b"%03d" % i for i in range(20)], b"x" * 101, b"last")
     path = tmp_path / "s.jsonl"
     await trio.to_thread.run_sync(tool, "save", str(path), "--nsqd-http-address", one.url)

@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from subprocess import PIPE, Popen
 from typing import Any
 
 import pytest
@@ -101,6 +103,30 @@ def assert_all_handed_back(box: NSQBox, topic: str) -> None:
     assert chan["clients"] == []  # the connections are closed
 
 
+def wait_for_the_budget(box: NSQBox, topic: str) -> None:
+    """nsqd refills the reader's budget: the second batch and the next one in flight."""
+    wait_for(lambda: stats(box, topic)["in_flight_count"] == 2 * BATCH, "the budget")
+
+
+@contextmanager
+def source_process(box: NSQBox, code: str, options: dict[str, str]) -> Iterator[Popen[str]]:
+    """``code`` (CHILD or CHILD_PAUSED_CLOSE) run as Spark runs its source process, once
+    it has read two batches and holds its budget; killed if still running at the end."""
+    # Spark marks the Python workers it starts so; the reader handles SIGTERM only there
+    env = {**os.environ, "SPARK_PYTHON_RUNTIME": "PYTHON_WORKER"}
+    command = [sys.executable, "-c", code, json.dumps(options)]
+    with Popen(command, stdin=PIPE, stdout=PIPE, env=env, text=True) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().split() == [str(BATCH), str(BATCH)]
+            wait_for_the_budget(box, options["topic"])
+            yield child
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
 def test_stop_requeues_the_uncommitted_batch_the_buffer_and_the_socket(
     nsqbox_factory: NSQBoxFactory,
 ) -> None:
@@ -114,8 +140,7 @@ def test_stop_requeues_the_uncommitted_batch_the_buffer_and_the_socket(
         stream.commit(end)  # FIN the first batch
         second, _ = stream.read(end)  # planned, taken, never committed
         assert sum(b.num_rows for b in second) == BATCH
-        # nsqd refills the reader's budget: the second batch and the next one in flight
-        wait_for(lambda: stats(box, topic)["in_flight_count"] == 2 * BATCH, "the budget")
+        wait_for_the_budget(box, topic)
     finally:
         stream.stop()
     assert_all_handed_back(box, topic)
@@ -126,28 +151,11 @@ def test_sigterm_as_spark_stops_the_source_process_requeues_everything_held(
 ) -> None:
     box = nsqbox_factory(nsqd=1)
     options = backlog(box)
-    topic = options["topic"]
-    # Spark marks the Python workers it starts so; the reader handles SIGTERM only there
-    env = {**os.environ, "SPARK_PYTHON_RUNTIME": "PYTHON_WORKER"}
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD, json.dumps(options)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        text=True,
-    ) as child:
-        try:
-            assert child.stdout is not None
-            assert child.stdout.readline().split() == [str(BATCH), str(BATCH)]
-            wait_for(lambda: stats(box, topic)["in_flight_count"] == 2 * BATCH, "the budget")
-            child.send_signal(signal.SIGTERM)  # what Spark's stopWorker does
-            child.wait(WAIT)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+    with source_process(box, CHILD, options) as child:
+        child.send_signal(signal.SIGTERM)  # what Spark's stopWorker does
+        child.wait(WAIT)
     assert child.returncode == 128 + signal.SIGTERM
-    assert_all_handed_back(box, topic)
+    assert_all_handed_back(box, options["topic"])
 
 
 def test_a_second_sigterm_during_the_close_does_not_cut_it_short(
@@ -158,29 +166,14 @@ def test_a_second_sigterm_during_the_close_does_not_cut_it_short(
     must not end the close (before it REQs anything, when it lands early)."""
     box = nsqbox_factory(nsqd=1)
     options = backlog(box)
-    topic = options["topic"]
-    env = {**os.environ, "SPARK_PYTHON_RUNTIME": "PYTHON_WORKER"}
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD_PAUSED_CLOSE, json.dumps(options)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        text=True,
-    ) as child:
-        try:
-            assert child.stdout is not None
-            assert child.stdin is not None
-            assert child.stdout.readline().split() == [str(BATCH), str(BATCH)]
-            wait_for(lambda: stats(box, topic)["in_flight_count"] == 2 * BATCH, "the budget")
-            child.send_signal(signal.SIGTERM)  # stopWorker
-            assert child.stdout.readline() == "closing\n"
-            child.send_signal(signal.SIGTERM)  # the factory's stop, during the close
-            child.stdin.write("go on\n")
-            child.stdin.flush()
-            child.wait(WAIT)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+    with source_process(box, CHILD_PAUSED_CLOSE, options) as child:
+        assert child.stdout is not None
+        assert child.stdin is not None
+        child.send_signal(signal.SIGTERM)  # stopWorker
+        assert child.stdout.readline() == "closing\n"
+        child.send_signal(signal.SIGTERM)  # the factory's stop, during the close
+        child.stdin.write("go on\n")
+        child.stdin.flush()
+        child.wait(WAIT)
     assert child.returncode == 128 + signal.SIGTERM
-    assert_all_handed_back(box, topic)
+    assert_all_handed_back(box, options["topic"])

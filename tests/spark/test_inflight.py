@@ -128,7 +128,7 @@ def test_a_slow_batch_on_two_nodes_holds_twice_a_batch_and_nothing_times_out(
         two_nodes.publish(
             topic, [b"%d-%04d-" % (node, i) + b"x" * 8192 for i in range(per_node)], node=node
         )
-    stream = reader(maxMessagesPerBatch=str(batch), msgTimeout="1s", pollTimeout="10s")
+    stream = reader(maxMessagesPerBatch=str(batch), msgTimeout="2s", pollTimeout="10s")
     caplog.set_level(logging.WARNING)
 
     first, end = stream.read({"messages": 0})
@@ -142,7 +142,7 @@ def test_a_slow_batch_on_two_nodes_holds_twice_a_batch_and_nothing_times_out(
     # Spark runs this batch for four times msg_timeout: the keep-alive must read and
     # TOUCH everything nsqd sent meanwhile.
     rounds = session.keepalive_rounds
-    wait_for(lambda: session.keepalive_rounds >= rounds + 12, "12 keep-alive rounds (4 s)")
+    wait_for(lambda: session.keepalive_rounds >= rounds + 12, "12 keep-alive rounds (8 s)")
     assert [c["timeout_count"] for c in channels(two_nodes, topic)] == [0, 0]
     assert in_flight(two_nodes, topic) == 2 * batch
 

@@ -14,16 +14,22 @@ GET      /api/wait/:topic[/:channel]?depth=&...      once the topic (channel) ex
 POST     /api/consume/:topic/:channel?n=&timeout=    SUB on ``node`` (default 0), take exactly
                                                      ``n`` messages (FIN each), CLS:
                                                      ``{messages: [{id, body, attempts,
-                                                     timestamp}]}`` (body in base64)
+                                                     timestamp}]}`` (body in base64);
+                                                     ``n=0`` only subscribes (the channel
+                                                     exists from then on)
 =======  ==========================================  ==========================================
 
 Counts: ``depth``, ``message_count`` (topic and channel); ``in_flight``, ``deferred``,
 ``requeue_count``, ``timeout_count``, ``clients`` (channel only: on a topic, 400
 ``INVALID_<COUNT>``). ``timeout`` is seconds or a
 Go duration, 10 s by default, at most 60 s (a wait is bounded: ``400 INVALID_TIMEOUT``
-beyond). Errors: ``400 INVALID_<COUNT>``, ``INVALID_N`` (1 to 2,500), ``INVALID_TOPIC``,
+beyond). A consume's ``timeout`` is the wait for messages only, from SUB's OK on:
+connecting and subscribing have :data:`SUBSCRIBE_TIMEOUT` (10 s) of their own, so a
+consume with a tiny ``timeout`` creates the channel however busy the machine is.
+Errors: ``400 INVALID_<COUNT>``, ``INVALID_N`` (0 to 2,500), ``INVALID_TOPIC``,
 ``INVALID_CHANNEL``; ``403 FORBIDDEN`` (``--admin-user``, to consume); ``404
-NODE_NOT_FOUND``; ``408 WAIT_TIMEOUT: ...``; ``502 UPSTREAM_ERROR: ...``.
+NODE_NOT_FOUND``; ``408 WAIT_TIMEOUT: ...``; ``502 UPSTREAM_ERROR: ...`` (also a SUB
+not acknowledged within :data:`SUBSCRIBE_TIMEOUT`).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from ...wire.peer_json import PeerJSONError, decode_peer_json
 from ..box_nodes import BoxNodes
 from ..clusterinfo import UpstreamError
 
-__all__ = ["MAX_CONSUME", "MAX_WAIT", "add_wait_routes"]
+__all__ = ["MAX_CONSUME", "MAX_WAIT", "SUBSCRIBE_TIMEOUT", "add_wait_routes"]
 
 log = logging.getLogger("nsqbox.admin")
 
@@ -63,6 +69,8 @@ Doc = dict[str, Any]
 #: The longest a wait or a consume may be asked to take, in seconds.
 MAX_WAIT = 60.0
 DEFAULT_WAIT = 10.0
+#: How long a consume may take to connect and subscribe, apart from its ``timeout``.
+SUBSCRIBE_TIMEOUT = 10.0
 #: The most messages one consume takes (nsqd's default --max-rdy-count).
 MAX_CONSUME = 2500
 #: How often a wait reads the nsqds' /stats.
@@ -189,63 +197,94 @@ async def wait_for_counts(
     )
 
 
-async def consume(
-    address: tuple[str, int], topic: str, channel: str, n: int, got: list[DecodedMessage]
-) -> list[Doc]:
-    """SUB, take exactly ``n`` messages, FIN them, CLS: what the Python handle's
-    ``consume`` does. Held unfinished until all ``n`` arrived (RDY bounds messages in
-    flight, not a budget), then RDY 0 before the FINs, so no message beyond them is
-    taken. Runs until cancelled: the caller bounds it; ``got`` holds what arrived."""
-    stream = await trio.open_tcp_stream(*address)
-    reader = FrameReader(max_frame_size=64 * 1024 * 1024)
+class _NSQDLink:
+    """One consumer connection to nsqd: commands out, frames in, heartbeats answered."""
 
-    async def next_frame() -> tuple[int, bytes]:
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.reader = FrameReader(max_frame_size=64 * 1024 * 1024)
+
+    async def next_frame(self) -> tuple[int, bytes]:
+        """The next frame other than a heartbeat (answered with NOP)."""
         while True:
-            frame = reader.next_frame()
+            frame = self.reader.next_frame()
             if frame is not None:
                 if frame == (FrameType.RESPONSE, HEARTBEAT):
-                    await stream.send_all(commands.nop())
+                    await self.stream.send_all(commands.nop())
                     continue
                 return frame
-            data = await stream.receive_some(65536)
+            data = await self.stream.receive_some(65536)
             if not data:
                 raise HTTPError(502, "UPSTREAM_ERROR: nsqd closed the connection")
-            reader.receive_data(data)
+            self.reader.receive_data(data)
 
-    async def expect_ok() -> None:
-        kind, data = await next_frame()
-        if kind == FrameType.ERROR or data != OK:
-            raise HTTPError(502, f"UPSTREAM_ERROR: nsqd answered {data[:200]!r}")
+    async def command(self, data: bytes) -> None:
+        """Send a command and read its answer; 502 unless it is OK."""
+        await self.stream.send_all(data)
+        kind, answer = await self.next_frame()
+        if kind == FrameType.ERROR or answer != OK:
+            raise HTTPError(502, f"UPSTREAM_ERROR: nsqd answered {answer[:200]!r}")
 
+
+def _message_doc(m: DecodedMessage) -> Doc:
+    return {
+        "id": m.id.decode("ascii", "replace"),
+        "body": base64.b64encode(m.body).decode("ascii"),
+        "attempts": m.attempts,
+        "timestamp": m.timestamp,
+    }
+
+
+def _not_subscribed() -> HTTPError:
+    return HTTPError(502, f"UPSTREAM_ERROR: nsqd did not acknowledge SUB in {SUBSCRIBE_TIMEOUT:g}s")
+
+
+async def consume(
+    address: tuple[str, int], topic: str, channel: str, n: int, limit: float
+) -> list[Doc]:
+    """SUB, take exactly ``n`` messages, FIN them, CLS: what the Python handle's
+    ``consume`` does. Connecting, IDENTIFY and SUB have :data:`SUBSCRIBE_TIMEOUT` (502
+    beyond); ``limit`` counts only the wait for messages, from SUB's OK on (408 beyond:
+    what arrived is finished all the same), so ``n=0`` or a tiny ``limit`` still creates
+    the channel. Held unfinished until all ``n`` arrived (RDY bounds messages in flight,
+    not a budget), then RDY 0 before the FINs, so no message beyond them is taken."""
+    subscribed_by = trio.current_time() + SUBSCRIBE_TIMEOUT
+    with trio.move_on_at(subscribed_by) as connecting:
+        stream = await trio.open_tcp_stream(*address)
+    if connecting.cancelled_caught:
+        raise _not_subscribed()
+    got: list[DecodedMessage] = []
     async with stream:
+        link = _NSQDLink(stream)
         identity = {"client_id": "nsqbox-admin", "user_agent": "nsqbox-admin-consume"}
-        await stream.send_all(commands.MAGIC_V2 + commands.identify(identity))
-        await expect_ok()
-        await stream.send_all(commands.sub(topic, channel))
-        await expect_ok()
-        await stream.send_all(commands.rdy(n))
+        with trio.move_on_at(subscribed_by) as subscribing:
+            await link.command(commands.MAGIC_V2 + commands.identify(identity))
+            await link.command(commands.sub(topic, channel))
+        if subscribing.cancelled_caught:
+            raise _not_subscribed()
         try:
-            while len(got) < n:
-                kind, data = await next_frame()
-                if kind == FrameType.ERROR:
-                    raise HTTPError(502, f"UPSTREAM_ERROR: nsqd answered {data[:200]!r}")
-                if kind == FrameType.MESSAGE:
-                    got.append(decode_message(data))
+            with trio.move_on_after(limit) as waiting:  # the wait starts at SUB's OK
+                if n:
+                    await stream.send_all(commands.rdy(n))
+                while len(got) < n:
+                    kind, data = await link.next_frame()
+                    if kind == FrameType.ERROR:
+                        raise HTTPError(502, f"UPSTREAM_ERROR: nsqd answered {data[:200]!r}")
+                    if kind == FrameType.MESSAGE:
+                        got.append(decode_message(data))
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(2.0):
                 fins = b"".join(commands.fin(m.id) for m in got)
                 await stream.send_all(commands.rdy(0) + fins + commands.cls())
-                while (await next_frame()) != (FrameType.RESPONSE, CLOSE_WAIT):
+                while (await link.next_frame()) != (FrameType.RESPONSE, CLOSE_WAIT):
                     pass
-    return [
-        {
-            "id": m.id.decode("ascii", "replace"),
-            "body": base64.b64encode(m.body).decode("ascii"),
-            "attempts": m.attempts,
-            "timestamp": m.timestamp,
-        }
-        for m in got
-    ]
+    if waiting.cancelled_caught:
+        raise HTTPError(
+            408,
+            f"WAIT_TIMEOUT: {len(got)} of {n} message(s) of channel {channel!r} of topic "
+            f"{topic!r} arrived in {limit:g}s (finished)",
+        )
+    return [_message_doc(m) for m in got]
 
 
 def add_wait_routes(router: Router, nodes: BoxNodes, authorize: Callable[[Request], None]) -> None:
@@ -261,7 +300,7 @@ def add_wait_routes(router: Router, nodes: BoxNodes, authorize: Callable[[Reques
         assert channel is not None  # the route has it
         raw = request.arg("n") or "1"
         try:
-            n = parse_count(raw, most=MAX_CONSUME, least=1)
+            n = parse_count(raw, most=MAX_CONSUME)
         except ValueError:
             raise HTTPError(400, "INVALID_N") from None
         limit = _timeout(request)
@@ -270,14 +309,7 @@ def add_wait_routes(router: Router, nodes: BoxNodes, authorize: Callable[[Reques
         if not addresses:
             raise HTTPError(404, "NODE_NOT_FOUND")
         address = await nodes.tcp_address(addresses[0])
-        got: list[DecodedMessage] = []
-        with trio.move_on_after(limit):
-            return {"messages": await consume(address, topic, channel, n, got)}
-        raise HTTPError(
-            408,
-            f"WAIT_TIMEOUT: {len(got)} of {n} message(s) of channel {channel!r} of topic "
-            f"{topic!r} arrived in {limit:g}s (finished)",
-        )
+        return {"messages": await consume(address, topic, channel, n, limit)}
 
     # nsqbox's own: off (404) with the box's --auth-http-address, as the nodes' routes are.
     router.add("GET", "/api/wait/:topic", wait, nsqbox_only=True)
