@@ -15,6 +15,7 @@ import time
 
 MAGIC = b"  V2"
 OK_FRAME = struct.pack(">ii", 6, 0) + b"OK"
+HEARTBEAT_FRAME = struct.pack(">ii", 15, 0) + b"_heartbeat_"
 
 
 def percentiles(samples: list[float], points: tuple[float, ...] = (50, 90, 99, 99.9)) -> str:
@@ -63,6 +64,10 @@ def run(
         if not data:
             raise SystemExit("server closed the connection")
         buf += data
+        while (at := buf.find(HEARTBEAT_FRAME)) >= 0 and at % len(OK_FRAME) == 0:
+            # a heartbeat (every 30 s) between the OKs: answered, as nsqd requires
+            buf = buf[:at] + buf[at + len(HEARTBEAT_FRAME) :]
+            sock.sendall(b"NOP\n")
         n = len(buf) // len(OK_FRAME)
         if n:
             if buf[: n * len(OK_FRAME)] != OK_FRAME * n:
