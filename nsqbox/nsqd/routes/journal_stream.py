@@ -19,7 +19,7 @@ while the client does not read, nothing more is decoded, and the journal's ring,
 ``--journal-size`` whoever reads, is the only backlog. The stream looks for new entries every
 :data:`POLL` and decodes them on the loop the publishers share, a bounded piece at a time
 (:mod:`..domain.journal_follow`), and takes at most :data:`SHARE` of the loop's time: after
-each piece it waits three times what decoding it took. A stream that cannot keep up within
+each piece it waits as long as decoding it took. A stream that cannot keep up within
 that share falls behind, and then loses entries (a ``lost`` marker), rather than slowing the
 publishers further.
 """
@@ -44,10 +44,10 @@ POLL: Final = 0.05
 #: A silent stream's heartbeat (seconds).
 HEARTBEAT: Final = 5.0
 #: The most events decoded and written as one piece of the body.
-PIECE_EVENTS: Final = 1000
+PIECE_EVENTS: Final = 250
 #: The most of the loop's time one stream takes decoding: after each piece it waits until
 #: the piece's decoding time is this share of the time since it began.
-SHARE: Final = 0.25
+SHARE: Final = 0.5
 
 _encoder = msgspec.json.Encoder()
 
