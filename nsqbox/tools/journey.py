@@ -97,10 +97,16 @@ def nodes_of(client: httpx.Client, nodes: Nodes) -> list[str]:
     return found
 
 
+USAGE = """\
+usage: nsqbox journey ID [flags]
+  ID is a message's id (16 hex digits): what happened to it on every nsqd given or listed
+"""
+
+
 def journey_flag_set() -> FlagSet:
     """``nsqbox journey``'s flags."""
     flags = FlagSet("nsqbox journey")
-    flags.add_string("channel", "", "only this channel's events (and the publish)")
+    flags.add_string("channel", "", "only this channel's events (the publish is the topic's)")
     add_node_flags(flags)
     return flags
 
@@ -188,4 +194,4 @@ def main(argv: list[str]) -> int:
             pass
         return 0
 
-    return run_tool(flags, argv, body)
+    return run_tool(flags, argv, body, synopsis=USAGE)

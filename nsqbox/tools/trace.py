@@ -3,7 +3,7 @@
 ::
 
     nsqbox trace orders                    # every event of topic orders, as it happens
-    nsqbox trace orders billing --json     # one channel's (and the publishes), as JSON lines
+    nsqbox trace orders billing --json     # one channel's events, as JSON lines
     nsqbox trace orders --lookupd-http-address 127.0.0.1:4161 -n 100
 
 It follows the streaming form of each nsqd's journal (``GET /nsqbox/journal/stream``,
@@ -53,6 +53,12 @@ class TraceOptions:
     count: int
     as_json: bool
     nodes: Nodes
+
+
+USAGE = """\
+usage: nsqbox trace TOPIC [CHANNEL] [flags]
+  a line per event of TOPIC's messages (of CHANNEL's copies only) as it happens
+"""
 
 
 def trace_flag_set() -> FlagSet:
@@ -207,4 +213,4 @@ def main(argv: list[str]) -> int:
     def body(args: ParsedArgs) -> int:
         return run_trio(_trace, _options(flags, args))
 
-    return run_tool(flags, argv, body)
+    return run_tool(flags, argv, body, synopsis=USAGE)
