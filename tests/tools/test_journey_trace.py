@@ -9,9 +9,7 @@ timing: how fast ``trace`` keeps up is measured by ``bench/trace_bench.py``.
 from __future__ import annotations
 
 import json
-import os
 import select
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +21,9 @@ import pytest
 from nsqbox import cli
 from nsqbox.client import Config
 from nsqbox.client.blocking import Publisher
+from tests.helpers import real_nsqd as real_nsqd_process
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
 
-NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 #: A user agent that would talk to a terminal: OSC 0 (set the window title), then BEL.
 EVIL_AGENT = "agent\x1b]0;pwned\x07"
 
@@ -176,38 +174,11 @@ def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> Non
     assert "to=memory" in line
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def real_nsqd(tmp_path: Path) -> Iterator[str]:
     """A real nsqd on 127.0.0.1: its HTTP address."""
-    if not os.access(NSQD_BIN, os.X_OK):
-        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
-    tcp, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    process = subprocess.Popen(
-        [str(NSQD_BIN), f"--tcp-address={tcp}", f"--http-address={web}",
-         f"--data-path={tmp_path}", "--log-level=warn"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        with httpx.Client(timeout=1, trust_env=False) as client:
-            for _ in range(200):
-                try:
-                    if client.get(f"http://{web}/ping").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    select.select([], [], [], 0.05)  # a bounded wait for it to listen
-            else:
-                pytest.fail("real nsqd did not start")
+    with real_nsqd_process(tmp_path) as (_, web):
         yield web
-    finally:
-        process.terminate()
-        process.wait(TIMEOUT)
 
 
 def test_real_nsqd_is_not_supported_in_one_clear_line(

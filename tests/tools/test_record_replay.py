@@ -9,10 +9,8 @@ measured by ``bench/replay_bench.py``.
 from __future__ import annotations
 
 import base64
-import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,9 +33,9 @@ from nsqbox.snapshot.files import (
 from nsqbox.snapshot.format import Header, MessageLine, message_body
 from nsqbox.snapshot.format import Publisher as Publisher_
 from nsqbox.tools.record import ROTATE
+from tests.helpers import real_nsqd as real_nsqd_process
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
 
-NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 BODIES = [b"first", b"two\nlines", b"\xff\x00 not utf-8", "caf\u00e9".encode(), b"last"]
 
 
@@ -428,43 +426,11 @@ def test_replay_step_needs_the_manual_clock(
     assert depths(box, "rr_nostep") == {}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def real_nsqd(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A real nsqd on 127.0.0.1: (tcp, http) addresses."""
-    if not os.access(NSQD_BIN, os.X_OK):
-        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
-    tcp, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    process = subprocess.Popen(
-        [
-            str(NSQD_BIN),
-            f"--tcp-address={tcp}",
-            f"--http-address={web}",
-            f"--data-path={tmp_path}",
-            "--log-level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with httpx.Client(timeout=1, trust_env=False) as client:
-            for _ in range(200):
-                try:
-                    if client.get(f"http://{web}/ping").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    select.select([], [], [], 0.05)  # a bounded wait for it to listen
-            else:
-                pytest.fail("real nsqd did not start")
+    with real_nsqd_process(tmp_path) as (tcp, web):
         yield tcp, web
-    finally:
-        process.terminate()
-        process.wait(TIMEOUT)
 
 
 def test_record_and_replay_against_real_nsqd(
