@@ -20,8 +20,9 @@ time. Beside them, in the same run, what the machine itself does with the same b
   then ``fsync``; ``disk_read_mb_per_s``: reading it back once dropped from the page cache
   (``posix_fadvise(DONTNEED)`` after the fsync);
 - ``decode_floor_s``: msgspec decoding the file's lines into the format's records, a MiB at
-  a time, nothing else (the least a strict reader in Python does); ``check_s``: the format's
-  own strict read (:func:`~nsqbox.snapshot.files.check_snapshot`);
+  a time, nothing else (the least a strict reader in Python does); ``encode_floor_s``:
+  msgspec encoding those records as lines again (the least a saver in Python does);
+  ``check_s``: the format's own strict read (:func:`~nsqbox.snapshot.files.check_snapshot`);
 - CPU seconds (user + system) beside the elapsed ones: the box's during the save
   (``/proc/PID/stat``) and the command's, and the loaded box's at its ready line less an
   empty box's, since elapsed time on a shared machine also counts other work;
@@ -187,6 +188,30 @@ def _decode_floor(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def _encode_floor(path: Path) -> float:
+    """Seconds msgspec takes to encode the snapshot's records as lines again, a MiB of lines
+    per call (decoded first, untimed): the least a saver in Python does."""
+    import msgspec
+
+    from nsqbox.snapshot.files import open_for_reading
+    from nsqbox.snapshot.format import Record
+
+    decoder = msgspec.json.Decoder(Record)
+    encoder = msgspec.json.Encoder()
+    spent = 0.0
+    with open_for_reading(path) as stream:
+        rest = stream.readline()[:0]
+        while block := stream.read(1 << 20):
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            records = decoder.decode_lines(block[:cut])
+            start = time.perf_counter()
+            encoder.encode_lines(records)
+            spent += time.perf_counter() - start
+    return spent
+
+
 def _create_channel(http: str) -> None:
     """The topic, then its channel ``c``, so the messages reach a channel (as nsqd, nsqbox
     answers ``404 TOPIC_NOT_FOUND`` to a channel of a topic it does not have)."""
@@ -268,6 +293,7 @@ def main() -> None:
         check_snapshot(snapshot)
         figures["check_s"] = round(time.perf_counter() - start, 2)
         figures["decode_floor_s"] = round(_decode_floor(snapshot), 2)
+        figures["encode_floor_s"] = round(_encode_floor(snapshot), 2)
         write, read = _disk(root, size)
         figures["disk_write_mb_per_s"] = round(write, 1)
         figures["disk_read_mb_per_s"] = round(read, 1)

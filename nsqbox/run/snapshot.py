@@ -95,19 +95,19 @@ async def save_box(control: BoxNodes, directory: str, name: str) -> dict[str, An
     """Save one consistent cut of every nsqd as the snapshot ``name`` in ``directory``.
 
     The nodes are cut in one synchronous pass (:func:`cut_box`'s), their spools opened and
-    removed at once (nothing is left in the data paths), then written into the file off the
-    event loop, confined to ``directory`` (:func:`~nsqbox.snapshot.confined.open_confined`).
+    removed at once (nothing is left in the data paths), then turned into the file's lines off
+    the event loop (:class:`~nsqbox.snapshot.spool.SpoolConverter`), confined to ``directory``
+    (:func:`~nsqbox.snapshot.confined.open_confined`).
     SaveNameError for a name that is not a snapshot's file name, FileExistsError when the
     directory has that name, OSError when a node is down or a file cannot be written. What
     was saved: ``{"file", "directory", "bytes", "nodes", "topics", "channels", "messages"}``.
     """
-    import shutil
-
     import trio
 
     from nsqbox.snapshot.confined import check_save_name, open_confined
     from nsqbox.snapshot.files import SnapshotWriter
     from nsqbox.snapshot.format import Header
+    from nsqbox.snapshot.spool import SpoolConverter, SpoolError
 
     check_save_name(name)
     spools, sources = _cut_and_open(control)
@@ -115,29 +115,33 @@ async def save_box(control: BoxNodes, directory: str, name: str) -> dict[str, An
     saved_at_ns = min(s.saved_at_ns for s in spools)
     header = Header(0, len(spools), saved_at_ns, first.clock, first.clock_offset)
 
-    def write() -> int:
+    def write() -> SnapshotWriter:
         with open_confined(directory, name) as stream:
             writer = SnapshotWriter(stream, header)
-            writer.flush()
-            for spool, source in zip(spools, sources, strict=True):
-                shutil.copyfileobj(source, stream, 1024 * 1024)
-                writer.add_counts(spool.topics, spool.channels, spool.messages)
+            for source in sources:
+                converter = SpoolConverter(writer)
+                try:
+                    while data := source.read(1024 * 1024):
+                        converter.feed(data)
+                    converter.close()
+                except SpoolError as exc:  # a disk queue's files hold what they should not
+                    raise OSError(f"a node's cut is damaged: {exc}") from None
             writer.finish()
-        return os.stat(os.path.join(directory, name), follow_symlinks=False).st_size
+        return writer
 
     try:
-        size = await trio.to_thread.run_sync(write)
+        writer = await trio.to_thread.run_sync(write)
     finally:
         for source in sources:
             source.close()
     return {
         "file": name,
         "directory": directory,
-        "bytes": size,
+        "bytes": os.stat(os.path.join(directory, name), follow_symlinks=False).st_size,
         "nodes": len(spools),
-        "topics": sum(s.topics for s in spools),
-        "channels": sum(s.channels for s in spools),
-        "messages": sum(s.messages for s in spools),
+        "topics": writer.topics,
+        "channels": writer.channels,
+        "messages": writer.messages,
     }
 
 

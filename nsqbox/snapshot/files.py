@@ -26,7 +26,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Final
+from typing import IO, Final, NamedTuple
 
 from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH
 from .format import (
@@ -41,8 +41,8 @@ from .format import (
     SnapshotError,
     TopicLine,
     body_fields,
+    decode_block,
     decode_header,
-    decode_records,
     encode,
     encode_lines,
 )
@@ -51,6 +51,7 @@ __all__ = [
     "GZIP_LEVEL",
     "READ_BLOCK",
     "WRITE_CHUNK",
+    "Batch",
     "SnapshotReader",
     "SnapshotSummary",
     "SnapshotWriter",
@@ -134,6 +135,11 @@ class SnapshotWriter:
         if self._held >= WRITE_CHUNK:
             self.flush()
 
+    def raw(self, data: bytes) -> None:
+        """Lines encoded elsewhere (a node's spool), written as they are; the caller counts
+        them in (:meth:`add_counts`)."""
+        self._add(data)
+
     def add_counts(self, topics: int, channels: int, messages: int) -> None:
         """Count records written to the stream by someone else (another node's part)."""
         self.flush()
@@ -203,13 +209,28 @@ class SnapshotWriter:
         if self._held >= WRITE_CHUNK:
             self.flush()
 
+    def message_lines(self, lines: list[MessageLine], size: int) -> None:
+        """Message lines built by the caller as :meth:`message` builds them (``size``: about
+        the bytes they hold), encoded with the next batch."""
+        self._pending.extend(lines)
+        self.messages += len(lines)
+        self._held += size + 100 * len(lines)
+        if self._held >= WRITE_CHUNK:
+            self.flush()
+
     def disk_messages(
-        self, node: int, topic: str, channel: str | None, records: list[bytes]
+        self,
+        node: int,
+        topic: str,
+        channel: str | None,
+        records: list[bytes],
+        *,
+        disk: bool = True,
     ) -> None:
         """Message lines for ``records`` as a disk queue holds them (the message encoding:
-        timestamp, attempts, id, body), queued on disk (``disk``), with no delay: the lines
-        :meth:`message` would write, built a batch at a time. A record too short to be a
-        message is skipped, as nsqd skips it."""
+        timestamp, attempts, id, body), queued on disk (``disk``; False: in memory), with no
+        delay: the lines :meth:`message` would write, built a batch at a time. A record too
+        short to be a message is skipped, as nsqd skips it."""
         unpack = MESSAGE_HEADER.unpack_from
         line = MessageLine
         pending = self._pending
@@ -227,7 +248,7 @@ class SnapshotWriter:
                             attempts,
                             channel,
                             0,
-                            True,
+                            disk,
                             data[26:].decode(),
                         )
                     )
@@ -237,7 +258,7 @@ class SnapshotWriter:
                 if len(data) >= MIN_VALID_MSG_LENGTH:
                     timestamp, attempts = unpack(data)
                     self.message(
-                        node, topic, channel, data[10:26], timestamp, attempts, data[26:], 0, True
+                        node, topic, channel, data[10:26], timestamp, attempts, data[26:], 0, disk
                     )
             return
         added = len(pending) - start
@@ -251,6 +272,17 @@ class SnapshotWriter:
         if self._whole:
             self._add(encode(EndLine(self.topics, self.channels, self.messages)))
         self.flush()
+
+
+class Batch(NamedTuple):
+    """A block of checked records (:meth:`SnapshotReader.batches`)."""
+
+    #: The line of the first record.
+    first: int
+    records: list[Record]
+    #: Only messages, all of one node, topic and channel (listed before them), with text
+    #: bodies and no delay (:func:`~.format.decode_block`): a loader may take them whole.
+    plain: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,14 +369,15 @@ class SnapshotReader:
             yield block
 
     def __iter__(self) -> Iterator[Record]:
-        for first, records in self.batches():
+        for first, records, _ in self.batches():
             for number, record in enumerate(records, first):
                 self.line = number
                 yield record
 
-    def batches(self) -> Iterator[tuple[int, list[Record]]]:
+    def batches(self) -> Iterator[Batch]:
         """The records a block of lines at a time, each block checked whole before it is
-        handed out: ``(first, records)``, ``first`` being the line of its first record.
+        handed out: :class:`Batch` ``(first, records, plain)``, ``first`` being the line of
+        its first record.
 
         Iterating the reader yields the same records one at a time. The end line is not
         handed out: :attr:`summary` is set when it is reached, and valid.
@@ -357,7 +390,20 @@ class SnapshotReader:
         message = MessageLine
         for block in self._blocks():
             first = self.line + 1
-            records = decode_records(block, first, nodes)
+            records, plain = decode_block(block, first, nodes)
+            if plain:  # one node, topic and channel, no delay: one look at its key
+                head = records[0]
+                assert isinstance(head, MessageLine)
+                plain = (
+                    (head.node, head.topic) in topics
+                    if head.channel is None
+                    else (head.node, head.topic, head.channel) in channels
+                )
+                if plain:  # (else the loop below names the line)
+                    messages += len(records)
+                    self.line = first + len(records) - 1
+                    yield Batch(first, records, True)
+                    continue
             for number, record in enumerate(records, first):
                 if type(record) is message:  # the common line first
                     channel = record.channel
@@ -381,7 +427,7 @@ class SnapshotReader:
                     after = first + block.count(b"\n") - 1 - number  # lines after it read
                     self._finish(record, len(topics), len(channels), messages, after > 0)
                     if number > first:
-                        yield first, records[: number - first]
+                        yield Batch(first, records[: number - first], False)
                     return
                 elif isinstance(record, TopicLine):
                     if (record.node, record.topic) in topics:
@@ -396,7 +442,7 @@ class SnapshotReader:
                         raise SnapshotError(number, f"channel {record.channel!r} listed twice")
                     channels.add(ckey)
             self.line = first + len(records) - 1
-            yield first, records
+            yield Batch(first, records, False)
         raise SnapshotError(self.line + 1, "truncated: the file ends before its end line")
 
     def _finish(self, end: EndLine, topics: int, channels: int, messages: int, more: bool) -> None:

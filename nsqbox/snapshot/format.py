@@ -37,6 +37,7 @@ __all__ = [
     "TopicLine",
     "body_fields",
     "check_record",
+    "decode_block",
     "decode_header",
     "decode_record",
     "decode_records",
@@ -244,20 +245,45 @@ def decode_records(block: bytes, first: int, nodes: int) -> list[Record]:
     One call decodes the whole block (the fast way); only a block that fails is read again a
     line at a time, to name the line it fails on with the same reason.
     """
+    return decode_block(block, first, nodes)[0]
+
+
+def decode_block(block: bytes, first: int, nodes: int) -> tuple[list[Record], bool]:
+    """:func:`decode_records`' records, and whether the block is *plain*: only messages, all
+    of one node, topic and channel, with text bodies and no delay (what a big snapshot is,
+    block after block). A plain block was checked whole in a few passes over it, not record
+    by record, and its reader and loader may treat it whole too.
+    """
     try:
         records: list[Record] = _record_decoder.decode_lines(block)
     except (msgspec.ValidationError, msgspec.DecodeError):
         records = []
     message = MessageLine
-    if len(records) != block.count(b"\n") or not _is_hex(
-        "".join([r.id for r in records if type(r) is message])
+    if len(records) != block.count(b"\n") or not _all_hex(
+        [r.id for r in records if type(r) is message]
     ):  # a bad or blank line, or an id that is not hex: find it
         found: list[Record] = []
         for number, line in enumerate(block.split(b"\n")[:-1], first):
             found.append(decode_record(line, number, nodes))
             if type(found[-1]) is EndLine:
                 break  # the reader refuses what follows it
-        return found
+        return found, False
+    head = records[0] if records else None
+    if type(head) is message and head.node < nodes:
+        topic, channel, node = head.topic, head.channel, head.node
+        odd = [
+            r
+            for r in records
+            if type(r) is not message
+            or r.body is None
+            or r.body_b64 is not None
+            or r.delay_ms
+            or r.channel != channel
+            or r.topic != topic
+            or r.node != node
+        ]
+        if not odd:  # one node, text bodies: nothing more to check
+            return records, True
     for index, record in enumerate(records):
         # a message with a text body on a node of the header: nothing more to check
         if (
@@ -267,7 +293,16 @@ def decode_records(block: bytes, first: int, nodes: int) -> list[Record]:
             or record.node >= nodes
         ):
             check_record(record, first + index, nodes)
-    return records
+    return records, False
+
+
+def _all_hex(ids: list[str]) -> bool:
+    """Whether every id of ``ids`` (16 characters each) is 16 hex digits: one C call for
+    all of them (``bytes.fromhex`` skips whitespace, which the length then gives away)."""
+    try:
+        return len(bytes.fromhex("".join(ids))) == 8 * len(ids)
+    except ValueError:
+        return False
 
 
 def check_record(record: Record, number: int, nodes: int) -> None:

@@ -17,10 +17,13 @@ Neither side holds more than a piece of the file (4 MiB fetched, :data:`PIECE_BY
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import queue
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -34,6 +37,7 @@ from .files import (
     open_for_writing,
 )
 from .format import Header, SnapshotError
+from .spool import SpoolConverter, SpoolError
 
 __all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "save", "upload"]
 
@@ -42,6 +46,8 @@ __all__ = ["PIECE_BYTES", "Cut", "SnapshotTransferError", "cut_nodes", "load", "
 PIECE_BYTES: Final = 1024 * 1024
 #: Bytes read from a fetched piece at a time.
 _FETCH_CHUNK: Final = 256 * 1024
+#: Chunks fetched ahead of the conversion (4 MiB).
+_AHEAD: Final = 16
 
 
 class SnapshotTransferError(Exception):
@@ -117,8 +123,8 @@ def cut_nodes(client: httpx.Client, addresses: Sequence[str]) -> list[Cut]:
     return cuts
 
 
-def _fetch(client: httpx.Client, cut: Cut, offset: int, stream: IO[bytes]) -> int:
-    """Write the piece of ``cut`` at ``offset`` to ``stream`` as it arrives (a piece is never
+def _fetch(client: httpx.Client, cut: Cut, offset: int, sink: Callable[[bytes], None]) -> int:
+    """Hand the piece of ``cut`` at ``offset`` to ``sink`` as it arrives (a piece is never
     held whole); how many bytes it had."""
     params: dict[str, str | int] = {"id": cut.id, "offset": offset}
     with client.stream("GET", f"{cut.url}/nsqbox/snapshot", params=params) as response:
@@ -127,15 +133,75 @@ def _fetch(client: httpx.Client, cut: Cut, offset: int, stream: IO[bytes]) -> in
             _check(response, cut.url)
         got = 0
         for data in response.iter_raw(_FETCH_CHUNK):
-            stream.write(data)
+            sink(data)
             got += len(data)
         return got
+
+
+class _Prefetch:
+    """A cut's spool in chunks, fetched by a thread of its own while the caller converts
+    the chunks before (at most :data:`_AHEAD` chunks ahead: the node's serving and this
+    process's converting overlap, on two cores)."""
+
+    def __init__(self, client: httpx.Client, cut: Cut) -> None:
+        self._client = client
+        self._cut = cut
+        self._chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(_AHEAD)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nsqbox-snapshot-fetch", daemon=True)
+
+    def __enter__(self) -> Iterator[bytes]:
+        self._thread.start()
+        return self._take()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _take(self) -> Iterator[bytes]:
+        while (item := self._chunks.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def _put(self, item: bytes | BaseException | None) -> None:
+        while not self._stop.is_set():
+            try:
+                self._chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def _run(self) -> None:
+        cut = self._cut
+        try:
+            offset = 0
+            while offset < cut.bytes:
+                got = _fetch(self._client, cut, offset, self._put)
+                if not got:
+                    raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
+                offset += got
+            self._put(None)
+        except _Stopped:
+            pass
+        except BaseException as exc:  # the caller raises it
+            with contextlib.suppress(_Stopped):
+                self._put(exc)
+
+
+class _Stopped(Exception):
+    """The caller stopped taking chunks."""
 
 
 def save(
     client: httpx.Client, path: str | os.PathLike[str], cuts: Sequence[Cut]
 ) -> SnapshotSummary:
-    """Write the snapshot of ``cuts`` (node ``i`` is ``cuts[i]``) to ``path``; its summary."""
+    """Write the snapshot of ``cuts`` (node ``i`` is ``cuts[i]``) to ``path``; its summary.
+
+    Each node's spool is turned into snapshot lines here, as it is fetched
+    (:class:`~.spool.SpoolConverter`): the per-message work is this process's, not the box's.
+    """
     if not cuts:
         raise SnapshotTransferError("no nsqd to save")
     first = cuts[0]
@@ -143,15 +209,15 @@ def save(
     try:
         with open_for_writing(path) as stream:
             writer = SnapshotWriter(stream, header)
-            writer.flush()
             for cut in cuts:
-                offset = 0
-                while offset < cut.bytes:
-                    got = _fetch(client, cut, offset, stream)
-                    if not got:
-                        raise SnapshotTransferError(f"{cut.url}'s cut ends at {offset} bytes")
-                    offset += got
-                writer.add_counts(cut.topics, cut.channels, cut.messages)
+                converter = SpoolConverter(writer)
+                try:
+                    with _Prefetch(client, cut) as chunks:
+                        for chunk in chunks:
+                            converter.feed(chunk)
+                    converter.close()
+                except SpoolError as exc:
+                    raise SnapshotTransferError(f"{cut.url}'s cut is damaged: {exc}") from None
             writer.finish()
     finally:
         for cut in cuts:
@@ -159,9 +225,7 @@ def save(
                 client.delete(f"{cut.url}/nsqbox/snapshot", params={"id": cut.id})
             except httpx.HTTPError:
                 pass  # the node removes it with its next cut
-    topics = sum(c.topics for c in cuts)
-    channels = sum(c.channels for c in cuts)
-    messages = sum(c.messages for c in cuts)
+    topics, channels, messages = writer.topics, writer.channels, writer.messages
     return SnapshotSummary(header, topics, channels, messages, topics + channels + messages + 2)
 
 

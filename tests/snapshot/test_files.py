@@ -202,6 +202,39 @@ def test_a_file_of_many_blocks_reads_back_and_names_a_bad_line_in_a_later_block(
     assert (after.line, after.reason) == (len(lines) + 1, "a line after the end line")
 
 
+def test_whole_blocks_of_one_channel_are_handed_out_plain_and_still_checked(
+    tmp_path: Path,
+) -> None:
+    # a block of nothing but one channel's messages (text bodies, no delay) is checked whole;
+    # it must refuse what the record-by-record check refuses, at the same line
+    count = 3 * READ_BLOCK // 200
+    path = tmp_path / "s.jsonl"
+    write_many(path, count)
+    with open_for_reading(path) as stream:
+        batches = list(SnapshotReader(stream).batches())
+    assert [b.plain for b in batches][:2] == [False, True]  # the first holds the topic
+    assert sum(len(b.records) for b in batches) == count + 2
+    lines = path.read_bytes().splitlines(keepends=True)
+    later = batches[1].first + 10  # a line inside a plain block
+    unlisted = [
+        *lines[: later - 1],
+        *(line.replace(b'"billing"', b'"other"') for line in lines[later - 1 : -1]),
+        lines[-1],
+    ]
+    error = refused(tmp_path, b"".join(unlisted))
+    assert (error.line, error.reason) == (later, "channel orders:other not listed before")
+    for field, value in [(b'"attempts":1', b'"attempts":1,"delay_ms":5'), (b'"id":"0', b'"id":"g')]:
+        copy = list(lines)
+        copy[later - 1] = copy[later - 1].replace(field, value)
+        path.write_bytes(b"".join(copy))
+        if field.startswith(b'"id"'):
+            assert refused(tmp_path, b"".join(copy)).line == later
+            continue
+        with open_for_reading(path) as stream:
+            batches = list(SnapshotReader(stream).batches())
+        assert [b.plain for b in batches][:2] == [False, False]  # a delay: record by record
+
+
 def test_a_line_longer_than_the_bound_is_refused_across_blocks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

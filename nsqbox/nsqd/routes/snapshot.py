@@ -7,11 +7,13 @@ a whole snapshot:
 
 - ``POST /nsqbox/snapshot?node=N`` takes the cut: in one synchronous pass (nothing else runs
   on the node meanwhile) it writes this node's records, as node ``N``, to a spool file in the
-  data path (:func:`spool_node`), and answers ``{"id", "bytes", "topics", "channels",
+  data path (:func:`spool_node`; its sections are :mod:`nsqbox.snapshot.spool`'s, which the
+  saver makes lines), and answers ``{"id", "bytes", "topics", "channels",
   "messages", "clock", "clock_offset", "saved_at_ns"}``. One spool at a time: a new cut
   removes the last one.
-- ``GET /nsqbox/snapshot?id=X&offset=O`` answers the spool's bytes from ``O`` on, at most
-  :data:`READ_PIECE_BYTES`; ``DELETE /nsqbox/snapshot?id=X`` removes it.
+- ``GET /nsqbox/snapshot?id=X&offset=O`` answers the spool's bytes from ``O`` on
+  (``application/octet-stream``), at most :data:`READ_PIECE_BYTES`;
+  ``DELETE /nsqbox/snapshot?id=X`` removes it.
 - ``POST /nsqbox/snapshot/upload?id=X&offset=O`` appends its body (at most
   :data:`PIECE_BYTES`) to an upload at ``O`` (``offset=0`` starts a new one, replacing any);
   (an upload holds at most :data:`MAX_UPLOAD_BYTES`: ``413 UPLOAD_TOO_BIG``);
@@ -63,7 +65,7 @@ READ_PIECE_BYTES: Final = 4 * 1024 * 1024
 MAX_UPLOAD_BYTES: Final = 32 * 1024**3
 _SPOOL: Final = "nsqbox.snapshot.{}.spool"
 _UPLOAD: Final = "nsqbox.snapshot.{}.upload"
-_JSON_LINES: Final = (("Content-Type", "application/x-ndjson"),)
+_SPOOL_TYPE: Final = (("Content-Type", "application/octet-stream"),)
 #: The highest node number a snapshot holds (:data:`nsqbox.snapshot.format.MAX_NODES` - 1,
 #: kept here so that registering the routes imports no snapshot module).
 _LAST_NODE: Final = 63
@@ -97,8 +99,7 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
     Synchronous: the cut is consistent, and several nodes cut one after the other in the same
     call (a box's) make one consistent cut of them all. OSError when it cannot be written.
     """
-    from ...snapshot.files import SnapshotWriter
-    from ..domain.snapshot import save_node
+    from ..domain.snapshot_cut import cut_node
 
     _remove(nsqd.data_path, _SPOOL)
     spool_id = uuid.uuid4().hex
@@ -106,9 +107,7 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
     saved_at_ns = nsqd.wall_ns()
     try:
         with open(path, "wb") as stream:
-            writer = SnapshotWriter(stream, None)
-            save_node(nsqd, node, writer)
-            writer.finish()
+            topics, channels, messages = cut_node(nsqd, node, stream)
             size = stream.tell()
     except BaseException:
         with contextlib.suppress(OSError):
@@ -119,9 +118,9 @@ def spool_node(nsqd: NSQD, node: int) -> Spool:
         spool_id,
         path,
         size,
-        writer.topics,
-        writer.channels,
-        writer.messages,
+        topics,
+        channels,
+        messages,
         clock.mode,
         clock.offset,
         saved_at_ns,
@@ -211,7 +210,7 @@ def add_snapshot_routes(router: Router, nsqd: NSQD) -> None:
     async def read(request: Request) -> Response:
         path = _existing(nsqd, _SPOOL, _file_id(request))
         offset = _number(request, "offset", 2**62)
-        return Response(200, _read_piece(path, offset), _JSON_LINES)
+        return Response(200, _read_piece(path, offset), _SPOOL_TYPE)
 
     async def remove(request: Request) -> None:
         os.unlink(_existing(nsqd, _SPOOL, _file_id(request)))
