@@ -22,7 +22,7 @@ from nsqbox import cli
 from nsqbox.client import Config
 from nsqbox.client.blocking import Publisher
 from tests.helpers import real_nsqd as real_nsqd_process
-from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
+from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, ToolProcess, running_box
 
 #: A user agent that would talk to a terminal: OSC 0 (set the window title), then BEL.
 EVIL_AGENT = "agent\x1b]0;pwned\x07"
@@ -110,33 +110,11 @@ def test_journey_of_an_unknown_id_and_bad_arguments(
     assert "not both" in capsys.readouterr().err
 
 
-class Tracer:
-    """``nsqbox trace`` as a child, started and waited for until it says it follows."""
-
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [*NSQBOX, "trace", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        assert self.process.stderr is not None
-        readable, _, _ = select.select([self.process.stderr], [], [], TIMEOUT)
-        if not readable:
-            self.process.kill()
-            raise TimeoutError("nsqbox trace did not say it follows")
-        self.ready = self.process.stderr.readline().decode()
-
-    def wait(self) -> tuple[int, str, str]:
-        out, err = self.process.communicate(timeout=TIMEOUT)
-        return self.process.returncode, out.decode(), err.decode()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.communicate(timeout=TIMEOUT)
-
-
 def test_trace_follows_a_topic_on_every_node(box: BoxProcess) -> None:
     lookupd = box.ready["lookupd_http_address"]
-    tracer = Tracer("jt_live", f"--lookupd-http-address={lookupd}", "--json", "-n", "4")
+    tracer = ToolProcess(
+        "trace", "jt_live", f"--lookupd-http-address={lookupd}", "--json", "-n", "4"
+    )
     try:
         assert "following jt_live on 2 nsqd(s)" in tracer.ready
         first = publish(box, "jt_live", b"zero", node=0)
@@ -158,7 +136,9 @@ def test_trace_follows_a_topic_on_every_node(box: BoxProcess) -> None:
 
 
 def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> None:
-    tracer = Tracer("jt_lines", "c", f"--nsqd-http-address={http(box)}", "--kind", "queued")
+    tracer = ToolProcess(
+        "trace", "jt_lines", "c", f"--nsqd-http-address={http(box)}", "--kind", "queued"
+    )
     try:
         msg_id = publish(box, "jt_lines", b"x", agent=EVIL_AGENT)
         assert tracer.process.stdout is not None

@@ -9,9 +9,7 @@ measured by ``bench/replay_bench.py``.
 from __future__ import annotations
 
 import base64
-import select
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +32,7 @@ from nsqbox.snapshot.format import Header, MessageLine, message_body
 from nsqbox.snapshot.format import Publisher as Publisher_
 from nsqbox.tools.record import ROTATE
 from tests.helpers import real_nsqd as real_nsqd_process
-from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
+from tests.tools.box_process import TIMEOUT, BoxProcess, ToolProcess, running_box
 
 BODIES = [b"first", b"two\nlines", b"\xff\x00 not utf-8", "caf\u00e9".encode(), b"last"]
 
@@ -46,30 +44,6 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
 
 def http(box: BoxProcess) -> str:
     return str(box.ready["nsqd_http_addresses"][0])
-
-
-class Recorder:
-    """``nsqbox record`` as a child, started and told to wait for its ready line."""
-
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [*NSQBOX, "record", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        assert self.process.stderr is not None
-        readable, _, _ = select.select([self.process.stderr], [], [], TIMEOUT)
-        if not readable:
-            self.process.kill()
-            raise TimeoutError("nsqbox record did not say it records")
-        self.ready = self.process.stderr.readline().decode()
-
-    def wait(self) -> tuple[int, str, str]:
-        out, err = self.process.communicate(timeout=TIMEOUT)
-        return self.process.returncode, out.decode(), err.decode()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.communicate(timeout=TIMEOUT)
 
 
 def recorded(path: Path) -> list[MessageLine]:
@@ -102,7 +76,8 @@ def depths(box: BoxProcess, topic: str) -> dict[str, int]:
 
 def record_publishes(box: BoxProcess, topic: str, path: Path) -> list[MessageLine]:
     """Record ``BODIES`` published to ``topic`` (one PUB each, then a DPUB)."""
-    rec = Recorder(
+    rec = ToolProcess(
+        "record",
         topic,
         "--to",
         str(path),
@@ -177,7 +152,9 @@ def test_record_then_replay_into_a_fresh_topic(box: BoxProcess, tmp_path: Path) 
 
 def test_record_keeps_each_publisher(box: BoxProcess, tmp_path: Path) -> None:
     path = tmp_path / "who.jsonl"
-    rec = Recorder("rr_who", "--to", str(path), "--count", "4", f"--nsqd-http-address={http(box)}")
+    rec = ToolProcess(
+        "record", "rr_who", "--to", str(path), "--count", "4", f"--nsqd-http-address={http(box)}"
+    )
     config = Config(client_id="billing-7", hostname="billing.example", user_agent="billing/1.0")
     try:
         assert "through nsqbox's tap" in rec.ready
@@ -235,7 +212,7 @@ def test_a_recording_seeds_a_box(box: BoxProcess, tmp_path: Path) -> None:
 
 def test_record_stops_at_sigterm_with_a_whole_file(box: BoxProcess, tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
-    rec = Recorder("rr_term", "--to", str(path), f"--nsqd-http-address={http(box)}")
+    rec = ToolProcess("record", "rr_term", "--to", str(path), f"--nsqd-http-address={http(box)}")
     try:
         response = httpx.post(
             f"http://{http(box)}/mpub",
@@ -261,7 +238,7 @@ def test_record_replaces_its_tap_and_keeps_every_message_once(
     path = tmp_path / "many.jsonl.gz"
     total = 3 * 5000  # past ROTATE: the tap is replaced while publishing goes on
     assert total > ROTATE
-    rec = Recorder("rr_many", "--to", str(path), "--count", str(total),
+    rec = ToolProcess("record", "rr_many", "--to", str(path), "--count", str(total),
                    f"--nsqd-http-address={http(box)}")  # fmt: skip
     try:
         for batch in range(3):
@@ -438,7 +415,8 @@ def test_record_and_replay_against_real_nsqd(
 ) -> None:
     tcp, web = real_nsqd
     path = tmp_path / "real.jsonl"
-    rec = Recorder(
+    rec = ToolProcess(
+        "record",
         "orders",
         "--to",
         str(path),
