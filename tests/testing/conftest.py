@@ -62,6 +62,14 @@ def run_generated(pytester: pytest.Pytester, *args: str, ini: str = "") -> pytes
     return pytester.runpytest(*PLUGIN_ARGS, *args)
 
 
+def box_in_mode(mode: str, spec: ClusterSpec, root: str) -> ThreadBox | SubprocessBox:
+    """A box of ``spec`` in this process (``"thread"``) or in an ``nsqbox up`` child
+    (``"subprocess"``), for the tests that run in both modes."""
+    if mode == "thread":
+        return ThreadBox(spec, root)
+    return SubprocessBox(spec, root, python=sys.executable, start_timeout=30)
+
+
 @pytest.fixture(scope="module")
 def thread_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadBox]:
     """A box (nsqd + nsqlookupd) in a thread, shared by a module's direct tests."""

@@ -9,7 +9,6 @@ finishes it: the handle shows the journey and lists the message as given up, wit
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,20 +24,15 @@ from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.subprocess_box import SubprocessBox
 from nsqbox.testing.trio_box import open_trio_box
 
-from .conftest import TIMEOUT
+from .conftest import TIMEOUT, box_in_mode
 
 
 @pytest.fixture(scope="module", params=["thread", "subprocess"])
 def two_nodes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreadBox | SubprocessBox]:
-    spec = ClusterSpec(nsqd=2)
     root = str(tmp_path_factory.mktemp(f"journal-{request.param}"))
-    box: ThreadBox | SubprocessBox
-    if request.param == "thread":
-        box = ThreadBox(spec, root)
-    else:
-        box = SubprocessBox(spec, root, python=sys.executable, start_timeout=30)
+    box = box_in_mode(request.param, ClusterSpec(nsqd=2), root)
     yield box
     box.stop()
 

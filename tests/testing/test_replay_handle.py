@@ -9,7 +9,6 @@ timestamps are exact, so they are asserted.
 from __future__ import annotations
 
 import base64
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from nsqbox.testing.subprocess_box import SubprocessBox
 from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.testing.waiting import poll
 
-from .conftest import TIMEOUT
+from .conftest import TIMEOUT, box_in_mode
 
 T0 = 1_795_833_104_000_000_000
 MS = 1_000_000
@@ -96,13 +95,8 @@ def bodies(box: NSQBox, topic: str, channel: str = "") -> list[bytes]:
 def manual_box(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreadBox | SubprocessBox]:
-    spec = ClusterSpec(clock="manual")
     root = str(tmp_path_factory.mktemp(f"replay-{request.param}"))
-    box: ThreadBox | SubprocessBox
-    if request.param == "thread":
-        box = ThreadBox(spec, root)
-    else:
-        box = SubprocessBox(spec, root, python=sys.executable, start_timeout=30)
+    box = box_in_mode(request.param, ClusterSpec(clock="manual"), root)
     yield box
     box.stop()
 
