@@ -1,18 +1,29 @@
-"""Shared test helpers: a raw protocol V2 connection over a real socket."""
+"""Shared test helpers: a raw protocol V2 connection over a real socket, waits, and a real
+nsqd to compare with."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+import os
+import socket
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 import trio
 
+from nsqbox.testing.waiting import poll
 from nsqbox.wire import commands
 from nsqbox.wire.frames import MAGIC_V2, FrameReader, FrameType
 from nsqbox.wire.message import DecodedMessage, decode_message
 
 TIMEOUT = 10
+#: Where the real NSQ binaries are.
+NSQ_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin"))
 
 
 class RawConn:
@@ -153,3 +164,39 @@ def refusal_line(stderr: str) -> str:
     refusals = [line for line in lines if " INFO: " not in line]
     assert len(refusals) == 1, stderr
     return refusals[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def real_nsqd(data_path: Path) -> Iterator[tuple[str, str]]:
+    """A real nsqd (``NSQ_BIN``) on 127.0.0.1 with its defaults until the block ends: its TCP
+    and HTTP addresses. The test is skipped when there is no nsqd binary to run."""
+    binary = NSQ_BIN / "nsqd"
+    if not os.access(binary, os.X_OK):
+        pytest.skip(f"no real nsqd to run at {binary} (set NSQ_BIN)")
+    tcp, web = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+    process = subprocess.Popen(
+        [str(binary), f"--tcp-address={tcp}", f"--http-address={web}",
+         f"--data-path={data_path}", "--log-level=warn"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def answers() -> tuple[bool, None]:
+        try:
+            ok = httpx.get(f"http://{web}/ping", timeout=1, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        return ok, None
+
+    try:
+        poll(answers, TIMEOUT, lambda _: "real nsqd did not start")
+        yield tcp, web
+    finally:
+        process.terminate()
+        process.wait(TIMEOUT)

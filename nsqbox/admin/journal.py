@@ -18,7 +18,7 @@ list, so that no later page holds an event older than one already given; each no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, TypeVar
 
@@ -26,7 +26,7 @@ import msgspec
 
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .clusterinfo import ClusterInfo, UpstreamError, gather
-from .peek import InvalidCursor, decode_cursor, encode_cursor
+from .peek import InvalidCursor, decode_cursor, encode_cursor, error_code
 from .stats import Producer
 
 __all__ = [
@@ -169,16 +169,12 @@ class _GivenUpPage(msgspec.Struct):
     messages: list[GivenUp] = []
 
 
-class _ErrorDoc(msgspec.Struct):
-    message: str = ""
-
-
 _events_decoder = msgspec.json.Decoder(_EventsPage)
 _troubles_decoder = msgspec.json.Decoder(_TroublesPage)
 _given_up_decoder = msgspec.json.Decoder(_GivenUpPage)
-_error_decoder = msgspec.json.Decoder(_ErrorDoc)
 
 _Page = TypeVar("_Page", _EventsPage, _TroublesPage, _GivenUpPage)
+_Item = TypeVar("_Item", Event, Trouble, GivenUp)
 #: The most digits of an event number (below 2**63) in a cursor.
 _DIGITS = 19
 
@@ -311,12 +307,7 @@ def _report(producer: Producer, answer: object, errors: list[UpstreamError]) -> 
     report = NodeJournal(node=producer.http_address, hostname=producer.hostname)
     if not isinstance(answer, UpstreamError):
         return report
-    code = ""
-    if answer.status == 404:
-        try:
-            code = decode_peer_json(answer.body, _error_decoder).message
-        except PeerJSONError:
-            code = ""
+    code = error_code(answer) if answer.status == 404 else ""
     if code == "JOURNAL_OFF":
         report.supported, report.error = False, JOURNAL_OFF
     elif answer.status == 404:
@@ -327,13 +318,19 @@ def _report(producer: Producer, answer: object, errors: list[UpstreamError]) -> 
     return report
 
 
+def _tagged(items: Iterable[_Item], node: str) -> Iterator[_Item]:
+    """``items`` with their ``node`` said."""
+    return (msgspec.structs.replace(item, node=node) for item in items)
+
+
 async def _ask(
     info: ClusterInfo,
     asked: Sequence[tuple[Producer, dict[str, str]]],
     path: str,
     decoder: msgspec.json.Decoder[_Page],
-) -> list[_Page | UpstreamError]:
-    """Each producer's decoded answer to ``path`` with its parameters, in order."""
+) -> tuple[list[tuple[NodeJournal, _Page | None]], tuple[UpstreamError, ...]]:
+    """Each producer's report and decoded answer to ``path`` with its parameters, in order
+    (None for a node that did not answer), and the failures that are errors."""
 
     async def fetch(item: tuple[Producer, dict[str, str]]) -> _Page:
         node = item[0].http_address
@@ -343,7 +340,13 @@ async def _ask(
         except PeerJSONError as exc:
             raise UpstreamError(node, path, f"bad response - {exc}") from exc
 
-    return await gather(asked, fetch)
+    answers = await gather(asked, fetch)
+    errors: list[UpstreamError] = []
+    replies = [
+        (_report(producer, answer, errors), None if isinstance(answer, UpstreamError) else answer)
+        for (producer, _), answer in zip(asked, answers, strict=True)
+    ]
+    return replies, tuple(errors)
 
 
 async def read_events(
@@ -367,17 +370,16 @@ async def read_events(
                 raise InvalidCursor(f"not an event number: {after[:32]!r}")
             node_params["after"] = after
         params.append(node_params)
-    answers = await _ask(info, list(zip(asked, params, strict=True)), JOURNAL_PATH, _events_decoder)
-    merged = EventsResult()
-    errors: list[UpstreamError] = []
+    replies, errors = await _ask(
+        info, list(zip(asked, params, strict=True)), JOURNAL_PATH, _events_decoder
+    )
+    merged = EventsResult(nodes=[report for report, _ in replies], errors=errors)
     pages: list[tuple[NodeJournal, _EventsPage, str]] = []
-    for producer, answer, node_params in zip(asked, answers, params, strict=True):
-        report = _report(producer, answer, errors)
-        merged.nodes.append(report)
-        if isinstance(answer, UpstreamError):
+    for (report, page), node_params in zip(replies, params, strict=True):
+        if page is None:
             continue
-        report.recorded, report.oldest = answer.recorded, answer.oldest
-        pages.append((report, answer, node_params.get("after", "0")))
+        report.recorded, report.oldest = page.recorded, page.oldest
+        pages.append((report, page, node_params.get("after", "0")))
     # nothing past the earliest last event of a node with more: a later page would hold
     # events older than some given here
     horizon = min(
@@ -391,11 +393,10 @@ async def read_events(
         report.more = page.next is not None or len(given) < len(page.events)
         if report.more:
             following[report.node] = str(given[-1].n) if given else after
-        merged.events.extend(msgspec.structs.replace(e, node=report.node) for e in given)
+        merged.events.extend(_tagged(given, report.node))
     order = {report.node: i for i, report in enumerate(merged.nodes)}
     merged.events.sort(key=lambda e: (e.time, order[e.node], e.n))
     merged.next = encode_cursor(following)
-    merged.errors = tuple(errors)
     return merged
 
 
@@ -404,21 +405,16 @@ async def read_troubles(
 ) -> TroublesResult:
     """A channel's messages in trouble on ``producers``, merged (oldest trouble first)."""
     params = query.params(troubles=True)
-    answers = await _ask(info, [(p, params) for p in producers], TROUBLES_PATH, _troubles_decoder)
-    merged = TroublesResult()
-    errors: list[UpstreamError] = []
-    for producer, answer in zip(producers, answers, strict=True):
-        report = _report(producer, answer, errors)
-        merged.nodes.append(report)
-        if isinstance(answer, UpstreamError):
-            continue
-        report.count, report.listed = answer.count, len(answer.messages)
-        report.more = answer.count > len(answer.messages)
-        merged.messages.extend(
-            msgspec.structs.replace(m, node=report.node) for m in answer.messages
-        )
+    replies, errors = await _ask(
+        info, [(p, params) for p in producers], TROUBLES_PATH, _troubles_decoder
+    )
+    merged = TroublesResult(nodes=[report for report, _ in replies], errors=errors)
+    for report, page in replies:
+        if page is not None:
+            report.count, report.listed = page.count, len(page.messages)
+            report.more = page.count > len(page.messages)
+            merged.messages.extend(_tagged(page.messages, report.node))
     merged.messages.sort(key=lambda m: m.since)
-    merged.errors = tuple(errors)
     return merged
 
 
@@ -427,18 +423,13 @@ async def read_given_up(
 ) -> GivenUpResult:
     """A channel's given-up messages on ``producers``, merged (newest first)."""
     params = query.params(troubles=False)
-    answers = await _ask(info, [(p, params) for p in producers], GIVEN_UP_PATH, _given_up_decoder)
-    merged = GivenUpResult()
-    errors: list[UpstreamError] = []
-    for producer, answer in zip(producers, answers, strict=True):
-        report = _report(producer, answer, errors)
-        merged.nodes.append(report)
-        if isinstance(answer, UpstreamError):
-            continue
-        report.listed = report.count = len(answer.messages)
-        merged.messages.extend(
-            msgspec.structs.replace(m, node=report.node) for m in answer.messages
-        )
+    replies, errors = await _ask(
+        info, [(p, params) for p in producers], GIVEN_UP_PATH, _given_up_decoder
+    )
+    merged = GivenUpResult(nodes=[report for report, _ in replies], errors=errors)
+    for report, page in replies:
+        if page is not None:
+            report.listed = report.count = len(page.messages)
+            merged.messages.extend(_tagged(page.messages, report.node))
     merged.messages.sort(key=lambda m: m.time, reverse=True)
-    merged.errors = tuple(errors)
     return merged

@@ -36,6 +36,7 @@ __all__ = [
     "decode_cursor",
     "decode_peek_page",
     "encode_cursor",
+    "error_code",
     "peek_nodes",
 ]
 
@@ -162,7 +163,9 @@ class PeekResult:
     errors: tuple[UpstreamError, ...] = ()
 
 
-def _error_code(exc: UpstreamError) -> str:
+def error_code(exc: UpstreamError) -> str:
+    """The ``message`` of the error document a node answered (nsqd's
+    ``{"message": "TOPIC_NOT_FOUND"}``); "" when the body is not one."""
     try:
         return decode_peer_json(exc.body, _error_decoder).message
     except PeerJSONError:
@@ -209,7 +212,7 @@ async def peek_nodes(
         report = NodePeek(node=node, hostname=producer.hostname)
         merged.nodes.append(report)
         if isinstance(answer, UpstreamError):
-            code = _error_code(answer) if answer.status == 404 else ""
+            code = error_code(answer) if answer.status == 404 else ""
             if code in _ABSENT:
                 report.error = code
             elif answer.status == 404:

@@ -24,8 +24,9 @@ it) keeps running.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
@@ -69,7 +70,8 @@ def _filters(
 
 
 class _Reads:
-    """The blocking reads, over the box's nsqds."""
+    """The blocking reads, over the box's nsqds: the handles' methods, as they are (the sync
+    handle's) or awaited (:func:`_awaited`)."""
 
     addresses: BoxAddresses
     timeout: float
@@ -81,29 +83,16 @@ class _Reads:
     def _client(self) -> httpx.Client:
         return httpx.Client(timeout=max(self.timeout, 10.0), trust_env=False)
 
-    def _events(self, filters: dict[str, str | int], node: int | None) -> list[Event]:
+    def _matching(self, filters: dict[str, str | int], node: int | None) -> list[Event]:
         with self._client() as client:
             per_node = [node_events(client, n, filters) for n in self._nodes(node)]
         return merge_events(per_node)
 
-    def _given_up(self, topic: str, channel: str, attempts: int, node: int | None) -> list[GivenUp]:
-        with self._client() as client:
-            return [
-                message
-                for n in self._nodes(node)
-                for message in given_up(client, n, topic, channel, attempts=attempts)
-            ]
-
-
-class JournalAccess(_Reads):
-    """``journey``, ``events`` and ``given_up`` on the sync handle (a mixin of
-    :class:`~.handle.NSQBox`), and their ``a``-twins."""
-
-    def journey(self, msg_id: str | bytes, *, channel: str = "") -> list[Event]:
+    def _journey(self, msg_id: str | bytes, *, channel: str = "") -> list[Event]:
         """Every event of message ``msg_id`` on every nsqd, in broker-time order."""
-        return self._events({"id": _id(msg_id), "channel": channel}, None)
+        return self._matching({"id": _id(msg_id), "channel": channel}, None)
 
-    def events(
+    def _events(
         self,
         *,
         topic: str = "",
@@ -118,72 +107,55 @@ class JournalAccess(_Reads):
         """The events that match (every given filter), over every nsqd (or nsqd ``node``),
         in broker-time order; ``kind`` is a kind or several, ``since`` and ``until`` broker
         wall times in ns, ``client`` a connection's id as ``/stats`` shows it."""
-        filters = _filters(topic, channel, kind, id, client, since, until)
-        return self._events(filters, node)
+        return self._matching(_filters(topic, channel, kind, id, client, since, until), node)
 
-    def given_up(
+    def _given_up(
         self, topic: str, channel: str, *, attempts: int = 0, node: int | None = None
     ) -> list[GivenUp]:
         """The messages of ``channel`` finished after earlier deliveries of them failed
         (at attempt ``attempts`` or later), newest first, with their bodies."""
-        return self._given_up(topic, channel, attempts, node)
+        with self._client() as client:
+            return [
+                message
+                for n in self._nodes(node)
+                for message in given_up(client, n, topic, channel, attempts=attempts)
+            ]
 
-    async def ajourney(self, msg_id: str | bytes, *, channel: str = "") -> list[Event]:
-        """:meth:`journey` for an asyncio or trio test (in a worker thread)."""
-        filters: dict[str, str | int] = {"id": _id(msg_id), "channel": channel}
-        return await in_worker_thread(lambda: self._events(filters, None))
 
-    async def aevents(
-        self,
-        *,
-        topic: str = "",
-        channel: str = "",
-        kind: str | Iterable[str] = "",
-        id: str | bytes = "",
-        client: int = 0,
-        since: int = 0,
-        until: int = 0,
-        node: int | None = None,
-    ) -> list[Event]:
-        """:meth:`events` for an asyncio or trio test (in a worker thread)."""
-        filters = _filters(topic, channel, kind, id, client, since, until)
-        return await in_worker_thread(lambda: self._events(filters, node))
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
-    async def agiven_up(
-        self, topic: str, channel: str, *, attempts: int = 0, node: int | None = None
-    ) -> list[GivenUp]:
-        """:meth:`given_up` for an asyncio or trio test (in a worker thread)."""
-        return await in_worker_thread(lambda: self._given_up(topic, channel, attempts, node))
+
+def _awaited(
+    read: Callable[Concatenate[_Reads, _P], _T],
+) -> Callable[Concatenate[_Reads, _P], Coroutine[Any, Any, _T]]:
+    """``read``, awaited: it runs in a worker thread, so the test's loop (and a trio box's
+    servers on it) keeps running. Same parameters and docstring, for the reference."""
+
+    @functools.wraps(read)
+    async def awaited(self: _Reads, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return await in_worker_thread(lambda: read(self, *args, **kwargs))
+
+    awaited.__doc__ = f"{read.__doc__} Awaited (the reads run in a worker thread)."
+    return awaited
+
+
+class JournalAccess(_Reads):
+    """``journey``, ``events`` and ``given_up`` on the sync handle (a mixin of
+    :class:`~.handle.NSQBox`), and their ``a``-twins for asyncio and trio tests."""
+
+    journey = _Reads._journey
+    events = _Reads._events
+    given_up = _Reads._given_up
+    ajourney = _awaited(_Reads._journey)
+    aevents = _awaited(_Reads._events)
+    agiven_up = _awaited(_Reads._given_up)
 
 
 class TrioJournalAccess(_Reads):
     """``await journey(id)``, ``await events(...)``, ``await given_up(...)`` on the
     trio-native handle."""
 
-    async def journey(self, msg_id: str | bytes, *, channel: str = "") -> list[Event]:
-        """Every event of message ``msg_id`` on every nsqd, in broker-time order."""
-        filters: dict[str, str | int] = {"id": _id(msg_id), "channel": channel}
-        return await in_worker_thread(lambda: self._events(filters, None))
-
-    async def events(
-        self,
-        *,
-        topic: str = "",
-        channel: str = "",
-        kind: str | Iterable[str] = "",
-        id: str | bytes = "",
-        client: int = 0,
-        since: int = 0,
-        until: int = 0,
-        node: int | None = None,
-    ) -> list[Event]:
-        """The events that match, over every nsqd (or nsqd ``node``), in broker-time order
-        (as the sync handle's ``events``)."""
-        filters = _filters(topic, channel, kind, id, client, since, until)
-        return await in_worker_thread(lambda: self._events(filters, node))
-
-    async def given_up(
-        self, topic: str, channel: str, *, attempts: int = 0, node: int | None = None
-    ) -> list[GivenUp]:
-        """The messages of ``channel`` clients gave up on, newest first, with their bodies."""
-        return await in_worker_thread(lambda: self._given_up(topic, channel, attempts, node))
+    journey = _awaited(_Reads._journey)
+    events = _awaited(_Reads._events)
+    given_up = _awaited(_Reads._given_up)

@@ -89,14 +89,20 @@ class Box:
         return (await self.client.get(url, params=params)).json()
 
 
-@pytest.fixture
-async def box(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[Box]:
-    options = BoxOptions(nsqd=NSQDOptions(data_path=str(tmp_path), node_id=0), nsqd_count=2)
+async def running_box(nursery: trio.Nursery, options: BoxOptions) -> AsyncIterator[Box]:
+    """The box of ``options`` on ephemeral ports, once its nodes are registered."""
     options.use_ephemeral_ports()
     addresses: BoxAddresses = await nursery.start(serve_box, options)
     async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
         running = Box(addresses, client)
         await running.synced()
+        yield running
+
+
+@pytest.fixture
+async def box(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[Box]:
+    options = BoxOptions(nsqd=NSQDOptions(data_path=str(tmp_path), node_id=0), nsqd_count=2)
+    async for running in running_box(nursery, options):
         yield running
 
 

@@ -20,8 +20,8 @@ import trio
 from nsqbox.admin.journal import JOURNAL_OFF, KINDS, NOT_SUPPORTED
 from nsqbox.nsqd.domain.journal import KINDS as NSQD_KINDS
 from nsqbox.nsqd.domain.options import NSQDOptions
-from nsqbox.run.box import BoxAddresses, BoxOptions, serve_box
-from tests.admin.conftest import Box, real_nsqd, register_ghost
+from nsqbox.run.box import BoxOptions
+from tests.admin.conftest import Box, real_nsqd, register_ghost, running_box
 from tests.helpers import RawConn, eventually
 
 TIMEOUT = 10
@@ -33,11 +33,7 @@ async def start(nursery: trio.Nursery, tmp_path: Path, **nsqd: Any) -> AsyncIter
         nsqd_count=2,
         clock="manual",
     )
-    options.use_ephemeral_ports()
-    addresses: BoxAddresses = await nursery.start(serve_box, options)
-    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
-        box = Box(addresses, client)
-        await box.synced()
+    async for box in running_box(nursery, options):
         yield box
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.compat.loop_wait import wait_for
+
 ansq = pytest.importorskip("ansq")
 
 from ansq.tcp import exceptions as ansq_errors  # noqa: E402
@@ -24,16 +26,6 @@ CHANNEL = "ansq_channel"
 TIMEOUT = 20.0
 MAX_IN_FLIGHT = 50
 REQUEUE_DELAY_MS = 20
-
-
-async def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` while the loop keeps running; fail after ``TIMEOUT`` seconds."""
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            while not condition():  # noqa: ASYNC110 (server state has no event to await)
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        pytest.fail(f"timed out after {TIMEOUT}s waiting for {what}")
 
 
 def ok(response: object) -> bool:

@@ -11,21 +11,13 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.compat.loop_wait import wait_for
+
 nsq = pytest.importorskip("nsq")
 
 TOPIC = "pynsq_topic"
 CHANNEL = "pynsq_channel"
 TIMEOUT = 20.0
-
-
-async def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` while the loop keeps running; fail after ``TIMEOUT`` seconds."""
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            while not condition():  # noqa: ASYNC110 (server state has no event to await)
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        pytest.fail(f"timed out after {TIMEOUT}s waiting for {what}")
 
 
 class PubResults:

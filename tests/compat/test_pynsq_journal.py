@@ -10,27 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.compat.loop_wait import wait_for
 
 nsq = pytest.importorskip("nsq")
 
 TOPIC = "journal_topic"
 CHANNEL = "journal_channel"
 TIMEOUT = 20.0
-
-
-async def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` while the loop keeps running; fail after ``TIMEOUT`` seconds."""
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            while not condition():  # noqa: ASYNC110 (server state has no event to await)
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        pytest.fail(f"timed out after {TIMEOUT}s waiting for {what}")
 
 
 def test_a_reader_with_max_tries_gives_up_and_the_journal_keeps_the_body(

@@ -19,6 +19,7 @@ import trustme
 
 from nsqbox.nsqd.domain.nsqd import NSQD
 from nsqbox.testing import ThreadedNSQD
+from tests.compat.loop_wait import wait_for
 
 nsq = pytest.importorskip("nsq")
 gevent = pytest.importorskip("gevent")
@@ -79,15 +80,6 @@ def connection_flags(box: ThreadedNSQD) -> list[tuple[bool, bool, bool]]:
 
 
 # -- pynsq ---------------------------------------------------------------------------------
-
-
-async def wait_for(condition: Callable[[], bool], what: str) -> None:
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            while not condition():  # noqa: ASYNC110 (server state has no event to await)
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        pytest.fail(f"timed out after {TIMEOUT}s waiting for {what}")
 
 
 @pytest.mark.parametrize("features", FEATURES)

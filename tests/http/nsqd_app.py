@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -17,6 +18,9 @@ from nsqbox.nsqd.domain.nsqd import NSQD
 from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.nsqd.routes.nsqd import make_app
 from nsqbox.nsqd.server import NSQDAddresses, serve_nsqd
+
+if TYPE_CHECKING:
+    from nsqbox.nsqd.domain.journal import Journal
 
 TIMEOUT = 10
 
@@ -28,6 +32,12 @@ class NSQDWithHTTP:
     nsqd: NSQD
     tcp: tuple[str, int]
     url: str
+
+    @property
+    def journal(self) -> Journal:
+        """The nsqd's journal (the test fails when it keeps none)."""
+        assert self.nsqd.journal is not None
+        return self.nsqd.journal
 
 
 def nsqd_options(data_path: Path, **overrides: object) -> NSQDOptions:

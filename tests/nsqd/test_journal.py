@@ -51,10 +51,14 @@ async def journey(http: httpx.AsyncClient, server: NSQDWithHTTP, msg_id: str) ->
         after = doc["next"]
 
 
-async def consumer(server: NSQDWithHTTP, agent: str, **identify: Any) -> RawConn:
+async def consumer(
+    server: NSQDWithHTTP, agent: str, channel: str = "c", rdy: int = 0, **identify: Any
+) -> RawConn:
+    """A client that said it is ``agent`` and subscribed to ``channel`` of topic t, ready
+    for ``rdy`` messages."""
     conn = await RawConn.open(server.tcp)
     await conn.identify(user_agent=agent, **identify)
-    await conn.sub("t", "c", rdy=0)
+    await conn.sub("t", channel, rdy=rdy)
     return conn
 
 
@@ -145,8 +149,7 @@ async def test_timed_out_shows_the_holder_and_how_long(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    holder = await consumer(server, "slow-worker", msg_timeout=1000)
-    await holder.send(commands.rdy(1))
+    holder = await consumer(server, "slow-worker", rdy=1, msg_timeout=1000)
     async with open_producer(server.tcp) as producer:
         await producer.pub("t", b"held too long")
     msg = await holder.message()
@@ -182,8 +185,7 @@ async def test_deleting_a_channel_drops_what_it_held(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    holder = await consumer(server, "holder")
-    await holder.send(commands.rdy(1))
+    holder = await consumer(server, "holder", rdy=1)
     async with open_producer(server.tcp) as producer:
         await producer.mpub("t", [b"in flight", b"queued"])
     msg = await holder.message()
@@ -318,8 +320,7 @@ async def test_an_mpubs_entry_keeps_its_first_message_not_the_list(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    taker = await consumer(server, "taker")
-    await taker.send(commands.rdy(10))
+    taker = await consumer(server, "taker", rdy=10)
     same, mixed = [b"%05d" % i for i in range(5)], [b"a", b"bb", b"ccc"]
     async with open_producer(server.tcp) as producer:
         await producer.mpub("t", same)
@@ -331,8 +332,7 @@ async def test_an_mpubs_entry_keeps_its_first_message_not_the_list(
     assert [e["id"] for e in events] == [m.id.decode() for m in got]
     assert [e["size"] for e in events] == [5] * 5 + [1, 2, 3]
     assert {e["via"] for e in events} == {"MPUB"}
-    assert server.nsqd.journal is not None
-    kept = [e.refs for e in server.nsqd.journal.entries if e.__class__ is Published]
+    kept = [e.refs for e in server.journal.entries if e.__class__ is Published]
     assert [r.__class__ for r in kept] == [Run, list]  # sizes differ: the list stays
     await taker.aclose()
 
@@ -360,8 +360,7 @@ async def test_a_batch_put_on_disk_is_one_entry_of_its_first_message(
     published = await get(client, server, "/nsqbox/journal", kind="published")
     assert [e["to"] for e in doc["events"]] == ["disk"] * 3
     assert [e["id"] for e in doc["events"]] == [e["id"] for e in published["events"]]
-    assert server.nsqd.journal is not None
-    disk = [e for e in server.nsqd.journal.entries if getattr(e, "a", None) == "disk"]
+    disk = [e for e in server.journal.entries if getattr(e, "a", None) == "disk"]
     assert [e.refs.__class__ for e in disk] == [Run]
 
 

@@ -14,11 +14,13 @@ import httpx
 import pytest
 import trio
 
-from nsqbox.nsqd.domain.journal import Journal, Published
+from nsqbox.nsqd.domain.journal import Published
 from nsqbox.nsqd.domain.topic import TopicError
 from nsqbox.wire import commands
 from tests.helpers import RawConn, wait_until
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
+
+from .test_journal import consumer
 
 
 @pytest.fixture
@@ -36,26 +38,23 @@ async def journey(http: httpx.AsyncClient, server: NSQDWithHTTP, msg_id: bytes) 
     return doc["events"]  # type: ignore[no-any-return]
 
 
-def journal_of(server: NSQDWithHTTP) -> Journal:
-    assert server.nsqd.journal is not None
-    return server.nsqd.journal
+async def run_of_pubs(server: NSQDWithHTTP, count: int) -> RawConn:
+    """A producer that sent ``count`` PUBs to topic t in one write (a run), each answered."""
+    producer = await RawConn.open(server.tcp)
+    await producer.identify(user_agent="producer")
+    await producer.send(b"".join(commands.pub("t", b"m%d" % i) for i in range(count)))
+    for _ in range(count):
+        assert await producer.response() == b"OK"
+    return producer
 
 
 async def test_pubs_sent_on_at_once_read_back_their_deliveries(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    first = await RawConn.open(server.tcp)
-    await first.identify(user_agent="first", msg_timeout=5000)
-    await first.sub("t", "c", rdy=10)
-    second = await RawConn.open(server.tcp)
-    await second.identify(user_agent="second", msg_timeout=7000)
-    await second.sub("t", "c2", rdy=10)
-    producer = await RawConn.open(server.tcp)
-    await producer.identify(user_agent="producer")
-    await producer.send(b"".join(commands.pub("t", b"m%d" % i) for i in range(5)))
-    for _ in range(5):
-        assert await producer.response() == b"OK"
+    first = await consumer(server, "first", rdy=10, msg_timeout=5000)
+    second = await consumer(server, "second", "c2", rdy=10, msg_timeout=7000)
+    producer = await run_of_pubs(server, 5)
     got = [await first.message() for _ in range(5)]
     copies = [await second.message() for _ in range(5)]
     assert [m.body for m in got] == [b"m%d" % i for i in range(5)]
@@ -119,7 +118,7 @@ async def test_a_run_of_pubs_is_one_entry_and_counted_as_recorded(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    journal = journal_of(server)
+    journal = server.journal
     topic = server.nsqd.get_topic("runs")
     journal.trim()
     before = journal.nbytes
@@ -159,9 +158,7 @@ async def test_an_mpub_sent_on_at_once_records_its_deliveries(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    taker = await RawConn.open(server.tcp)
-    await taker.identify(user_agent="taker")
-    await taker.sub("t", "c", rdy=10)
+    taker = await consumer(server, "taker", rdy=10)
     producer = await RawConn.open(server.tcp)
     await producer.mpub("t", [b"one", b"two", b"three"])
     got = [await taker.message() for _ in range(3)]
@@ -183,14 +180,8 @@ async def test_a_run_of_pubs_to_one_channel_reads_back_every_send(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    taker = await RawConn.open(server.tcp)
-    await taker.identify(user_agent="taker", msg_timeout=9000)
-    await taker.sub("t", "c", rdy=10)
-    producer = await RawConn.open(server.tcp)
-    await producer.identify(user_agent="producer")
-    await producer.send(b"".join(commands.pub("t", b"m%d" % i) for i in range(5)))
-    for _ in range(5):
-        assert await producer.response() == b"OK"
+    taker = await consumer(server, "taker", rdy=10, msg_timeout=9000)
+    producer = await run_of_pubs(server, 5)
     got = [await taker.message() for _ in range(5)]
     await taker.send(b"".join(commands.fin(m.id) for m in got))
     await wait_until(lambda: server.nsqd.topics["t"].channels["c"].in_flight_count() == 0)

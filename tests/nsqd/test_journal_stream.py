@@ -112,8 +112,7 @@ async def test_a_follower_reads_only_what_is_new_and_loses_what_the_ring_let_go(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path, journal_size=10)
-    journal = server.nsqd.journal
-    assert journal is not None
+    journal = server.journal
     follower = Follower(journal, EventFilter(topic="t"))
     assert not follower.pending()
     async with open_producer(server.tcp) as producer:
@@ -136,8 +135,7 @@ async def test_a_read_takes_at_most_its_limit_and_the_next_goes_on(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    journal = server.nsqd.journal
-    assert journal is not None
+    journal = server.journal
     follower = Follower(journal, EventFilter(topic="t"))
     async with open_producer(server.tcp) as producer:
         await producer.mpub("t", [b"a", b"b", b"c", b"d", b"e"])  # one entry, five events
@@ -203,8 +201,7 @@ async def test_an_after_from_before_a_restart_starts_from_the_oldest(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     server = await start_nsqd_http(nursery, tmp_path)
-    journal = server.nsqd.journal
-    assert journal is not None
+    journal = server.journal
     async with open_producer(server.tcp) as producer:
         await producer.pub("t", b"since the restart")
     follower = Follower(journal, EventFilter(topic="t"), after=(1 << 40) << 32)

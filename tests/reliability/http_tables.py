@@ -55,6 +55,20 @@ _WRITE_FAULT_ADD: Final[frozenset[Answer]] = frozenset(
     }
 )
 
+#: What the journal's lists of a channel's messages answer (troubles, given up).
+_JOURNAL_LIST: Final[frozenset[Answer]] = frozenset(
+    {
+        _OK,
+        _BAD_QUERY,
+        _NO_TOPIC,
+        (400, "MISSING_ARG_CHANNEL"),
+        (400, "INVALID_TOPIC"),
+        (400, "INVALID_CHANNEL"),
+        (400, "INVALID_BODY_BYTES"),
+        (400, "INVALID_LIMIT"),
+    }
+)
+
 NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
     ("GET", "/ping"): frozenset({_OK}),
     ("GET", "/info"): frozenset({_OK}),
@@ -130,34 +144,9 @@ NSQD_ROUTES: Final[dict[tuple[str, str], frozenset[Answer]]] = {
             (400, "INVALID_LIMIT"),
         }
     ),
-    ("GET", "/nsqbox/journal/troubles"): frozenset(
-        {
-            _OK,
-            _BAD_QUERY,
-            _NO_TOPIC,
-            (400, "MISSING_ARG_CHANNEL"),
-            (400, "INVALID_TOPIC"),
-            (400, "INVALID_CHANNEL"),
-            (400, "INVALID_REQUEUES"),
-            (400, "INVALID_HELD_MS"),
-            (400, "INVALID_TIMED_OUT"),
-            (400, "INVALID_BODY_BYTES"),
-            (400, "INVALID_LIMIT"),
-        }
-    ),
-    ("GET", "/nsqbox/journal/given_up"): frozenset(
-        {
-            _OK,
-            _BAD_QUERY,
-            _NO_TOPIC,
-            (400, "MISSING_ARG_CHANNEL"),
-            (400, "INVALID_TOPIC"),
-            (400, "INVALID_CHANNEL"),
-            (400, "INVALID_ATTEMPTS"),
-            (400, "INVALID_BODY_BYTES"),
-            (400, "INVALID_LIMIT"),
-        }
-    ),
+    ("GET", "/nsqbox/journal/troubles"): _JOURNAL_LIST
+    | {(400, "INVALID_REQUEUES"), (400, "INVALID_HELD_MS"), (400, "INVALID_TIMED_OUT")},
+    ("GET", "/nsqbox/journal/given_up"): _JOURNAL_LIST | {(400, "INVALID_ATTEMPTS")},
     # nsqbox's own: faults on demand (nsqbox/nsqd/routes/faults.py); not fuzzed (FUZZED_NSQD_ROUTES)
     ("GET", "/nsqbox/faults"): frozenset({_OK}),
     ("DELETE", "/nsqbox/faults"): frozenset({_OK}),

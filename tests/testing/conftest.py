@@ -23,11 +23,12 @@ import pytest
 import nsqbox.testing.boxes
 import nsqbox.testing.cluster
 import nsqbox.testing.server_ops  # noqa: F401
-from nsqbox.testing import Address
+from nsqbox.testing import Address, BoxAddresses
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.handle import NSQBox
 from nsqbox.testing.subprocess_box import SubprocessBox
+from tests.helpers import real_nsqd as real_nsqd_process
 
 #: A user's project that test_user_project.py copies and runs; not this suite's tests.
 collect_ignore = ["user_project"]
@@ -61,6 +62,14 @@ def run_generated(pytester: pytest.Pytester, *args: str, ini: str = "") -> pytes
     return pytester.runpytest(*PLUGIN_ARGS, *args)
 
 
+def box_in_mode(mode: str, spec: ClusterSpec, root: str) -> ThreadBox | SubprocessBox:
+    """A box of ``spec`` in this process (``"thread"``) or in an ``nsqbox up`` child
+    (``"subprocess"``), for the tests that run in both modes."""
+    if mode == "thread":
+        return ThreadBox(spec, root)
+    return SubprocessBox(spec, root, python=sys.executable, start_timeout=30)
+
+
 @pytest.fixture(scope="module")
 def thread_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadBox]:
     """A box (nsqd + nsqlookupd) in a thread, shared by a module's direct tests."""
@@ -74,6 +83,13 @@ def handle(thread_box: ThreadBox) -> Iterator[NSQBox]:
     """A handle on ``thread_box``, cleaned up after the test."""
     with NSQBox(thread_box, timeout=TIMEOUT) as h:
         yield h
+
+
+@pytest.fixture
+def real_nsqd(tmp_path: Path) -> Iterator[BoxAddresses]:
+    """A real nsqd on 127.0.0.1, as a noproc box's addresses (skipped without one)."""
+    with real_nsqd_process(tmp_path) as (tcp, web):
+        yield BoxAddresses(nsqd_tcp=(Address(tcp),), nsqd_http=(Address(web),))
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ clock jumps, and each assertion looks at what the jump delivered.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.testing.waiting import poll
 from tests.admin.conftest import register_ghost
 
-from .conftest import TIMEOUT
+from .conftest import TIMEOUT, box_in_mode
 from .fault_clients import gevent_wait, gnsq_consumer
 
 HOUR = 3600 * 1000
@@ -44,13 +43,8 @@ def manual_box(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreadBox | SubprocessBox]:
     """A box with a manual clock, in this process or in an ``nsqbox up`` child."""
-    spec = ClusterSpec(clock="manual")
     root = str(tmp_path_factory.mktemp(f"clock-{request.param}"))
-    box: ThreadBox | SubprocessBox
-    if request.param == "thread":
-        box = ThreadBox(spec, root)
-    else:
-        box = SubprocessBox(spec, root, python=sys.executable, start_timeout=30)
+    box = box_in_mode(request.param, ClusterSpec(clock="manual"), root)
     yield box
     box.stop()
 

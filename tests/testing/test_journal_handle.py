@@ -9,43 +9,30 @@ finishes it: the handle shows the journey and lists the message as given up, wit
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import trio
 
 from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.client.journal import JournalUnsupported
-from nsqbox.testing import Address, BoxAddresses, NoProcBox, NSQBox
+from nsqbox.testing import BoxAddresses, NoProcBox, NSQBox
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.subprocess_box import SubprocessBox
 from nsqbox.testing.trio_box import open_trio_box
-from nsqbox.testing.waiting import poll
 
-from .conftest import TIMEOUT
-
-NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
+from .conftest import TIMEOUT, box_in_mode
 
 
 @pytest.fixture(scope="module", params=["thread", "subprocess"])
 def two_nodes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreadBox | SubprocessBox]:
-    spec = ClusterSpec(nsqd=2)
     root = str(tmp_path_factory.mktemp(f"journal-{request.param}"))
-    box: ThreadBox | SubprocessBox
-    if request.param == "thread":
-        box = ThreadBox(spec, root)
-    else:
-        box = SubprocessBox(spec, root, python=sys.executable, start_timeout=30)
+    box = box_in_mode(request.param, ClusterSpec(nsqd=2), root)
     yield box
     box.stop()
 
@@ -152,42 +139,6 @@ async def test_the_trio_handle(nursery: trio.Nursery, tmp_path: Path) -> None:
     (gave,) = await box.given_up(topic, "c")
     assert gave.body == b"payload"
     nursery.cancel_scope.cancel()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def real_nsqd(tmp_path: Path) -> Iterator[BoxAddresses]:
-    """A real nsqd on 127.0.0.1, as a noproc box's addresses."""
-    if not os.access(NSQD_BIN, os.X_OK):
-        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
-    tcp, web = free_port(), free_port()
-    process = subprocess.Popen(
-        [str(NSQD_BIN), f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{web}",
-         f"--data-path={tmp_path}", "--log-level=warn"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-    def answers() -> tuple[bool, None]:
-        try:
-            ok = httpx.get(f"http://127.0.0.1:{web}/ping", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        return ok, None
-
-    try:
-        poll(answers, TIMEOUT, lambda _: "real nsqd did not start")
-        yield BoxAddresses(
-            nsqd_tcp=(Address.of("127.0.0.1", tcp),), nsqd_http=(Address.of("127.0.0.1", web),)
-        )
-    finally:
-        process.terminate()
-        process.wait(TIMEOUT)
 
 
 def test_against_real_nsqd_not_supported(real_nsqd: BoxAddresses) -> None:

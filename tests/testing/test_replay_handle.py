@@ -9,10 +9,6 @@ timestamps are exact, so they are asserted.
 from __future__ import annotations
 
 import base64
-import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,16 +23,15 @@ from nsqbox.client.message import Message
 from nsqbox.snapshot.files import SnapshotWriter, open_for_writing
 from nsqbox.snapshot.format import Header, SnapshotError
 from nsqbox.snapshot.replay import ReplayError, ReplayUnsupported
-from nsqbox.testing import Address, BoxAddresses, NoProcBox, NSQBox
+from nsqbox.testing import BoxAddresses, NoProcBox, NSQBox
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
 from nsqbox.testing.subprocess_box import SubprocessBox
 from nsqbox.testing.trio_box import open_trio_box
 from nsqbox.testing.waiting import poll
 
-from .conftest import TIMEOUT
+from .conftest import TIMEOUT, box_in_mode
 
-NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 T0 = 1_795_833_104_000_000_000
 MS = 1_000_000
 #: A recording: (offset from the first in ms, body, DPUB delay in ms).
@@ -100,13 +95,8 @@ def bodies(box: NSQBox, topic: str, channel: str = "") -> list[bytes]:
 def manual_box(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreadBox | SubprocessBox]:
-    spec = ClusterSpec(clock="manual")
     root = str(tmp_path_factory.mktemp(f"replay-{request.param}"))
-    box: ThreadBox | SubprocessBox
-    if request.param == "thread":
-        box = ThreadBox(spec, root)
-    else:
-        box = SubprocessBox(spec, root, python=sys.executable, start_timeout=30)
+    box = box_in_mode(request.param, ClusterSpec(clock="manual"), root)
     yield box
     box.stop()
 
@@ -286,47 +276,6 @@ async def test_the_trio_handle_and_the_async_twin(nursery: trio.Nursery, tmp_pat
     finally:
         await trio.to_thread.run_sync(thread_box.stop)
     nursery.cancel_scope.cancel()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def real_nsqd(tmp_path: Path) -> Iterator[BoxAddresses]:
-    """A real nsqd on 127.0.0.1, as a noproc box's addresses."""
-    if not os.access(NSQD_BIN, os.X_OK):
-        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
-    tcp, web = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            str(NSQD_BIN),
-            f"--tcp-address=127.0.0.1:{tcp}",
-            f"--http-address=127.0.0.1:{web}",
-            f"--data-path={tmp_path}",
-            "--log-level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def answers() -> tuple[bool, None]:
-        try:
-            ok = httpx.get(f"http://127.0.0.1:{web}/ping", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        return ok, None
-
-    try:
-        poll(answers, TIMEOUT, lambda _: "real nsqd did not start")
-        yield BoxAddresses(
-            nsqd_tcp=(Address.of("127.0.0.1", tcp),), nsqd_http=(Address.of("127.0.0.1", web),)
-        )
-    finally:
-        process.terminate()
-        process.wait(TIMEOUT)
 
 
 def test_against_real_nsqd_only_the_whole_topic(real_nsqd: BoxAddresses, tmp_path: Path) -> None:

@@ -32,6 +32,33 @@ def nsqbox(
     )
 
 
+class ToolProcess:
+    """``nsqbox TOOL ARGS`` as a child (``trace``, ``record``), started and waited for until
+    it says on stderr that it follows: :attr:`ready` is that line."""
+
+    def __init__(self, tool: str, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [*NSQBOX, tool, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert self.process.stderr is not None
+        readable, _, _ = select.select([self.process.stderr], [], [], TIMEOUT)
+        if not readable:
+            self.process.kill()
+            raise TimeoutError(f"nsqbox {tool} did not say it follows")
+        self.ready = self.process.stderr.readline().decode()
+
+    def wait(self) -> tuple[int, str, str]:
+        """Its exit status, stdout and stderr, once it ends."""
+        out, err = self.process.communicate(timeout=TIMEOUT)
+        return self.process.returncode, out.decode(), err.decode()
+
+    def kill(self) -> None:
+        """Kill it if it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate(timeout=TIMEOUT)
+
+
 class BoxProcess:
     """``nsqbox up --ephemeral-ports --ready-json`` as a child; :attr:`ready` is its JSON line."""
 

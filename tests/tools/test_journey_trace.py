@@ -9,9 +9,7 @@ timing: how fast ``trace`` keeps up is measured by ``bench/trace_bench.py``.
 from __future__ import annotations
 
 import json
-import os
 import select
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +21,9 @@ import pytest
 from nsqbox import cli
 from nsqbox.client import Config
 from nsqbox.client.blocking import Publisher
-from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
+from tests.helpers import real_nsqd as real_nsqd_process
+from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, ToolProcess, running_box
 
-NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 #: A user agent that would talk to a terminal: OSC 0 (set the window title), then BEL.
 EVIL_AGENT = "agent\x1b]0;pwned\x07"
 
@@ -112,33 +110,11 @@ def test_journey_of_an_unknown_id_and_bad_arguments(
     assert "not both" in capsys.readouterr().err
 
 
-class Tracer:
-    """``nsqbox trace`` as a child, started and waited for until it says it follows."""
-
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [*NSQBOX, "trace", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        assert self.process.stderr is not None
-        readable, _, _ = select.select([self.process.stderr], [], [], TIMEOUT)
-        if not readable:
-            self.process.kill()
-            raise TimeoutError("nsqbox trace did not say it follows")
-        self.ready = self.process.stderr.readline().decode()
-
-    def wait(self) -> tuple[int, str, str]:
-        out, err = self.process.communicate(timeout=TIMEOUT)
-        return self.process.returncode, out.decode(), err.decode()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.communicate(timeout=TIMEOUT)
-
-
 def test_trace_follows_a_topic_on_every_node(box: BoxProcess) -> None:
     lookupd = box.ready["lookupd_http_address"]
-    tracer = Tracer("jt_live", f"--lookupd-http-address={lookupd}", "--json", "-n", "4")
+    tracer = ToolProcess(
+        "trace", "jt_live", f"--lookupd-http-address={lookupd}", "--json", "-n", "4"
+    )
     try:
         assert "following jt_live on 2 nsqd(s)" in tracer.ready
         first = publish(box, "jt_live", b"zero", node=0)
@@ -160,7 +136,9 @@ def test_trace_follows_a_topic_on_every_node(box: BoxProcess) -> None:
 
 
 def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> None:
-    tracer = Tracer("jt_lines", "c", f"--nsqd-http-address={http(box)}", "--kind", "queued")
+    tracer = ToolProcess(
+        "trace", "jt_lines", "c", f"--nsqd-http-address={http(box)}", "--kind", "queued"
+    )
     try:
         msg_id = publish(box, "jt_lines", b"x", agent=EVIL_AGENT)
         assert tracer.process.stdout is not None
@@ -176,38 +154,11 @@ def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> Non
     assert "to=memory" in line
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def real_nsqd(tmp_path: Path) -> Iterator[str]:
     """A real nsqd on 127.0.0.1: its HTTP address."""
-    if not os.access(NSQD_BIN, os.X_OK):
-        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
-    tcp, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    process = subprocess.Popen(
-        [str(NSQD_BIN), f"--tcp-address={tcp}", f"--http-address={web}",
-         f"--data-path={tmp_path}", "--log-level=warn"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        with httpx.Client(timeout=1, trust_env=False) as client:
-            for _ in range(200):
-                try:
-                    if client.get(f"http://{web}/ping").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    select.select([], [], [], 0.05)  # a bounded wait for it to listen
-            else:
-                pytest.fail("real nsqd did not start")
+    with real_nsqd_process(tmp_path) as (_, web):
         yield web
-    finally:
-        process.terminate()
-        process.wait(TIMEOUT)
 
 
 def test_real_nsqd_is_not_supported_in_one_clear_line(

@@ -9,11 +9,7 @@ measured by ``bench/replay_bench.py``.
 from __future__ import annotations
 
 import base64
-import os
-import select
 import signal
-import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,9 +31,9 @@ from nsqbox.snapshot.files import (
 from nsqbox.snapshot.format import Header, MessageLine, message_body
 from nsqbox.snapshot.format import Publisher as Publisher_
 from nsqbox.tools.record import ROTATE
-from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, running_box
+from tests.helpers import real_nsqd as real_nsqd_process
+from tests.tools.box_process import TIMEOUT, BoxProcess, ToolProcess, running_box
 
-NSQD_BIN = Path(os.environ.get("NSQ_BIN", "/work/shared/nsq/bin")) / "nsqd"
 BODIES = [b"first", b"two\nlines", b"\xff\x00 not utf-8", "caf\u00e9".encode(), b"last"]
 
 
@@ -48,30 +44,6 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
 
 def http(box: BoxProcess) -> str:
     return str(box.ready["nsqd_http_addresses"][0])
-
-
-class Recorder:
-    """``nsqbox record`` as a child, started and told to wait for its ready line."""
-
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [*NSQBOX, "record", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        assert self.process.stderr is not None
-        readable, _, _ = select.select([self.process.stderr], [], [], TIMEOUT)
-        if not readable:
-            self.process.kill()
-            raise TimeoutError("nsqbox record did not say it records")
-        self.ready = self.process.stderr.readline().decode()
-
-    def wait(self) -> tuple[int, str, str]:
-        out, err = self.process.communicate(timeout=TIMEOUT)
-        return self.process.returncode, out.decode(), err.decode()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.communicate(timeout=TIMEOUT)
 
 
 def recorded(path: Path) -> list[MessageLine]:
@@ -104,7 +76,8 @@ def depths(box: BoxProcess, topic: str) -> dict[str, int]:
 
 def record_publishes(box: BoxProcess, topic: str, path: Path) -> list[MessageLine]:
     """Record ``BODIES`` published to ``topic`` (one PUB each, then a DPUB)."""
-    rec = Recorder(
+    rec = ToolProcess(
+        "record",
         topic,
         "--to",
         str(path),
@@ -179,7 +152,9 @@ def test_record_then_replay_into_a_fresh_topic(box: BoxProcess, tmp_path: Path) 
 
 def test_record_keeps_each_publisher(box: BoxProcess, tmp_path: Path) -> None:
     path = tmp_path / "who.jsonl"
-    rec = Recorder("rr_who", "--to", str(path), "--count", "4", f"--nsqd-http-address={http(box)}")
+    rec = ToolProcess(
+        "record", "rr_who", "--to", str(path), "--count", "4", f"--nsqd-http-address={http(box)}"
+    )
     config = Config(client_id="billing-7", hostname="billing.example", user_agent="billing/1.0")
     try:
         assert "through nsqbox's tap" in rec.ready
@@ -237,7 +212,7 @@ def test_a_recording_seeds_a_box(box: BoxProcess, tmp_path: Path) -> None:
 
 def test_record_stops_at_sigterm_with_a_whole_file(box: BoxProcess, tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
-    rec = Recorder("rr_term", "--to", str(path), f"--nsqd-http-address={http(box)}")
+    rec = ToolProcess("record", "rr_term", "--to", str(path), f"--nsqd-http-address={http(box)}")
     try:
         response = httpx.post(
             f"http://{http(box)}/mpub",
@@ -263,7 +238,7 @@ def test_record_replaces_its_tap_and_keeps_every_message_once(
     path = tmp_path / "many.jsonl.gz"
     total = 3 * 5000  # past ROTATE: the tap is replaced while publishing goes on
     assert total > ROTATE
-    rec = Recorder("rr_many", "--to", str(path), "--count", str(total),
+    rec = ToolProcess("record", "rr_many", "--to", str(path), "--count", str(total),
                    f"--nsqd-http-address={http(box)}")  # fmt: skip
     try:
         for batch in range(3):
@@ -428,43 +403,11 @@ def test_replay_step_needs_the_manual_clock(
     assert depths(box, "rr_nostep") == {}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def real_nsqd(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A real nsqd on 127.0.0.1: (tcp, http) addresses."""
-    if not os.access(NSQD_BIN, os.X_OK):
-        pytest.skip(f"no real nsqd to run at {NSQD_BIN} (set NSQ_BIN)")
-    tcp, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    process = subprocess.Popen(
-        [
-            str(NSQD_BIN),
-            f"--tcp-address={tcp}",
-            f"--http-address={web}",
-            f"--data-path={tmp_path}",
-            "--log-level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with httpx.Client(timeout=1, trust_env=False) as client:
-            for _ in range(200):
-                try:
-                    if client.get(f"http://{web}/ping").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    select.select([], [], [], 0.05)  # a bounded wait for it to listen
-            else:
-                pytest.fail("real nsqd did not start")
+    with real_nsqd_process(tmp_path) as (tcp, web):
         yield tcp, web
-    finally:
-        process.terminate()
-        process.wait(TIMEOUT)
 
 
 def test_record_and_replay_against_real_nsqd(
@@ -472,7 +415,8 @@ def test_record_and_replay_against_real_nsqd(
 ) -> None:
     tcp, web = real_nsqd
     path = tmp_path / "real.jsonl"
-    rec = Recorder(
+    rec = ToolProcess(
+        "record",
         "orders",
         "--to",
         str(path),

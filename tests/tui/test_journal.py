@@ -8,19 +8,15 @@ Republishing a given-up message is checked by consuming the copy.
 
 from __future__ import annotations
 
-from datetime import UTC
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
 from nsqbox.admin.journal import NOT_SUPPORTED
 from nsqbox.admin.tui.app import AdminApp
-from nsqbox.admin.tui.backend import open_model_backend
 from nsqbox.admin.tui.channel import ChannelScreen
 from nsqbox.admin.tui.journey import JourneyScreen
 from nsqbox.admin.tui.message import MessageScreen
@@ -33,10 +29,9 @@ from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.testing.handle import NSQBox
 from nsqbox.testing.waiting import poll
-from tests.compat.differential import real_binary, running
 
-from .conftest import HTTP, INTERVAL, TIMEOUT, make_app, run_app, wait_until
-from .test_messages import create_channel, listed, open_messages
+from .conftest import HTTP, TIMEOUT, make_app, run_app, wait_until
+from .test_messages import create_channel, listed, listed_on_real_nsqd, open_messages, real_nsqd_app
 
 #: Journey columns: node, kind, channel, client, attempt, details.
 NODE, KIND, CHANNEL, CLIENT, ATTEMPT, DETAILS = 2, 3, 4, 5, 6, 7
@@ -46,6 +41,24 @@ AGENT = "agent\x1b[31m-x"
 
 def column(table: StatsTable, index: int) -> list[str]:
     return [table.cells(key)[index] for key in table.keys]
+
+
+async def channel_seen(pilot: Pilot[Any], app: AdminApp, topic: str) -> None:
+    """Wait until the app sees channel c of ``topic``."""
+    await wait_until(
+        pilot,
+        lambda: app.snapshot is not None and app.snapshot.channel(topic, "c") is not None,
+        f"channel c of {topic}",
+    )
+
+
+async def troubles_of(pilot: Pilot[Any], app: AdminApp) -> TroublesScreen:
+    """Wait until the Troubles view has read its lists; the view."""
+    await wait_until(pilot, lambda: isinstance(app.screen, TroublesScreen), "troubles")
+    screen = app.screen
+    assert isinstance(screen, TroublesScreen)
+    await wait_until(pilot, lambda: screen.loads > 0, "the lists read")
+    return screen
 
 
 async def journey_of(pilot: Pilot[Any], app: AdminApp) -> JourneyScreen:
@@ -150,18 +163,11 @@ def test_the_troubles_view_lists_and_republishes_a_given_up_message(nsq: NSQBox)
     http = HTTP(nsq)
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
-        await wait_until(
-            pilot,
-            lambda: app.snapshot is not None and app.snapshot.channel("rough", "c") is not None,
-            "channel c of rough",
-        )
+        await channel_seen(pilot, app, "rough")
         app.post_message(OpenChannel("rough", "c"))
         await wait_until(pilot, lambda: isinstance(app.screen, ChannelScreen), "channel view")
         await pilot.press("exclamation_mark")
-        await wait_until(pilot, lambda: isinstance(app.screen, TroublesScreen), "troubles")
-        screen = app.screen
-        assert isinstance(screen, TroublesScreen)
-        await wait_until(pilot, lambda: screen.loads > 0, "the lists read")
+        screen = await troubles_of(pilot, app)
         await pilot.pause()
         troubles = screen.query_one("#troubles", StatsTable)
         given_up = screen.query_one("#given_up", StatsTable)
@@ -208,16 +214,9 @@ def test_read_only_hides_republishing(nsq: NSQBox) -> None:
     _play(nsq, "rough-ro")
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
-        await wait_until(
-            pilot,
-            lambda: app.snapshot is not None and app.snapshot.channel("rough-ro", "c") is not None,
-            "channel c of rough-ro",
-        )
+        await channel_seen(pilot, app, "rough-ro")
         app.push_screen(TroublesScreen("rough-ro", "c"))
-        await wait_until(pilot, lambda: isinstance(app.screen, TroublesScreen), "troubles")
-        screen = app.screen
-        assert isinstance(screen, TroublesScreen)
-        await wait_until(pilot, lambda: screen.loads > 0, "the lists read")
+        screen = await troubles_of(pilot, app)
         screen.query_one("#given_up", StatsTable).focus()
         await pilot.pause()
         assert len(screen.given_up) == 1
@@ -229,30 +228,13 @@ def test_read_only_hides_republishing(nsq: NSQBox) -> None:
 
 
 def test_real_nsqd_keeps_no_journal(tmp_path: Path) -> None:
-    binary = real_binary("nsqd")
-    if binary is None:
-        pytest.skip("no real nsqd to run (set NSQ_BIN)")
-    with running([str(binary)], "nsqd", tmp_path / "real") as server:
-        address = f"{server.http[0]}:{server.http[1]}"
-        factory = partial(open_model_backend, nsqd_http_addresses=[address])
-        app = AdminApp(factory, interval=INTERVAL, tz=UTC)
+    with real_nsqd_app(tmp_path) as (address, app):
 
         async def body(pilot: Pilot[Any], app: AdminApp) -> None:
-            async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
-                url = f"http://{address}"
-                for path in ("/topic/create", "/channel/create"):
-                    response = await client.post(url + path, params={"topic": "t", "channel": "c"})
-                    assert response.status_code == 200, response.text
-                response = await client.post(f"{url}/pub", params={"topic": "t"}, content=b"x")
-                assert response.status_code == 200, response.text
-            await open_messages(pilot, app, "t", "c")
-            screen = await listed(pilot, app)
+            screen = await listed_on_real_nsqd(pilot, app, address)
             assert screen.unsupported
             app.push_screen(TroublesScreen("t", "c"))
-            await wait_until(pilot, lambda: isinstance(app.screen, TroublesScreen), "troubles")
-            troubles = app.screen
-            assert isinstance(troubles, TroublesScreen)
-            await wait_until(pilot, lambda: troubles.loads > 0, "the lists read")
+            troubles = await troubles_of(pilot, app)
             assert troubles.unsupported
             summary = str(troubles.query_one("#summary", Static).content)
             assert "not supported by these nsqds" in summary

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from functools import partial
 from pathlib import Path
@@ -74,6 +76,33 @@ async def open_messages(
 
     await wait_until(pilot, lambda: seen() >= nodes, f"channel {channel} of {topic}", seen)
     app.post_message(OpenMessages(topic, channel))
+
+
+@contextmanager
+def real_nsqd_app(tmp_path: Path) -> Iterator[tuple[str, AdminApp]]:
+    """A real nsqd (the test is skipped without one) and an app on it alone: its HTTP
+    address and the app."""
+    binary = real_binary("nsqd")
+    if binary is None:
+        pytest.skip("no real nsqd to run (set NSQ_BIN)")
+    with running([str(binary)], "nsqd", tmp_path / "real") as server:
+        address = f"{server.http[0]}:{server.http[1]}"
+        factory = partial(open_model_backend, nsqd_http_addresses=[address])
+        yield address, AdminApp(factory, interval=INTERVAL, tz=UTC)
+
+
+async def listed_on_real_nsqd(pilot: Pilot[Any], app: AdminApp, address: str) -> MessagesScreen:
+    """Channel c of topic t with a message on the real nsqd at ``address``, then its
+    Messages view, listed."""
+    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
+        url = f"http://{address}"
+        for path in ("/topic/create", "/channel/create"):
+            response = await client.post(url + path, params={"topic": "t", "channel": "c"})
+            assert response.status_code == 200, response.text
+        response = await client.post(f"{url}/pub", params={"topic": "t"}, content=b"x")
+        assert response.status_code == 200, response.text
+    await open_messages(pilot, app, "t", "c")
+    return await listed(pilot, app)
 
 
 def create_channel(nsq: NSQBox, topic: str, channel: str) -> None:
@@ -291,24 +320,10 @@ def test_read_only_lists_but_neither_republishes_nor_saves(nsq: NSQBox) -> None:
 
 
 def test_real_nsqd_is_not_supported(tmp_path: Path) -> None:
-    binary = real_binary("nsqd")
-    if binary is None:
-        pytest.skip("no real nsqd to run (set NSQ_BIN)")
-    with running([str(binary)], "nsqd", tmp_path / "real") as server:
-        address = f"{server.http[0]}:{server.http[1]}"
-        factory = partial(open_model_backend, nsqd_http_addresses=[address])
-        app = AdminApp(factory, interval=INTERVAL, tz=UTC)
+    with real_nsqd_app(tmp_path) as (address, app):
 
         async def body(pilot: Pilot[Any], app: AdminApp) -> None:
-            async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
-                url = f"http://{address}"
-                for path in ("/topic/create", "/channel/create"):
-                    response = await client.post(url + path, params={"topic": "t", "channel": "c"})
-                    assert response.status_code == 200, response.text
-                response = await client.post(f"{url}/pub", params={"topic": "t"}, content=b"x")
-                assert response.status_code == 200, response.text
-            await open_messages(pilot, app, "t", "c")
-            screen = await listed(pilot, app)
+            screen = await listed_on_real_nsqd(pilot, app, address)
             assert screen.unsupported
             summary = str(screen.query_one("#summary", Static).content)
             assert "not supported by this nsqd" in summary

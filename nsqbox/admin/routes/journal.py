@@ -54,7 +54,7 @@ from ..clusterinfo import ClusterInfo, UpstreamError, warning
 from ..stats import Producer
 
 if TYPE_CHECKING:  # the merge over nodes loads on the first journal request, not at start
-    from ..journal import JournalQuery, TroublesQuery
+    from ..journal import GivenUpResult, JournalQuery, TroublesQuery, TroublesResult
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "add_journal_routes"]
 
@@ -111,6 +111,26 @@ def _all_failed(what: str, errors: tuple[UpstreamError, ...], asked: int) -> Non
     if errors and len(errors) == asked:
         log.error("failed to read %s - %s", what, warning(errors))
         raise HTTPError(502, f"UPSTREAM_ERROR: {warning(errors)}")
+
+
+def _listed(
+    what: str,
+    query: TroublesQuery,
+    result: TroublesResult | GivenUpResult,
+    errors: tuple[UpstreamError, ...],
+    **extra: int,
+) -> Doc:
+    """A channel's messages over its nodes as ``/api/troubles`` and ``/api/given_up`` answer
+    them (``extra`` after the channel); 502 when no node answered."""
+    _all_failed(what, result.errors, len(result.nodes))
+    return {
+        "topic": query.topic,
+        "channel": query.channel,
+        **extra,
+        "messages": msgspec.to_builtins(result.messages),
+        "nodes": msgspec.to_builtins(result.nodes),
+        "message": _warn(errors + result.errors),
+    }
 
 
 def add_journal_routes(
@@ -194,36 +214,25 @@ def add_journal_routes(
             attempts=None if troubles else _count(request, "attempts", 1 << 16),
         )
 
-    async def troubles(request: Request) -> object:
-        query = troubles_query(request, troubles=True)
+    async def channel_nodes(request: Request, query: TroublesQuery) -> Found:
         nodes, errors = await topic_producers(query.topic)
+        return _only(request, nodes), errors
+
+    async def troubles(request: Request) -> object:
         from ..journal import read_troubles
 
-        result = await read_troubles(info, _only(request, nodes), query)
-        _all_failed("troubles", result.errors, len(result.nodes))
-        return {
-            "topic": query.topic,
-            "channel": query.channel,
-            "count": result.count,
-            "messages": msgspec.to_builtins(result.messages),
-            "nodes": msgspec.to_builtins(result.nodes),
-            "message": _warn(errors + result.errors),
-        }
+        query = troubles_query(request, troubles=True)
+        nodes, errors = await channel_nodes(request, query)
+        result = await read_troubles(info, nodes, query)
+        return _listed("troubles", query, result, errors, count=result.count)
 
     async def given_up(request: Request) -> object:
-        query = troubles_query(request, troubles=False)
-        nodes, errors = await topic_producers(query.topic)
         from ..journal import read_given_up
 
-        result = await read_given_up(info, _only(request, nodes), query)
-        _all_failed("given-up messages", result.errors, len(result.nodes))
-        return {
-            "topic": query.topic,
-            "channel": query.channel,
-            "messages": msgspec.to_builtins(result.messages),
-            "nodes": msgspec.to_builtins(result.nodes),
-            "message": _warn(errors + result.errors),
-        }
+        query = troubles_query(request, troubles=False)
+        nodes, errors = await channel_nodes(request, query)
+        result = await read_given_up(info, nodes, query)
+        return _listed("given-up messages", query, result, errors)
 
     router.add("GET", "/api/journey/:id", journey, nsqbox_only=True)
     router.add("GET", "/api/journal/:topic", journal, nsqbox_only=True)

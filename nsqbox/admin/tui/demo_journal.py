@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -35,6 +35,7 @@ _MS = 1_000_000
 _NOW = 1_767_270_896 * _NS
 _A, _B = "10.0.0.1:4151", "10.0.0.2:4151"
 _ID = "0f3a9c0000001031"
+_Held = TypeVar("_Held", Trouble, GivenUp)
 
 _PYNSQ_WHO = Who(7, "10.1.0.11:51001", "pynsq/0.9.1", "worker-11", "worker-11")
 _GONSQ_WHO = Who(4, "10.1.0.21:52001", "go-nsq/1.1.0", "worker-21", "worker-21")
@@ -105,23 +106,25 @@ _GIVEN_UP = [
 ]  # fmt: skip
 
 
-def demo_troubles(nodes: Sequence[Producer], topic: str, channel: str) -> TroublesResult:
-    """The messages ``channel`` of ``topic`` has in trouble on ``nodes``."""
+def _of_billing(
+    messages: list[_Held], nodes: Sequence[Producer], topic: str, channel: str
+) -> tuple[list[_Held], list[NodeJournal]]:
+    """``messages`` on ``nodes`` (none unless ``channel`` of ``topic`` is *billing* of
+    *orders*), and every node's report."""
     names = {p.http_address for p in nodes}
     held = (topic, channel) == ("orders", "billing")
-    messages = [m for m in _TROUBLES if m.node in names] if held else []
+    listed = [m for m in messages if m.node in names] if held else []
     reports = _reports(nodes)
     for report in reports:
-        report.listed = report.count = sum(m.node == report.node for m in messages)
-    return TroublesResult(messages, reports)
+        report.listed = report.count = sum(m.node == report.node for m in listed)
+    return listed, reports
+
+
+def demo_troubles(nodes: Sequence[Producer], topic: str, channel: str) -> TroublesResult:
+    """The messages ``channel`` of ``topic`` has in trouble on ``nodes``."""
+    return TroublesResult(*_of_billing(_TROUBLES, nodes, topic, channel))
 
 
 def demo_given_up(nodes: Sequence[Producer], topic: str, channel: str) -> GivenUpResult:
     """The messages clients of ``channel`` of ``topic`` gave up on, on ``nodes``."""
-    names = {p.http_address for p in nodes}
-    held = (topic, channel) == ("orders", "billing")
-    messages = [m for m in _GIVEN_UP if m.node in names] if held else []
-    reports = _reports(nodes)
-    for report in reports:
-        report.listed = report.count = sum(m.node == report.node for m in messages)
-    return GivenUpResult(messages, reports)
+    return GivenUpResult(*_of_billing(_GIVEN_UP, nodes, topic, channel))

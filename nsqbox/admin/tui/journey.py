@@ -15,19 +15,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
 from . import format as fmt
-from .base import ClusterScreen
-from .safe import safe_text
+from .reading import ReadingScreen
 from .widgets import Column, Row, StatsTable
 
 if TYPE_CHECKING:
-    from ..journal import Event, NodeJournal
+    from ..journal import Event, EventsResult, NodeJournal
     from ..model import ClusterSnapshot
+    from .backend import Backend
 
 __all__ = ["JourneyScreen", "describe", "who"]
 
@@ -95,15 +94,9 @@ def describe(event: Event) -> str:
     return " · ".join(p for p in parts if p) or fmt.NONE
 
 
-class JourneyScreen(ClusterScreen):
+class JourneyScreen(ReadingScreen["EventsResult"]):
     """One message's events on every node, oldest first."""
 
-    DEFAULT_CSS = """
-    JourneyScreen #summary {
-        padding: 0 1;
-        height: auto;
-    }
-    """
     BINDINGS = [Binding("r", "reload", "Reload")]
 
     def __init__(self, msg_id: str, crumbs: str = "") -> None:
@@ -116,11 +109,6 @@ class JourneyScreen(ClusterScreen):
         self.reports: list[NodeJournal] = []
         #: Whether some node has more events than were read.
         self.more = False
-        #: Why the journey could not be read (None when it was).
-        self.error: str | None = None
-        #: Readings done (for tests: the journey is on screen once this grows).
-        self.loads = 0
-        self.reading = True
         self._rows: list[Row] = []
 
     def compose_body(self) -> ComposeResult:
@@ -128,43 +116,21 @@ class JourneyScreen(ClusterScreen):
         yield Static(id="summary")
         yield StatsTable(id="journey")
 
-    def on_mount(self) -> None:
-        """Read the journey."""
-        super().on_mount()
-        self.main_table.focus()
-        self.load()
+    async def fetch(self, backend: Backend, snapshot: ClusterSnapshot) -> EventsResult:
+        """The message's events on every node that answers."""
+        nodes = [n.producer for n in snapshot.nodes if n.ok]
+        if not nodes:
+            raise LookupError("no node answers")
+        return await backend.journey(nodes, self.msg_id)
 
-    def load(self) -> None:
-        """Read the journey (again)."""
-        self.reading = True
-        self._read()
-
-    def action_reload(self) -> None:
-        """Read the journey again."""
-        self.load()
-
-    @work(exclusive=True, group="journey", exit_on_error=False)
-    async def _read(self) -> None:
-        self.redraw()
-        backend, snapshot = self.host.backend, self.host.snapshot
-        try:
-            if backend is None or snapshot is None:
-                raise LookupError("not connected to the cluster yet")
-            nodes = [n.producer for n in snapshot.nodes if n.ok]
-            if not nodes:
-                raise LookupError("no node answers")
-            result = await backend.journey(nodes, self.msg_id)
-        except Exception as exc:  # ClusterError, a host gone: say it, stay up
-            self.error = str(exc) or type(exc).__name__
+    def take(self, answer: EventsResult | None) -> None:
+        """Keep the events read, and their rows."""
+        if answer is None:
             self.events, self.reports, self.more = [], [], False
         else:
-            self.error = None
-            self.events, self.reports = result.events, result.nodes
-            self.more = result.next is not None
+            self.events, self.reports = answer.events, answer.nodes
+            self.more = answer.next is not None
         self._rows = self._table_rows()
-        self.reading = False
-        self.loads += 1
-        self.redraw()
 
     def _table_rows(self) -> list[Row]:
         tz = self.host.tz
@@ -187,22 +153,17 @@ class JourneyScreen(ClusterScreen):
 
     def show(self, snapshot: ClusterSnapshot) -> None:
         """The summary and the events that pass the filter."""
-        self.query_one("#summary", Static).update(safe_text(self._summary()))
+        self.show_summary()
         rows = [r for r in self._rows if self.matches(*(str(c) for c in r.cells))]
         self.main_table.show(COLUMNS, rows)
 
     @property
-    def unsupported(self) -> bool:
-        """Whether no node asked keeps a journal (real nsqd)."""
-        return bool(self.reports) and not any(r.supported for r in self.reports)
+    def summary_title(self) -> str:
+        """``journey of message ID``."""
+        return f"journey of message {self.msg_id}"
 
-    def _summary(self) -> Text:
-        text = Text()
-        text.append(f"journey of message {self.msg_id}", "bold")
-        if self.reading and not self.loads:
-            return text.append(" · reading…")
-        if self.error is not None:
-            return text.append(f"\n✗ {self.error}", "bold red")
+    def summarize(self, text: Text) -> None:
+        """How many events on how many nodes, or that no node keeps a journal."""
         if self.unsupported:
             text.append(" · not supported by these nsqds", "bold yellow")
         else:
@@ -214,10 +175,4 @@ class JourneyScreen(ClusterScreen):
                 text.append(" · none in the journal (too old, or another id)", "dim")
             if self.more:
                 text.append(" · more than shown: the first events only", "yellow")
-        if self.reading:
-            text.append(" · reading…", "dim")
-        for report in self.reports:
-            if report.error:
-                style = "dim" if not report.supported else "yellow"
-                text.append(f"\n{report.node}: {report.error}", style)
-        return text
+        self.summarize_reports(text)

@@ -17,25 +17,25 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..peek import PeekQuery
 from . import format as fmt
-from .base import ClusterScreen
 from .bodies import preview
 from .message import MessageScreen
 from .message_actions import republish, save_messages
 from .navigation import OpenJourney
 from .peeked import WHERE, Listed
-from .safe import safe_text
+from .reading import ReadingScreen
 from .widgets import Column, Row, StatsTable
 
 if TYPE_CHECKING:
     from ..model import ClusterSnapshot
-    from ..peek import NodePeek
+    from ..peek import NodePeek, PeekResult
+    from .backend import Backend
 
 __all__ = ["BODY_BYTES", "PAGE_LIMIT", "MessagesScreen"]
 
@@ -62,15 +62,9 @@ COLUMNS = (
 )
 
 
-class MessagesScreen(ClusterScreen):
+class MessagesScreen(ReadingScreen["PeekResult"]):
     """A page of the messages a channel (or a topic) holds, on every node that has it."""
 
-    DEFAULT_CSS = """
-    MessagesScreen #summary {
-        padding: 0 1;
-        height: auto;
-    }
-    """
     BINDINGS = [
         Binding("right_square_bracket", "next_page", "Next page"),
         Binding("left_square_bracket", "previous_page", "Previous page"),
@@ -79,6 +73,8 @@ class MessagesScreen(ClusterScreen):
         Binding("s", "save", "Save"),
         Binding("j", "journey", "Journey"),
     ]
+    #: What the summary says while a page is read.
+    activity = "listing"
 
     def __init__(self, topic: str, channel: str | None = None, *, limit: int = PAGE_LIMIT) -> None:
         super().__init__()
@@ -94,11 +90,6 @@ class MessagesScreen(ClusterScreen):
         #: What each node answered for the current page.
         self.reports: list[NodePeek] = []
         self.next_cursor: str | None = None
-        #: Why the page could not be listed (None when it was).
-        self.error: str | None = None
-        #: Pages listed so far (for tests: the current page is on screen once this grows).
-        self.loads = 0
-        self.listing = True
         self._rows: list[tuple[Row, str]] = []
 
     @property
@@ -113,12 +104,6 @@ class MessagesScreen(ClusterScreen):
         yield Static(id="summary")
         yield StatsTable(id="messages")
 
-    def on_mount(self) -> None:
-        """List the first page."""
-        super().on_mount()
-        self.main_table.focus()
-        self.load()
-
     # -- listing ------------------------------------------------------------------------------
 
     @property
@@ -126,34 +111,20 @@ class MessagesScreen(ClusterScreen):
         """The current page's number, from 1."""
         return len(self.cursors)
 
-    def load(self) -> None:
-        """List the current page (again)."""
-        self.listing = True
-        self._list(self.cursors[-1])
+    async def fetch(self, backend: Backend, snapshot: ClusterSnapshot) -> PeekResult:
+        """The current page, from every node that has the topic."""
+        nodes = self.nodes_with(snapshot, self.topic)
+        query = PeekQuery(self.topic, self.channel or "", self.limit, BODY_BYTES, self.cursors[-1])
+        return await backend.peek(nodes, query)
 
-    @work(exclusive=True, group="peek", exit_on_error=False)
-    async def _list(self, cursor: str) -> None:
-        self.redraw()
-        backend, snapshot = self.host.backend, self.host.snapshot
-        try:
-            if backend is None or snapshot is None:
-                raise LookupError("not connected to the cluster yet")
-            nodes = [n.producer for n in snapshot.nodes if n.ok and n.topic(self.topic)]
-            if not nodes:
-                raise LookupError(f"no node has topic {self.topic}")
-            query = PeekQuery(self.topic, self.channel or "", self.limit, BODY_BYTES, cursor)
-            result = await backend.peek(nodes, query)
-        except Exception as exc:  # ClusterError, InvalidCursor, a host gone: say it, stay up
-            self.error = str(exc) or type(exc).__name__
+    def take(self, answer: PeekResult | None) -> None:
+        """Keep the page listed, and its rows."""
+        if answer is None:
             self.messages, self.reports, self.next_cursor = [], [], None
         else:
-            self.error = None
-            self.messages = [Listed.from_peek(m) for m in result.messages]
-            self.reports, self.next_cursor = result.nodes, result.next
+            self.messages = [Listed.from_peek(m) for m in answer.messages]
+            self.reports, self.next_cursor = answer.nodes, answer.next
         self._rows = [self._row(i, m) for i, m in enumerate(self.messages)]
-        self.listing = False
-        self.loads += 1
-        self.redraw()
 
     def _row(self, index: int, message: Listed) -> tuple[Row, str]:
         """The message's row, and the text the filter looks in."""
@@ -173,30 +144,26 @@ class MessagesScreen(ClusterScreen):
 
     # -- drawing ------------------------------------------------------------------------------
 
-    @property
-    def unsupported(self) -> bool:
-        """Whether no node asked has the peek route (real nsqd)."""
-        return bool(self.reports) and not any(r.supported for r in self.reports)
-
     def show(self, snapshot: ClusterSnapshot) -> None:
         """The summary and the listed messages that pass the filter."""
-        self.query_one("#summary", Static).update(safe_text(self._summary()))
+        self.show_summary()
         rows = [row for row, text in self._rows if self.matches(text)]
         self.main_table.show(COLUMNS, rows)
 
-    def _summary(self) -> Text:
-        text = Text()
-        text.append(f"messages of {self.label}", "bold")
-        if self.listing and not self.loads:
-            return text.append(" · listing…")
-        if self.error is not None:
-            return text.append(f"\n✗ {self.error}", "bold red")
+    @property
+    def summary_title(self) -> str:
+        """``messages of channel billing of orders`` or ``messages of topic orders``."""
+        return f"messages of {self.label}"
+
+    def summarize(self, text: Text) -> None:
+        """What the page holds and where, what the nodes hold, and each node's trouble."""
         if self.unsupported:
             nodes = ", ".join(r.node for r in self.reports)
             text.append(" · not supported by this nsqd", "bold yellow")
-            return text.append(
+            text.append(
                 f"\n{nodes}: no peek route (real nsqd cannot list what a queue holds)", "dim"
             )
+            return
         where = Counter(m.state for m in self.messages)
         held = ", ".join(f"{WHERE[s]} {where[s]:,}" for s in WHERE if where[s])
         text.append(f" · page {self.page} · {fmt.plural(len(self.messages), 'message')} listed")
@@ -210,7 +177,7 @@ class MessagesScreen(ClusterScreen):
                 f"{fmt.count(sum(r.deferred_count for r in reported))}"
             )
         text.append(" · ] next page" if self.next_cursor else " · last page", "dim")
-        if self.listing:
+        if self.reading:
             text.append(" · listing…", "dim")
         for report in self.reports:
             if report.error in _ABSENT:
@@ -219,7 +186,6 @@ class MessagesScreen(ClusterScreen):
                 text.append(f"\n✗ {report.node}: {report.error}", "yellow")
             if report.disk_error:
                 text.append(f"\n✗ {report.node}: disk queue: {report.disk_error}", "yellow")
-        return text
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -249,30 +215,22 @@ class MessagesScreen(ClusterScreen):
 
     def action_next_page(self) -> None:
         """List the next page."""
-        if self.next_cursor is not None and not self.listing:
+        if self.next_cursor is not None and not self.reading:
             self.cursors.append(self.next_cursor)
             self.load()
 
     def action_previous_page(self) -> None:
         """List the previous page again."""
-        if len(self.cursors) > 1 and not self.listing:
+        if len(self.cursors) > 1 and not self.reading:
             self.cursors.pop()
             self.load()
-
-    def action_reload(self) -> None:
-        """List the current page again."""
-        self.load()
-
-    def _publish_nodes(self) -> list[str]:
-        snapshot = self.host.snapshot
-        return [n.name for n in snapshot.nodes if n.ok] if snapshot is not None else []
 
     @on(DataTable.RowSelected, "#messages")
     def _open(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is None:
             return
         message = self.messages[int(event.row_key.value)]
-        self.app.push_screen(MessageScreen(message, self._publish_nodes(), "", self.crumbs))
+        self.app.push_screen(MessageScreen(message, self.publish_nodes(), "", self.crumbs))
 
     @on(DataTable.RowHighlighted)
     def _moved(self) -> None:
@@ -282,7 +240,7 @@ class MessagesScreen(ClusterScreen):
         """Publish a copy of the selected message to a topic (asks which, then confirms)."""
         message = self.selected
         if message is not None:
-            republish(self, self.host, message, self._publish_nodes(), "")
+            republish(self, self.host, message, self.publish_nodes(), "")
 
     def action_journey(self) -> None:
         """Open the journey of the selected message: what happened to it, on every node."""

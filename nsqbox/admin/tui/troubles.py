@@ -22,25 +22,25 @@ from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..journal import GivenUp, Trouble, TroublesQuery, Who
 from . import format as fmt
-from .base import ClusterScreen
 from .bodies import preview
 from .message import MessageScreen
 from .message_actions import republish
 from .navigation import OpenJourney
 from .peeked import Listed
-from .safe import safe_text
+from .reading import ReadingScreen
 from .widgets import Column, Row, StatsTable
 
 if TYPE_CHECKING:
-    from ..journal import NodeJournal
+    from ..journal import GivenUpResult, NodeJournal, TroublesResult
     from ..model import ClusterSnapshot
+    from .backend import Backend
 
 __all__ = ["BODY_BYTES", "LIMIT", "TroublesScreen", "listed"]
 
@@ -110,15 +110,9 @@ def _client(who: Who) -> str:
     return who.hostname or who.remote_address or (f"client {who.client}" if who.client else "-")
 
 
-class TroublesScreen(ClusterScreen):
+class TroublesScreen(ReadingScreen["tuple[TroublesResult, GivenUpResult]"]):
     """A channel's messages in trouble and the ones given up on, on every node."""
 
-    DEFAULT_CSS = """
-    TroublesScreen #summary {
-        padding: 0 1;
-        height: auto;
-    }
-    """
     BINDINGS = [
         Binding("r", "reload", "Reload"),
         Binding("j", "journey", "Journey"),
@@ -135,11 +129,6 @@ class TroublesScreen(ClusterScreen):
         #: How many messages the channel has in trouble (more may be than are listed).
         self.count = 0
         self.reports: list[NodeJournal] = []
-        #: Why the lists could not be read (None when they were).
-        self.error: str | None = None
-        #: Readings done (for tests: the lists are on screen once this grows).
-        self.loads = 0
-        self.reading = True
         self._trouble_rows: list[tuple[Row, str]] = []
         self._given_up_rows: list[tuple[Row, str]] = []
 
@@ -151,40 +140,23 @@ class TroublesScreen(ClusterScreen):
         yield Static("Given up: finished after failed deliveries", classes="section")
         yield StatsTable(id="given_up")
 
-    def on_mount(self) -> None:
-        """Read both lists."""
-        super().on_mount()
-        self.main_table.focus()
-        self.load()
+    async def fetch(
+        self, backend: Backend, snapshot: ClusterSnapshot
+    ) -> tuple[TroublesResult, GivenUpResult]:
+        """Both lists, from every node that has the topic."""
+        nodes = self.nodes_with(snapshot, self.topic)
+        query = TroublesQuery(self.topic, self.channel, LIMIT, BODY_BYTES)
+        troubles, given_up = await asyncio.gather(
+            backend.troubles(nodes, query), backend.given_up(nodes, query)
+        )
+        return troubles, given_up
 
-    def load(self) -> None:
-        """Read both lists (again)."""
-        self.reading = True
-        self._read()
-
-    def action_reload(self) -> None:
-        """Read both lists again."""
-        self.load()
-
-    @work(exclusive=True, group="troubles", exit_on_error=False)
-    async def _read(self) -> None:
-        self.redraw()
-        backend, snapshot = self.host.backend, self.host.snapshot
-        try:
-            if backend is None or snapshot is None:
-                raise LookupError("not connected to the cluster yet")
-            nodes = [n.producer for n in snapshot.nodes if n.ok and n.topic(self.topic)]
-            if not nodes:
-                raise LookupError(f"no node has topic {self.topic}")
-            query = TroublesQuery(self.topic, self.channel, LIMIT, BODY_BYTES)
-            troubles, given_up = await asyncio.gather(
-                backend.troubles(nodes, query), backend.given_up(nodes, query)
-            )
-        except Exception as exc:  # ClusterError, a host gone: say it, stay up
-            self.error = str(exc) or type(exc).__name__
+    def take(self, answer: tuple[TroublesResult, GivenUpResult] | None) -> None:
+        """Keep both lists, and their rows."""
+        if answer is None:
             self.troubles, self.given_up, self.reports, self.count = [], [], [], 0
         else:
-            self.error = None
+            troubles, given_up = answer
             self.troubles, self.given_up = troubles.messages, given_up.messages
             self.reports, self.count = troubles.nodes, troubles.count
         tz = self.host.tz
@@ -220,20 +192,12 @@ class TroublesScreen(ClusterScreen):
                 Text(preview(body, PREVIEW)),
             )
             self._given_up_rows.append((Row(str(i), cells), _haystack(gave, body)))
-        self.reading = False
-        self.loads += 1
-        self.redraw()
 
     # -- drawing ------------------------------------------------------------------------------
 
-    @property
-    def unsupported(self) -> bool:
-        """Whether no node asked keeps a journal (real nsqd)."""
-        return bool(self.reports) and not any(r.supported for r in self.reports)
-
     def show(self, snapshot: ClusterSnapshot) -> None:
         """The summary and the messages that pass the filter."""
-        self.query_one("#summary", Static).update(safe_text(self._summary()))
+        self.show_summary()
         for table_id, columns, rows in (
             ("#troubles", TROUBLE_COLUMNS, self._trouble_rows),
             ("#given_up", GIVEN_UP_COLUMNS, self._given_up_rows),
@@ -241,13 +205,13 @@ class TroublesScreen(ClusterScreen):
             shown = [row for row, text in rows if self.matches(text)]
             self.query_one(table_id, StatsTable).show(columns, shown)
 
-    def _summary(self) -> Text:
-        text = Text()
-        text.append(f"troubles of channel {self.channel} of {self.topic}", "bold")
-        if self.reading and not self.loads:
-            return text.append(" · reading…")
-        if self.error is not None:
-            return text.append(f"\n✗ {self.error}", "bold red")
+    @property
+    def summary_title(self) -> str:
+        """``troubles of channel CHANNEL of TOPIC``."""
+        return f"troubles of channel {self.channel} of {self.topic}"
+
+    def summarize(self, text: Text) -> None:
+        """How many messages are in trouble and given up, or that no node keeps a journal."""
         if self.unsupported:
             text.append(" · not supported by these nsqds", "bold yellow")
         else:
@@ -256,13 +220,7 @@ class TroublesScreen(ClusterScreen):
             )
             if self.count > len(self.troubles):
                 text.append(f" (the first {fmt.count(len(self.troubles))} listed)", "dim")
-        if self.reading:
-            text.append(" · reading…", "dim")
-        for report in self.reports:
-            if report.error:
-                style = "dim" if not report.supported else "yellow"
-                text.append(f"\n{report.node}: {report.error}", style)
-        return text
+        self.summarize_reports(text)
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -307,12 +265,8 @@ class TroublesScreen(ClusterScreen):
         selected = self.selected
         if selected is not None:
             self.app.push_screen(
-                MessageScreen(listed(selected), self._publish_nodes(), self.topic, self.crumbs)
+                MessageScreen(listed(selected), self.publish_nodes(), self.topic, self.crumbs)
             )
-
-    def _publish_nodes(self) -> list[str]:
-        snapshot = self.host.snapshot
-        return [n.name for n in snapshot.nodes if n.ok] if snapshot is not None else []
 
     def action_journey(self) -> None:
         """Open the selected message's journey."""
@@ -324,4 +278,4 @@ class TroublesScreen(ClusterScreen):
         """Publish a copy of the selected given-up message (asks which topic, then confirms)."""
         selected = self.selected
         if isinstance(selected, GivenUp):
-            republish(self, self.host, listed(selected), self._publish_nodes(), self.topic)
+            republish(self, self.host, listed(selected), self.publish_nodes(), self.topic)
