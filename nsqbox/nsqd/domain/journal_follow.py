@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Final
 from .journal_views import EventFilter, Reading
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .journal import Journal
     from .message import Message
 
@@ -72,6 +74,11 @@ class Follower:
         self.after = after
         self._delivered: dict[tuple[str, bytes], Message] = {}
         self._last = 0
+        #: The reading under way (its entries decoded and scanned once) and where it ends:
+        #: the next read goes on with it while the ring still holds its entries.
+        self._reading: Reading | None = None
+        self._events: Iterator[dict[str, Any]] | None = None
+        self._newest = 0
 
     @property
     def _next_entry(self) -> int:
@@ -94,21 +101,28 @@ class Follower:
             page.lost = oldest - start
             self.after = page.lost_until = (oldest - 1) << 32 | _LOW
             start = oldest
-        newest = min(journal.recorded, start + ENTRIES - 1)
-        if start > newest:
-            return page
-        count = newest - start + 1
-        reading = Reading(journal, self.want, start, self._delivered, self._last, count)
-        for event in reading.events(self.after):
-            if event["n"] <= self.after:
+        reading = self._reading
+        if page.lost or self._events is None or reading is None:
+            newest = min(journal.recorded, start + ENTRIES - 1)
+            if start > newest:
+                return page
+            count = newest - start + 1
+            reading = Reading(journal, self.want, start, self._delivered, self._last, count)
+            self._newest = newest
+            self._reading = reading
+            self._events = reading.events(self.after)
+        after = self.after
+        events = page.events
+        for event in self._events:
+            if event["n"] <= after:
                 continue
-            if len(page.events) >= limit:
+            events.append(event)
+            if len(events) >= limit:
+                self.after = event["n"]
                 break
-            page.events.append(event)
         else:  # all read: go on after the last entry read, matched or not
-            self.after = newest << 32 | _LOW
-        if len(page.events) >= limit:
-            self.after = page.events[-1]["n"]
+            self.after = self._newest << 32 | _LOW
+            self._events = None
         self._last = reading._last
         delivered = self._delivered
         if len(delivered) > DELIVERIES:
