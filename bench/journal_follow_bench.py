@@ -49,9 +49,9 @@ def run(events: int, burst: int, poll: int, behind: bool, prof: cProfile.Profile
     channel = topic.get_channel("work")
     topic.start()
     sink = Sink()
-    channel.add_client(sink)  # type: ignore[arg-type]
+    channel.add_client(sink)
     sink.ready_count = 2500
-    channel.client_ready(sink, nsqd.now())  # type: ignore[arg-type]
+    channel.client_ready(sink, nsqd.now())
     follower = Follower(journal, EventFilter(topic="traced"))
     encode_lines = msgspec.json.Encoder().encode_lines
     bodies = [b"x" * 100] * burst
@@ -76,8 +76,8 @@ def run(events: int, burst: int, poll: int, behind: bool, prof: cProfile.Profile
         topic.put_each(bodies, 0.0, nsqd.now(), None)
         ids = [m.id for m in sink.out]
         sink.out.clear()
-        channel.finish_messages(sink, ids, nsqd.now())  # type: ignore[arg-type]
-        channel.client_ready(sink, nsqd.now())  # type: ignore[arg-type]
+        channel.finish_messages(sink, ids, nsqd.now())
+        channel.client_ready(sink, nsqd.now())
         if runs % poll == 0:
             journal.trim()  # the queue scan's
             if not behind:

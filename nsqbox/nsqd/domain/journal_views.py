@@ -19,7 +19,6 @@ earliest touch, requeue or timeout of it after the publish kept the lease it rep
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -43,6 +42,7 @@ from .journal import (
     Published,
     Run,
 )
+from .journal_lists import given_up_doc, troubles_doc, who_doc
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -330,28 +330,28 @@ class _Reading:
             doc["to"] = "disk"
         elif kind == DELIVERED:
             lease = self.sent[n] if entry.a is None else entry.a
-            doc.update(_who(journal, lease[0]))
+            doc.update(who_doc(journal, lease[0]))
             doc["attempt"] = self.attempts.get(n)
             doc["timeout_ms"] = round((lease[2] - lease[1]) * 1000)
             doc["deadline"] = time + round((lease[2] - lease[1]) * 1e9)
         elif kind == FINISHED:
-            doc.update(_who(journal, entry.a))
+            doc.update(who_doc(journal, entry.a))
             delivery = self.delivered.get((entry.channel, msg_id))
             doc["attempt"] = None if delivery is None else delivery.attempts
             doc["since_publish_ms"] = (
                 None if delivery is None else round((time - delivery.timestamp) / 1e6, 3)
             )
         elif kind == TOUCHED:
-            doc.update(_who(journal, entry.a))
+            doc.update(who_doc(journal, entry.a))
             doc["timeout_left_ms"] = round(entry.b[0] * 1000)
         elif kind == REQUEUED:
-            doc.update(_who(journal, entry.a))
+            doc.update(who_doc(journal, entry.a))
             delay, held, _ = entry.b
             doc["delay_ms"] = round(delay * 1000)
             doc["held_ms"] = round(held * 1000, 3)
         elif kind == TIMED_OUT:
             lease = entry.a[i]
-            doc.update(_who(journal, lease[0]))
+            doc.update(who_doc(journal, lease[0]))
             doc["held_ms"] = round((entry.now - lease[1]) * 1000, 3)
         elif kind == DROPPED:
             doc["why"] = entry.a
@@ -370,19 +370,6 @@ def ids_of(entry: Entry) -> list[Any]:
     return _ids(entry) if entry.kind == FINISHED else _msgs(entry)
 
 
-def _who(journal: Journal, client: int) -> Doc:
-    who = journal.who.get(client)
-    if who is None:
-        return {"client": client}
-    return {
-        "client": client,
-        "remote_address": who.remote_address,
-        "user_agent": who.user_agent,
-        "hostname": who.hostname,
-        "client_id": who.client_id,
-    }
-
-
 def _source(journal: Journal, source: object) -> Doc:
     if isinstance(source, tuple):  # HTTP: (remote address, headers)
         remote, headers = source
@@ -393,7 +380,7 @@ def _source(journal: Journal, source: object) -> Doc:
             "user_agent": agent.decode("utf-8", "replace"),
         }
     if isinstance(source, int) and source:
-        return _who(journal, source)
+        return who_doc(journal, source)
     return {"via": "in-process"}
 
 
@@ -427,72 +414,3 @@ def events_page(journal: Journal, want: EventFilter, after: int, limit: int) -> 
         "events": page,
         "next": page[-1]["n"] if more else None,
     }
-
-
-def _b64(data: bytes, body_bytes: int) -> str:
-    return base64.b64encode(data[_ID : _ID + body_bytes]).decode("ascii")
-
-
-def troubles_doc(
-    journal: Journal,
-    topic: str,
-    channel: str,
-    *,
-    requeues: int,
-    held_ms: float,
-    timed_out: bool,
-    body_bytes: int,
-    limit: int,
-) -> Doc:
-    """The messages of ``channel`` in trouble now: requeued at least ``requeues`` times,
-    held at least ``held_ms`` before a failure, timed out (when ``timed_out``)."""
-    held = journal.troubles.get((topic, channel), {})
-    out: list[Doc] = []
-    for msg_id, trouble in held.items():
-        if trouble.requeues < requeues or trouble.held_longest * 1000 < held_ms:
-            continue
-        if timed_out and not trouble.timeouts:
-            continue
-        if len(out) >= limit:
-            break
-        out.append(
-            {
-                "id": msg_id.decode("ascii", "replace"),
-                "timestamp": trouble.timestamp,
-                "since": trouble.since,
-                "requeues": trouble.requeues,
-                "timeouts": trouble.timeouts,
-                "last_client": _who(journal, trouble.last_client),
-                "held_longest_ms": round(trouble.held_longest * 1000, 3),
-                "size": len(trouble.data) - _ID,
-                "body": _b64(trouble.data, body_bytes),
-            }
-        )
-    return {"topic": topic, "channel": channel, "count": len(held), "messages": out}
-
-
-def given_up_doc(
-    journal: Journal, topic: str, channel: str, *, attempts: int, body_bytes: int, limit: int
-) -> Doc:
-    """The messages of ``channel`` finished at attempt ``attempts`` or later after earlier
-    deliveries of them failed, newest first."""
-    out: list[Doc] = []
-    for gave in reversed(journal.given_up):
-        if gave.topic != topic or gave.channel != channel or gave.attempts < attempts:
-            continue
-        if len(out) >= limit:
-            break
-        out.append(
-            {
-                "id": gave.data[:_ID].decode("ascii", "replace"),
-                "time": gave.time,
-                "timestamp": gave.timestamp,
-                "attempts": gave.attempts,
-                "requeues": gave.requeues,
-                "timeouts": gave.timeouts,
-                "finished_by": _who(journal, gave.client),
-                "size": len(gave.data) - _ID,
-                "body": _b64(gave.data, body_bytes),
-            }
-        )
-    return {"topic": topic, "channel": channel, "messages": out}
