@@ -141,7 +141,7 @@ def delivered(
             lease = sent.get(i)
             if lease is None:
                 continue  # not sent on at once
-        if lease is not last:
+        if lease != last:  # the same figures as the last one's (a batch's): the same fields
             last = lease
             who = reading.who(lease[0])
             timeout_ms = round((lease[2] - lease[1]) * 1000)
@@ -169,10 +169,14 @@ def finished(
     topic, channel, n = entry.topic, entry.channel, entry.first
     who = reading.who(entry.a)
     delivered = reading.delivered
+    published = since = None
     for i, msg_id in enumerate(ids, n):
         if i <= after:
             continue
         delivery = delivered.get((channel, msg_id))
+        if delivery is not None and delivery.timestamp != published:
+            published = delivery.timestamp
+            since = round((time - published) / 1e6, 3)
         out.append(
             {
                 "n": i,
@@ -183,9 +187,7 @@ def finished(
                 "id": msg_id.decode("ascii", "replace"),
                 **who,
                 "attempt": None if delivery is None else delivery.attempts,
-                "since_publish_ms": (
-                    None if delivery is None else round((time - delivery.timestamp) / 1e6, 3)
-                ),
+                "since_publish_ms": None if delivery is None else since,
             }
         )
 

@@ -77,7 +77,9 @@ class Follower:
         #: The reading under way (its entries decoded and scanned once) and where it ends:
         #: the next read goes on with it while the ring still holds its entries.
         self._reading: Reading | None = None
-        self._events: Iterator[dict[str, Any]] | None = None
+        self._pieces: Iterator[list[dict[str, Any]]] | None = None
+        #: What the last read left of the piece it took its last events from.
+        self._rest: list[dict[str, Any]] = []
         self._newest = 0
 
     @property
@@ -101,8 +103,8 @@ class Follower:
             page.lost = oldest - start
             self.after = page.lost_until = (oldest - 1) << 32 | _LOW
             start = oldest
-        reading = self._reading
-        if page.lost or self._events is None or reading is None:
+        reading, pieces = self._reading, self._pieces
+        if page.lost or pieces is None or reading is None:
             newest = min(journal.recorded, start + ENTRIES - 1)
             if start > newest:
                 return page
@@ -110,19 +112,27 @@ class Follower:
             reading = Reading(journal, self.want, start, self._delivered, self._last, count)
             self._newest = newest
             self._reading = reading
-            self._events = reading.events(self.after)
+            self._pieces = pieces = reading.pieces(self.after)
+            self._rest = []
         after = self.after
         events = page.events
-        for event in self._events:
-            if event["n"] <= after:
-                continue
-            events.append(event)
-            if len(events) >= limit:
-                self.after = event["n"]
+        limit = max(limit, 1)
+        while True:
+            piece = self._rest or next(pieces, [])
+            self._rest = []
+            if not piece:  # all read: go on after the last entry read, matched or not
+                self.after = self._newest << 32 | _LOW
+                self._pieces = None
                 break
-        else:  # all read: go on after the last entry read, matched or not
-            self.after = self._newest << 32 | _LOW
-            self._events = None
+            if piece[0]["n"] <= after:  # numbers only grow: the first says
+                piece = [event for event in piece if event["n"] > after]
+            room = limit - len(events)
+            if len(piece) >= room:
+                events += piece[:room]
+                self._rest = piece[room:]
+                self.after = events[-1]["n"]
+                break
+            events += piece
         self._last = reading._last
         delivered = self._delivered
         if len(delivered) > DELIVERIES:

@@ -234,6 +234,11 @@ class _Reading:
 
     def events(self, after: int) -> Iterator[Doc]:
         """Every event that matches, numbered after ``after``, oldest first."""
+        for piece in self.pieces(after):
+            yield from piece
+
+    def pieces(self, after: int) -> Iterator[list[Doc]]:
+        """:meth:`events`, an entry's at a time (never an empty list)."""
         want = self.want
         topic, channel, want_id = want.topic, want.channel, want.msg_id
         since, until = want.since, want.until
@@ -269,7 +274,9 @@ class _Reading:
             time = self._last = max(self.time(entry), self._last)
             if time < since or (until and time >= until):
                 continue
-            yield from self._entry_events(entry, ids, time, after)
+            piece = self._entry_events(entry, ids, time, after)
+            if piece:
+                yield piece
 
     def _entry_events(self, entry: Entry, ids: list[bytes], time: int, after: int) -> list[Doc]:
         want = self.want
