@@ -1,22 +1,25 @@
 """Following the journal: the events recorded since a reader's last one (issue #33).
 
 A :class:`Follower` is a cursor on one nsqd's journal: the number ``after`` of the last event
-it handed out. Each :meth:`Follower.read` decodes only the ring's entries from that event's
-on (:class:`~.journal_views.Reading` from an entry), at most ``limit`` events, and moves the
-cursor past what it read, or past every entry it looked at when fewer matched. It holds no
-events between reads: the ring is the only buffer, bounded by ``--journal-size``. A reader
+it handed out. A :meth:`Follower.read` decodes the ring's entries from that event's on
+(:class:`~.journal_views.Reading` from an entry), at most :data:`ENTRIES` of them, hands out at
+most ``limit`` events and moves the cursor past what it handed out, or past every entry it
+decoded when fewer matched. The reading stays under way until all its entries' events are
+handed out: the next reads go on with it (an entry's events at a time, the rest of the last
+piece kept) instead of decoding its entries again, so a reader behind by many pieces pays
+for each entry once. It holds no more than that reading (at most :data:`ENTRIES` entries, of
+the ring's own objects): the ring is the only buffer, bounded by ``--journal-size``. A reader
 slower than the traffic falls behind the ring's oldest entry; the next read then says how
-many entries the ring let go of before it got to them (:attr:`Page.lost`) and goes on from
-the oldest one left. Reading costs the reader's task its time; the publishers never wait
-for it.
+many entries the ring let go of before it got to them (:attr:`Page.lost`), drops the reading
+under way and goes on from the oldest one left. Reading costs the reader's task its time;
+the publishers never wait for it.
 
-A read decodes at most :data:`ENTRIES` entries. A delivery's attempt is counted back from the
-message's attempts now over the deliveries read with it (:mod:`.journal_views`): a follower
-more than that many entries behind may show a delivery of a message delivered again since
-with an attempt too high. A FIN's attempt is its delivery's: the follower keeps the
-deliveries it has read, at most :data:`DELIVERIES` of them (the oldest forgotten first: a FIN
-whose delivery was forgotten shows ``attempt: null``, as one whose delivery the ring
-dropped).
+A delivery's attempt is counted back from the message's attempts, when the reading was made,
+over the deliveries read with it (:mod:`.journal_views`): a follower more than
+:data:`ENTRIES` entries behind may show a delivery of a message delivered again since with
+an attempt too high. A FIN's attempt is its delivery's: the follower keeps the deliveries it
+has read, at most :data:`DELIVERIES` of them (the oldest forgotten first: a FIN whose
+delivery was forgotten shows ``attempt: null``, as one whose delivery the ring dropped).
 """
 
 from __future__ import annotations
