@@ -1,22 +1,25 @@
 """Following the journal: the events recorded since a reader's last one (issue #33).
 
 A :class:`Follower` is a cursor on one nsqd's journal: the number ``after`` of the last event
-it handed out. Each :meth:`Follower.read` decodes only the ring's entries from that event's
-on (:class:`~.journal_views.Reading` from an entry), at most ``limit`` events, and moves the
-cursor past what it read, or past every entry it looked at when fewer matched. It holds no
-events between reads: the ring is the only buffer, bounded by ``--journal-size``. A reader
+it handed out. A :meth:`Follower.read` decodes the ring's entries from that event's on
+(:class:`~.journal_views.Reading` from an entry), at most :data:`ENTRIES` of them, hands out at
+most ``limit`` events and moves the cursor past what it handed out, or past every entry it
+decoded when fewer matched. The reading stays under way until all its entries' events are
+handed out: the next reads go on with it (an entry's events at a time, the rest of the last
+piece kept) instead of decoding its entries again, so a reader behind by many pieces pays
+for each entry once. It holds no more than that reading (at most :data:`ENTRIES` entries, of
+the ring's own objects): the ring is the only buffer, bounded by ``--journal-size``. A reader
 slower than the traffic falls behind the ring's oldest entry; the next read then says how
-many entries the ring let go of before it got to them (:attr:`Page.lost`) and goes on from
-the oldest one left. Reading costs the reader's task its time; the publishers never wait
-for it.
+many entries the ring let go of before it got to them (:attr:`Page.lost`), drops the reading
+under way and goes on from the oldest one left. Reading costs the reader's task its time;
+the publishers never wait for it.
 
-A read decodes at most :data:`ENTRIES` entries. A delivery's attempt is counted back from the
-message's attempts now over the deliveries read with it (:mod:`.journal_views`): a follower
-more than that many entries behind may show a delivery of a message delivered again since
-with an attempt too high. A FIN's attempt is its delivery's: the follower keeps the
-deliveries it has read, at most :data:`DELIVERIES` of them (the oldest forgotten first: a FIN
-whose delivery was forgotten shows ``attempt: null``, as one whose delivery the ring
-dropped).
+A delivery's attempt is counted back from the message's attempts, when the reading was made,
+over the deliveries read with it (:mod:`.journal_views`): a follower more than
+:data:`ENTRIES` entries behind may show a delivery of a message delivered again since with
+an attempt too high. A FIN's attempt is its delivery's: the follower keeps the deliveries it
+has read, at most :data:`DELIVERIES` of them (the oldest forgotten first: a FIN whose
+delivery was forgotten shows ``attempt: null``, as one whose delivery the ring dropped).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Final
 from .journal_views import EventFilter, Reading
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .journal import Journal
     from .message import Message
 
@@ -72,6 +77,13 @@ class Follower:
         self.after = after
         self._delivered: dict[tuple[str, bytes], Message] = {}
         self._last = 0
+        #: The reading under way (its entries decoded and scanned once) and where it ends:
+        #: the next read goes on with it while the ring still holds its entries.
+        self._reading: Reading | None = None
+        self._pieces: Iterator[list[dict[str, Any]]] | None = None
+        #: What the last read left of the piece it took its last events from.
+        self._rest: list[dict[str, Any]] = []
+        self._newest = 0
 
     @property
     def _next_entry(self) -> int:
@@ -94,21 +106,36 @@ class Follower:
             page.lost = oldest - start
             self.after = page.lost_until = (oldest - 1) << 32 | _LOW
             start = oldest
-        newest = min(journal.recorded, start + ENTRIES - 1)
-        if start > newest:
-            return page
-        count = newest - start + 1
-        reading = Reading(journal, self.want, start, self._delivered, self._last, count)
-        for event in reading.events(self.after):
-            if event["n"] <= self.after:
-                continue
-            if len(page.events) >= limit:
+        reading, pieces = self._reading, self._pieces
+        if page.lost or pieces is None or reading is None:
+            newest = min(journal.recorded, start + ENTRIES - 1)
+            if start > newest:
+                return page
+            count = newest - start + 1
+            reading = Reading(journal, self.want, start, self._delivered, self._last, count)
+            self._newest = newest
+            self._reading = reading
+            self._pieces = pieces = reading.pieces(self.after)
+            self._rest = []
+        after = self.after
+        events = page.events
+        limit = max(limit, 1)
+        while True:
+            piece = self._rest or next(pieces, [])
+            self._rest = []
+            if not piece:  # all read: go on after the last entry read, matched or not
+                self.after = self._newest << 32 | _LOW
+                self._pieces = None
                 break
-            page.events.append(event)
-        else:  # all read: go on after the last entry read, matched or not
-            self.after = newest << 32 | _LOW
-        if len(page.events) >= limit:
-            self.after = page.events[-1]["n"]
+            if piece[0]["n"] <= after:  # numbers only grow: the first says
+                piece = [event for event in piece if event["n"] > after]
+            room = limit - len(events)
+            if len(piece) >= room:
+                events += piece[:room]
+                self._rest = piece[room:]
+                self.after = events[-1]["n"]
+                break
+            events += piece
         self._last = reading._last
         delivered = self._delivered
         if len(delivered) > DELIVERIES:

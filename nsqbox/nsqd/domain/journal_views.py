@@ -19,7 +19,6 @@ earliest touch, requeue or timeout of it after the publish kept the lease it rep
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -32,7 +31,6 @@ from .journal import (
     DELIVERED,
     DROPPED,
     FINISHED,
-    KINDS,
     PUBLISHED,
     QUEUED,
     REQUEUED,
@@ -43,6 +41,8 @@ from .journal import (
     Published,
     Run,
 )
+from .journal_events import BUILD, client_of, ids_in, msgs_of, one_event
+from .journal_lists import given_up_doc, troubles_doc, who_doc
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -78,20 +78,6 @@ class EventFilter:
         if not self.channel or entry.channel == self.channel:
             return True
         return entry.c is not None and self.channel in entry.c
-
-
-def _msgs(entry: Entry) -> list[Message]:
-    refs = entry.refs
-    return refs if refs.__class__ is list else [refs]
-
-
-def _ids(entry: Entry) -> list[bytes]:
-    refs = entry.refs
-    if entry.kind == FINISHED:
-        return list(refs) if refs.__class__ is tuple else [refs]
-    if refs.__class__ is Run:  # a batch kept as its first message and how many
-        return refs.ids()
-    return [m.data[:_ID] for m in _msgs(entry)]
 
 
 def _entries(
@@ -164,44 +150,48 @@ class _Reading:
         #: the first such lease of each entry of them (by its number), for its time
         self.sent_first: dict[int, Lease] = {}
         self._last = last  #: the time of the last entry read
+        self._whos: dict[int, Doc] = {}  #: who each client was, as events show it
         self._scan()
-
-    def _wanted(self, msg_id: bytes) -> bool:
-        return not self.want.msg_id or msg_id == self.want.msg_id
 
     def _scan(self) -> None:
         later: dict[tuple[str, bytes], int] = {}
         #: the lease a message held before its earliest touch, requeue or timeout so far
         before: dict[tuple[str, bytes], Lease] = {}
-        want = self.want
+        topic, channel, want_id = self.want.topic, self.want.channel, self.want.msg_id
+        attempts, not_in_memory = self.attempts, self.not_in_memory
         for entry in reversed(self.entries):
             kind = entry.kind
-            if not want.entry_matches(entry):
+            if kind in (FINISHED, PUBLISHED):
+                continue  # nothing to count
+            if topic and entry.topic != topic:
+                continue
+            if channel and entry.channel != channel and not (entry.c and channel in entry.c):
                 continue
             if kind == DELIVERED and entry.a is None:
                 self._scan_sent(entry, later, before)
             elif kind in (TOUCHED, REQUEUED, TIMED_OUT):
-                for i, msg in enumerate(_msgs(entry)):
+                for i, msg in enumerate(msgs_of(entry)):
                     msg_id = msg.data[:_ID]
-                    if self._wanted(msg_id):
+                    if not want_id or msg_id == want_id:
                         lease = entry.a[i] if kind == TIMED_OUT else entry.b[-1]
                         before[entry.channel, msg_id] = lease
             elif kind == DELIVERED:
-                msgs = _msgs(entry)
+                msgs = msgs_of(entry)
+                one = entry.refs.__class__ is not list  # sent as it was published
                 for i in range(len(msgs) - 1, -1, -1):
                     msg_id = msgs[i].data[:_ID]
-                    if not self._wanted(msg_id):
+                    if want_id and msg_id != want_id:
                         continue
                     key = (entry.channel, msg_id)
                     attempt = later.get(key)
                     attempt = msgs[i].attempts if attempt is None else attempt - 1
                     later[key] = attempt
-                    self.attempts[entry.first + i] = attempt
-                    if entry.refs.__class__ is not list:  # sent as it was published
-                        self.not_in_memory.add(key)
+                    attempts[entry.first + i] = attempt
+                    if one:
+                        not_in_memory.add(key)
             elif kind == DEFERRED or (kind == QUEUED and entry.channel):
-                for msg_id in _ids(entry):
-                    self.not_in_memory.add((entry.channel, msg_id))
+                for msg_id in ids_in(entry):
+                    not_in_memory.add((entry.channel, msg_id))
 
     def _scan_sent(
         self,
@@ -211,21 +201,27 @@ class _Reading:
     ) -> None:
         """Which of a publish's messages its first channel sent on at once (see the module
         docstring), under which lease and at which attempt."""
-        msgs = _msgs(entry)
+        msgs = msgs_of(entry)
+        channel, first, want_id = entry.channel, entry.first, self.want.msg_id
+        attempts, sent, not_in_memory = self.attempts, self.sent, self.not_in_memory
+        lease = None
         for i in range(len(msgs) - 1, -1, -1):
             msg = msgs[i]
             msg_id = msg.data[:_ID]
-            if not self._wanted(msg_id):
+            if want_id and msg_id != want_id:
                 continue
-            key = (entry.channel, msg_id)
+            key = (channel, msg_id)
             attempt = later.get(key)
             attempt = msg.attempts if attempt is None else attempt - 1
             if attempt < 1:
                 continue
             later[key] = attempt
-            self.attempts[entry.first + i] = attempt
-            self.sent[entry.first + i] = self.sent_first[entry.first] = before.get(key, msg.lease)
-            self.not_in_memory.add(key)
+            attempts[first + i] = attempt
+            lease = before.get(key) if before else None
+            sent[first + i] = lease = msg.lease if lease is None else lease
+            not_in_memory.add(key)
+        if lease is not None:  # the earliest one's
+            self.sent_first[first] = lease
 
     def time(self, entry: Entry) -> int:
         """When ``entry`` happened, broker wall ns."""
@@ -233,179 +229,122 @@ class _Reading:
             return self.journal.wall_of(self.sent_first[entry.first][1])
         if entry.now is None:  # a publish: its messages' timestamp
             refs = entry.refs
-            return (refs.first if refs.__class__ is Run else _msgs(entry)[0]).timestamp
+            return (refs.first if refs.__class__ is Run else msgs_of(entry)[0]).timestamp
         return self.journal.wall_of(entry.now)
 
     def events(self, after: int) -> Iterator[Doc]:
         """Every event that matches, numbered after ``after``, oldest first."""
+        for piece in self.pieces(after):
+            yield from piece
+
+    def pieces(self, after: int) -> Iterator[list[Doc]]:
+        """:meth:`events`, an entry's at a time (never an empty list)."""
         want = self.want
+        topic, channel, want_id = want.topic, want.channel, want.msg_id
+        since, until = want.since, want.until
+        sent, delivered = self.sent, self.delivered
         for entry in self.entries:
-            if not want.entry_matches(entry):
+            if topic and entry.topic != topic:
                 continue
-            read_back = entry.kind == DELIVERED and entry.a is None
-            if read_back and entry.first not in self.sent_first:
-                continue  # none of them was sent on at once
-            ids = _ids(entry)
+            if channel and entry.channel != channel and not (entry.c and channel in entry.c):
+                continue
+            first = entry.first
             if entry.kind == DELIVERED:  # a FIN's attempt and publish time are its delivery's
-                for i, (msg_id, msg) in enumerate(zip(ids, _msgs(entry), strict=True)):
-                    if self._wanted(msg_id) and (not read_back or entry.first + i in self.sent):
-                        self.delivered[entry.channel, msg_id] = msg
-            if entry.first | _LOW <= after:
+                read_back = entry.a is None
+                if read_back and first not in self.sent_first:
+                    continue  # none of them was sent on at once
+                ids = []
+                on = entry.channel
+                for i, msg in enumerate(msgs_of(entry)):
+                    msg_id = msg.data[:_ID]
+                    ids.append(msg_id)
+                    if read_back:
+                        if first + i in sent:  # only wanted ones were
+                            delivered[on, msg_id] = msg
+                    elif not want_id or msg_id == want_id:
+                        delivered[on, msg_id] = msg
+                if first | _LOW <= after:
+                    continue
+            elif first | _LOW <= after:
                 continue
+            else:
+                ids = ids_in(entry)
             # in ring order: a publish's time is its messages' timestamp, taken a little
             # after the turn's clock reading that the steps beside it carry
             time = self._last = max(self.time(entry), self._last)
-            if time < want.since or (want.until and time >= want.until):
+            if time < since or (until and time >= until):
                 continue
-            yield from self._entry_events(entry, ids, time, after)
+            piece = self._entry_events(entry, ids, time, after)
+            if piece:
+                yield piece
 
-    def _entry_events(self, entry: Entry, ids: list[bytes], time: int, after: int) -> Iterator[Doc]:
+    def _entry_events(self, entry: Entry, ids: list[bytes], time: int, after: int) -> list[Doc]:
         want = self.want
         kind = entry.kind
         n = entry.first
+        out: list[Doc] = []
         own = kind != QUEUED or entry.channel  # a fan-out is only implied copies
         if own and (not want.kinds or kind in want.kinds):
             if not want.channel or entry.channel == want.channel:
-                read_back = kind == DELIVERED and entry.a is None
-                for i, msg_id in enumerate(ids):
-                    if n + i <= after or not self._wanted(msg_id):
-                        continue
-                    if read_back and n + i not in self.sent:
-                        continue  # not sent on at once
-                    if want.client and self._client_of(entry, i) != want.client:
-                        continue
-                    yield self._event(entry, i, msg_id, time, n + i)
+                build = BUILD.get(kind)
+                if build is not None and not want.msg_id and not want.client:
+                    build(self, entry, ids, time, after, out)
+                else:
+                    self._own_events(entry, ids, time, after, out)
             if not ids and kind == DROPPED:  # only messages on disk: counted, not listed
-                yield self._event(entry, 0, b"", time, n)
+                out.append(one_event(self, entry, 0, b"", time, n))
         if entry.c is None or (want.kinds and QUEUED not in want.kinds) or want.client:
-            return
+            return out
         # the copies a publish or a fan-out put straight into its channels' memory
         start = n + len(ids) if own else n
+        topic, want_id, not_in_memory = entry.topic, want.msg_id, self.not_in_memory
         for k, channel in enumerate(entry.c):
             if want.channel and channel != want.channel:
                 continue
-            for i, msg_id in enumerate(ids):
-                number = start + k * len(ids) + i
-                if number <= after or not self._wanted(msg_id):
+            for i, msg_id in enumerate(ids, start + k * len(ids)):
+                if i <= after or (want_id and msg_id != want_id):
                     continue
-                if (channel, msg_id) in self.not_in_memory:
+                if (channel, msg_id) in not_in_memory:
                     continue
-                doc = self._base(number, time, "queued", entry.topic, channel, msg_id)
-                doc["to"] = "memory"
-                yield doc
+                out.append(
+                    {
+                        "n": i,
+                        "time": time,
+                        "kind": "queued",
+                        "topic": topic,
+                        "channel": channel,
+                        "id": msg_id.decode("ascii", "replace"),
+                        "to": "memory",
+                    }
+                )
+        return out
 
-    def _client_of(self, entry: Entry, i: int) -> int:
-        kind = entry.kind
-        if kind == DELIVERED:
-            lease = self.sent[entry.first + i] if entry.a is None else entry.a
-            return lease[0]
-        return _client(entry, i)
+    def _own_events(
+        self, entry: Entry, ids: list[bytes], time: int, after: int, out: list[Doc]
+    ) -> None:
+        """An entry's own events, one by one, whatever the filter."""
+        want = self.want
+        n = entry.first
+        read_back = entry.kind == DELIVERED and entry.a is None
+        for i, msg_id in enumerate(ids):
+            if n + i <= after or not (not want.msg_id or msg_id == want.msg_id):
+                continue
+            if read_back and n + i not in self.sent:
+                continue  # not sent on at once
+            if want.client and client_of(self, entry, i) != want.client:
+                continue
+            out.append(one_event(self, entry, i, msg_id, time, n + i))
 
-    @staticmethod
-    def _base(n: int, time: int, kind: str, topic: str, channel: str, msg_id: bytes) -> Doc:
-        return {
-            "n": n,
-            "time": time,
-            "kind": kind,
-            "topic": topic,
-            "channel": channel,
-            "id": msg_id.decode("ascii", "replace"),
-        }
-
-    def _event(self, entry: Entry, i: int, msg_id: bytes, time: int, n: int) -> Doc:
-        journal = self.journal
-        kind = entry.kind
-        doc = self._base(n, time, KINDS[kind], entry.topic, entry.channel, msg_id)
-        if kind == PUBLISHED:
-            refs = entry.refs
-            run = refs.__class__ is Run
-            doc["size"] = refs.size if run else len(_msgs(entry)[i].data) - _ID
-            if entry.a.__class__ is not tuple:
-                batch = run or (len(ids_of(entry)) > 1 and not entry.pubs)
-                doc["via"] = "DPUB" if entry.b else ("MPUB" if batch else "PUB")
-            doc.update(_source(journal, entry.a))
-            if entry.b:
-                doc["defer_ms"] = round(entry.b * 1000)
-        elif kind == QUEUED:
-            doc["to"] = "disk"
-        elif kind == DELIVERED:
-            lease = self.sent[n] if entry.a is None else entry.a
-            doc.update(_who(journal, lease[0]))
-            doc["attempt"] = self.attempts.get(n)
-            doc["timeout_ms"] = round((lease[2] - lease[1]) * 1000)
-            doc["deadline"] = time + round((lease[2] - lease[1]) * 1e9)
-        elif kind == FINISHED:
-            doc.update(_who(journal, entry.a))
-            delivery = self.delivered.get((entry.channel, msg_id))
-            doc["attempt"] = None if delivery is None else delivery.attempts
-            doc["since_publish_ms"] = (
-                None if delivery is None else round((time - delivery.timestamp) / 1e6, 3)
-            )
-        elif kind == TOUCHED:
-            doc.update(_who(journal, entry.a))
-            doc["timeout_left_ms"] = round(entry.b[0] * 1000)
-        elif kind == REQUEUED:
-            doc.update(_who(journal, entry.a))
-            delay, held, _ = entry.b
-            doc["delay_ms"] = round(delay * 1000)
-            doc["held_ms"] = round(held * 1000, 3)
-        elif kind == TIMED_OUT:
-            lease = entry.a[i]
-            doc.update(_who(journal, lease[0]))
-            doc["held_ms"] = round((entry.now - lease[1]) * 1000, 3)
-        elif kind == DROPPED:
-            doc["why"] = entry.a
-            doc["on_disk"] = entry.b
-        elif kind == DEFERRED:
-            doc["delay_ms"] = round(entry.a * 1000)
-        return doc
+    def who(self, client: int) -> Doc:
+        """:func:`who_doc`, once per client a reading."""
+        who = self._whos.get(client)
+        if who is None:
+            who = self._whos[client] = who_doc(self.journal, client)
+        return who
 
 
 #: One pass over the ring, from an entry on (what :mod:`.journal_follow` reads with).
 Reading = _Reading
-
-
-def ids_of(entry: Entry) -> list[Any]:
-    """The messages (or, for a FIN, the ids) an entry is about."""
-    return _ids(entry) if entry.kind == FINISHED else _msgs(entry)
-
-
-def _who(journal: Journal, client: int) -> Doc:
-    who = journal.who.get(client)
-    if who is None:
-        return {"client": client}
-    return {
-        "client": client,
-        "remote_address": who.remote_address,
-        "user_agent": who.user_agent,
-        "hostname": who.hostname,
-        "client_id": who.client_id,
-    }
-
-
-def _source(journal: Journal, source: object) -> Doc:
-    if isinstance(source, tuple):  # HTTP: (remote address, headers)
-        remote, headers = source
-        agent = next((v for k, v in headers if k.lower() == b"user-agent"), b"")
-        return {
-            "via": "HTTP",
-            "remote_address": remote,
-            "user_agent": agent.decode("utf-8", "replace"),
-        }
-    if isinstance(source, int) and source:
-        return _who(journal, source)
-    return {"via": "in-process"}
-
-
-def _client(entry: Entry, i: int) -> int:
-    kind = entry.kind
-    if kind in (FINISHED, TOUCHED, REQUEUED):
-        return entry.a  # type: ignore[no-any-return]
-    if kind == TIMED_OUT:
-        return entry.a[i][0]  # type: ignore[no-any-return]
-    if kind == PUBLISHED and isinstance(entry.a, int):
-        return entry.a
-    return 0
 
 
 def events_page(journal: Journal, want: EventFilter, after: int, limit: int) -> Doc:
@@ -427,72 +366,3 @@ def events_page(journal: Journal, want: EventFilter, after: int, limit: int) -> 
         "events": page,
         "next": page[-1]["n"] if more else None,
     }
-
-
-def _b64(data: bytes, body_bytes: int) -> str:
-    return base64.b64encode(data[_ID : _ID + body_bytes]).decode("ascii")
-
-
-def troubles_doc(
-    journal: Journal,
-    topic: str,
-    channel: str,
-    *,
-    requeues: int,
-    held_ms: float,
-    timed_out: bool,
-    body_bytes: int,
-    limit: int,
-) -> Doc:
-    """The messages of ``channel`` in trouble now: requeued at least ``requeues`` times,
-    held at least ``held_ms`` before a failure, timed out (when ``timed_out``)."""
-    held = journal.troubles.get((topic, channel), {})
-    out: list[Doc] = []
-    for msg_id, trouble in held.items():
-        if trouble.requeues < requeues or trouble.held_longest * 1000 < held_ms:
-            continue
-        if timed_out and not trouble.timeouts:
-            continue
-        if len(out) >= limit:
-            break
-        out.append(
-            {
-                "id": msg_id.decode("ascii", "replace"),
-                "timestamp": trouble.timestamp,
-                "since": trouble.since,
-                "requeues": trouble.requeues,
-                "timeouts": trouble.timeouts,
-                "last_client": _who(journal, trouble.last_client),
-                "held_longest_ms": round(trouble.held_longest * 1000, 3),
-                "size": len(trouble.data) - _ID,
-                "body": _b64(trouble.data, body_bytes),
-            }
-        )
-    return {"topic": topic, "channel": channel, "count": len(held), "messages": out}
-
-
-def given_up_doc(
-    journal: Journal, topic: str, channel: str, *, attempts: int, body_bytes: int, limit: int
-) -> Doc:
-    """The messages of ``channel`` finished at attempt ``attempts`` or later after earlier
-    deliveries of them failed, newest first."""
-    out: list[Doc] = []
-    for gave in reversed(journal.given_up):
-        if gave.topic != topic or gave.channel != channel or gave.attempts < attempts:
-            continue
-        if len(out) >= limit:
-            break
-        out.append(
-            {
-                "id": gave.data[:_ID].decode("ascii", "replace"),
-                "time": gave.time,
-                "timestamp": gave.timestamp,
-                "attempts": gave.attempts,
-                "requeues": gave.requeues,
-                "timeouts": gave.timeouts,
-                "finished_by": _who(journal, gave.client),
-                "size": len(gave.data) - _ID,
-                "body": _b64(gave.data, body_bytes),
-            }
-        )
-    return {"topic": topic, "channel": channel, "messages": out}
