@@ -106,12 +106,14 @@ def test_three_clients_in_turn_each_named_by_its_user_agent(box: NSQBox, gevent_
     topic = box.name("three")
     box.consume(topic, CHANNEL, n=0)  # the channel, so the message waits in it
     box.publish(topic, b"twice refused")
+    box.wait_for(topic, CHANNEL, depth=1)  # in the channel (a new topic may hold it first)
     gnsq_requeues_it(box, topic, gevent_hub)
     gevent_hub.get_hub().destroy(destroy_loop=True)  # pynsq's loop next, in this thread
     pynsq_requeues_it(box, topic)
     msg_id = nsqbox_finishes_it(box, topic).decode()
 
     journey = box.journey(msg_id)
+    seen = [(e["kind"], e.get("attempt"), e.get("user_agent")) for e in journey]
     assert [e["kind"] for e in journey] == [
         "published",
         "queued",
@@ -123,7 +125,7 @@ def test_three_clients_in_turn_each_named_by_its_user_agent(box: NSQBox, gevent_
         "due",
         "delivered",
         "finished",
-    ]
+    ], seen
     delivered = [e for e in journey if e["kind"] == "delivered"]
     agents = [e["user_agent"] for e in delivered]
     assert [e["attempt"] for e in delivered] == [1, 2, 3]
