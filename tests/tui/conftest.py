@@ -18,6 +18,7 @@ import httpx
 import pytest
 from textual.app import App
 from textual.pilot import Pilot
+from textual.screen import Screen
 
 from nsqbox.admin.tui.app import AdminApp
 from nsqbox.admin.tui.backend import open_model_backend
@@ -87,6 +88,12 @@ async def wait_until(
             detail = f"; saw {seen()!r}" if seen is not None else ""
             raise AssertionError(f"timed out waiting for {what}{detail}")
         await pilot.pause(0.02)
+
+
+async def on_screen(pilot: Pilot[Any], app: App[Any], kind: type[Screen[Any]]) -> None:
+    """Wait until ``app`` shows a ``kind`` screen: a key's message may open it a turn or more
+    after ``pilot.press`` returned (the screen posts, the app pushes)."""
+    await wait_until(pilot, lambda: isinstance(app.screen, kind), kind.__name__, lambda: app.screen)
 
 
 async def until_true(pilot: Pilot[Any], check: Callable[[], Awaitable[bool]], what: str) -> None:

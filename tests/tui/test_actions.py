@@ -24,7 +24,16 @@ from nsqbox.admin.tui.topics import TopicsScreen
 from nsqbox.admin.tui.widgets import StatsTable, StatusLine
 from nsqbox.testing.handle import NSQBox
 
-from .conftest import HTTP, INTERVAL, make_app, open_topic, run_app, until_true, wait_until
+from .conftest import (
+    HTTP,
+    INTERVAL,
+    make_app,
+    on_screen,
+    open_topic,
+    run_app,
+    until_true,
+    wait_until,
+)
 
 
 async def confirm(pilot: Pilot[Any], app: AdminApp, answer: str = "y") -> str:
@@ -77,7 +86,7 @@ def test_no_means_nothing_happens(nsq: NSQBox) -> None:
             await confirm(pilot, app, answer)
             assert isinstance(app.screen, TopicsScreen)
         await pilot.press("ctrl+d", "enter")  # Enter hits the focused button: Cancel
-        assert isinstance(app.screen, TopicsScreen)
+        await on_screen(pilot, app, TopicsScreen)
         assert app.results == []
         topic = (await http.topics(0))["orders"]
         assert (topic["depth"], topic["paused"]) == (2, False)
@@ -103,11 +112,11 @@ def test_empty_a_topic_and_a_channel(nsq: NSQBox) -> None:
         nsq.publish("orders", [b"y", b"z"])
         await open_topic(pilot, app, "orders")
         await pilot.press("enter")
-        assert isinstance(app.screen, TopicScreen)
+        await on_screen(pilot, app, TopicScreen)
         channels = app.screen.query_one("#channels", StatsTable)
         await wait_until(pilot, lambda: channels.keys == ["billing"], "billing")
         await pilot.press("enter")
-        assert isinstance(app.screen, ChannelScreen)
+        await on_screen(pilot, app, ChannelScreen)
         await pilot.press("e")
         assert "channel's 3 queued messages" in await confirm(pilot, app)
         await done(pilot, app, 2)
@@ -179,11 +188,11 @@ def test_tombstone_a_topic_on_one_node(nsq: NSQBox) -> None:
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         await open_topic(pilot, app, topic)
         await pilot.press("enter")
-        assert isinstance(app.screen, TopicScreen)
+        await on_screen(pilot, app, TopicScreen)
         nodes = app.screen.query_one("#nodes", StatsTable)
         await wait_until(pilot, lambda: len(nodes.keys) == 2, "two nodes")
         await pilot.press("T")  # the channels table has the focus: no node selected yet
-        assert isinstance(app.screen, TopicScreen)
+        await on_screen(pilot, app, TopicScreen)
         nodes.focus()
         nodes.select(node1)
         await pilot.press("T")
@@ -206,7 +215,7 @@ def test_create_a_topic_then_a_channel(nsq: NSQBox) -> None:
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         table = await open_topic(pilot, app, "orders")
         await pilot.press("c")
-        assert isinstance(app.screen, CreateScreen)
+        await on_screen(pilot, app, CreateScreen)
         await pilot.press(*"bad name!", "enter")  # refused by the form, which stays
         assert "invalid topic name" in str(app.screen.query_one("#problem", Label).content)
         app.screen.query_one("#topic", Input).value = "fresh"
@@ -218,7 +227,7 @@ def test_create_a_topic_then_a_channel(nsq: NSQBox) -> None:
 
         table.select("orders")
         await pilot.press("enter", "c")
-        assert isinstance(app.screen, CreateScreen)
+        await on_screen(pilot, app, CreateScreen)
         assert app.screen.query_one("#topic", Input).value == "orders"
         await pilot.press(*"audit", "enter")
         await done(pilot, app, 2)
@@ -235,7 +244,7 @@ def test_publish_a_message(nsq: NSQBox) -> None:
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         await open_topic(pilot, app, "orders")
         await pilot.press("P")
-        assert isinstance(app.screen, PublishScreen)
+        await on_screen(pilot, app, PublishScreen)
         assert app.screen.node == str(nsq.nsqd_http_addresses[1])  # a node that has it
         await pilot.press(*"hello", "enter")
         await done(pilot, app, 1)
@@ -258,14 +267,14 @@ def test_tail_shows_live_messages_through_an_ephemeral_channel(nsq: NSQBox) -> N
         await open_topic(pilot, app, "orders")
         await wait_until(pilot, lambda: has_channels(app, "orders"), "billing in the snapshot")
         await pilot.press("l")
-        assert isinstance(app.screen, TailScreen)
+        await on_screen(pilot, app, TailScreen)
         tail = app.screen
         await until_true(pilot, lambda: _equals(tail_channels(), [tail.channel]), "its channel")
         await http.publish(0, "orders", b'{"id": 1}')
         await wait_until(pilot, lambda: '{"id": 1}' in tail.text, "the message", lambda: tail.text)
         assert "before" not in tail.text  # billing had it; the tail's channel is new
         await pilot.press("escape")
-        assert isinstance(app.screen, TopicsScreen)
+        await on_screen(pilot, app, TopicsScreen)
         await until_true(pilot, lambda: _equals(tail_channels(), []), "the channel gone")
         assert (await http.topics(0))["orders"]["channels"]["billing"]["depth"] == 2
 
@@ -315,9 +324,9 @@ def test_read_only_hides_every_change(nsq: NSQBox) -> None:
         assert actions.isdisjoint({"pause", "empty", "delete", "create", "publish"})
         assert {"tail", "filter", "show_view('nodes')"} <= actions
         await pilot.press("p", "e", "ctrl+d", "c", "P")
-        assert isinstance(app.screen, TopicsScreen)
+        await on_screen(pilot, app, TopicsScreen)
         await pilot.press("l")  # tailing a topic without channels would consume
-        assert isinstance(app.screen, TopicsScreen)
+        await on_screen(pilot, app, TopicsScreen)
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert "Pause/Unpause" not in titles
         assert "Tail" in titles
@@ -378,10 +387,10 @@ def test_help_and_the_command_palette_list_every_action(nsq: NSQBox) -> None:
         expected = {"Pause/Unpause", "Empty", "Delete", "Create", "Publish", "Tail"}
         assert expected | {"Filter", "Topics", "Nodes", "Help", "Refresh", "Quit"} <= titles
         await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
+        await on_screen(pilot, app, HelpScreen)
         assert {d for _, d in app.screen.keys} >= expected
         await pilot.press("escape", "colon")
-        assert isinstance(app.screen, CommandPalette)
+        await on_screen(pilot, app, CommandPalette)
         await pilot.press(*"empty")
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")

@@ -32,7 +32,7 @@ from nsqbox.admin.tui.widgets import StatsTable
 from nsqbox.testing.handle import NSQBox
 from tests.admin.conftest import start_controlled
 
-from .conftest import INTERVAL, TIMEOUT, make_app, run_app, wait_until
+from .conftest import INTERVAL, TIMEOUT, make_app, on_screen, run_app, wait_until
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ def test_the_form_refuses_what_no_node_would_take(clean: NSQBox) -> None:
             assert str(form.query_one("#problem").render()) == problem
             box.value = saved
         await pilot.press("escape")
-        assert isinstance(app.screen, FaultsScreen)
+        await on_screen(pilot, app, FaultsScreen)
         assert app.results == []
         assert clean.faults.active() == []
 
@@ -158,7 +158,7 @@ def test_read_only_and_no_node_control(clean: NSQBox) -> None:
         actions = {b.binding.action for b in screen.active_bindings.values()}
         assert actions.isdisjoint({"add_fault", "lift", "lift_all"})
         await pilot.press("a", "ctrl+d", "X", "R", "K")
-        assert isinstance(app.screen, FaultsScreen)
+        await on_screen(pilot, app, FaultsScreen)
         assert app.results == []
         assert [f.id for f in clean.faults.active()] == [fault.info.id]
 
@@ -171,7 +171,7 @@ def test_read_only_and_no_node_control(clean: NSQBox) -> None:
         assert "--admin-http-address" in note
         assert screen.check_action("node", ("restart",)) is None  # dimmed: no node control
         await pilot.press("R")
-        assert isinstance(app.screen, FaultsScreen)
+        await on_screen(pilot, app, FaultsScreen)
         await pilot.press("X")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         await pilot.press("y")

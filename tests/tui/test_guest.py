@@ -24,7 +24,7 @@ from nsqbox.nsqd.domain.options import NSQDOptions
 from nsqbox.run.box import BoxOptions
 from nsqbox.run.up_tui import BoxApp, dialable
 
-from .conftest import TIMEOUT, run_app, wait_until
+from .conftest import TIMEOUT, on_screen, run_app, wait_until
 
 
 def box_options(tmp_path: Path) -> BoxOptions:
@@ -54,7 +54,7 @@ def test_the_box_runs_inside_the_tui_and_stops_with_it(tmp_path: Path) -> None:
         topics = app.screen.query_one("#topics", StatsTable)
         await wait_until(pilot, lambda: topics.keys == ["orders"], "the topic", lambda: topics.keys)
         await pilot.press("n")
-        assert isinstance(app.screen, NodesScreen)
+        await on_screen(pilot, app, NodesScreen)
         nodes = app.screen.query_one("#nodes", StatsTable)
         await wait_until(pilot, lambda: len(nodes.keys) == 1, "the box's nsqd")
         await pilot.press("L")  # the servers' log, not on the terminal
@@ -117,7 +117,7 @@ def test_at_the_default_level_the_log_opens_on_the_start_up_and_the_addresses_st
         # nsqd logged the new topic (info) before it answered: past start-up, warn holds
         assert not any("orders" in line for line in app.logs.lines)
         await pilot.press("L")
-        assert isinstance(app.screen, LogScreen)
+        await on_screen(pilot, app, LogScreen)
         log = app.screen.query_one(RichLog)
         await wait_until(pilot, lambda: len(log.lines) >= len(lines), "the log drawn")
         drawn = [strip.text for strip in log.lines]

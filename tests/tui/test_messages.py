@@ -37,7 +37,7 @@ from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.testing.handle import NSQBox
 from tests.compat.differential import real_binary, running
 
-from .conftest import HTTP, INTERVAL, TIMEOUT, make_app, open_topic, run_app, wait_until
+from .conftest import HTTP, INTERVAL, TIMEOUT, make_app, on_screen, open_topic, run_app, wait_until
 
 #: Column indexes of the messages table.
 WHERE, ATTEMPTS, BODY = 2, 3, 7
@@ -313,7 +313,7 @@ def test_read_only_lists_but_neither_republishes_nor_saves(nsq: NSQBox) -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, MessageScreen), "a message")
         assert app.screen.check_action("republish", ()) is False
         await pilot.press("R")
-        assert isinstance(app.screen, MessageScreen)
+        await on_screen(pilot, app, MessageScreen)
 
     app = make_app(nsq, read_only=True)
     run_app(app, body)

@@ -27,7 +27,7 @@ from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
 from nsqbox.testing.handle import NSQBox
 
-from .conftest import TIMEOUT, make_app, run_app, wait_until
+from .conftest import TIMEOUT, make_app, on_screen, run_app, wait_until
 
 
 def table(app: AdminApp, selector: str) -> StatsTable:
@@ -120,7 +120,7 @@ def test_topics_view_counts_a_message_once_however_many_channels_hold_it(nsq: NS
             assert "Topic depth: not yet copied to a channel" in str(legend)
             table(app, "#topics").select("orders")
             await pilot.press("enter")  # the Topic view lists each channel's own counts
-            assert isinstance(app.screen, TopicScreen)
+            await on_screen(pilot, app, TopicScreen)
             counters = ("depth", "in_flight", "deferred")
             await wait_until(
                 pilot, lambda: row(app, "#channels", "audit", *counters) == ("3", "0", "1"), "audit"
@@ -143,7 +143,7 @@ def test_topic_and_channel_views_show_the_channel_counters(
         await wait_until(pilot, lambda: "orders" in table(app, "#topics").keys, "orders")
         table(app, "#topics").select("orders")
         await pilot.press("enter")
-        assert isinstance(app.screen, TopicScreen)
+        await on_screen(pilot, app, TopicScreen)
         counters = ("depth", "in_flight", "deferred", "requeued", "timed_out", "messages")
         # node 1 made billing too when it created orders (lookupd knew the channel)
         expected = ("2", "1", "1", "1", "0", "5")
@@ -161,7 +161,7 @@ def test_topic_and_channel_views_show_the_channel_counters(
         assert row(app, "#nodes", node1, "depth", "messages", "channels") == ("0", "1", "1")
 
         await pilot.press("enter")  # the cursor is on billing, the only channel
-        assert isinstance(app.screen, ChannelScreen)
+        await on_screen(pilot, app, ChannelScreen)
         await wait_until(pilot, lambda: len(table(app, "#clients").keys) == 1, "the client")
         (key,) = table(app, "#clients").keys
         columns = ("node", "user_agent", "features", "rdy", "in_flight", "finished")
@@ -179,9 +179,9 @@ def test_topic_and_channel_views_show_the_channel_counters(
         assert app.screen.sub_title == "topics / orders / billing"
 
         await pilot.press("escape")
-        assert isinstance(app.screen, TopicScreen)
+        await on_screen(pilot, app, TopicScreen)
         await pilot.press("escape")
-        assert isinstance(app.screen, TopicsScreen)
+        await on_screen(pilot, app, TopicsScreen)
 
     run_app(make_app(nsq), body)
 
@@ -192,7 +192,7 @@ def test_nodes_and_node_views(nsq: NSQBox) -> None:
 
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         await pilot.press("n")
-        assert isinstance(app.screen, NodesScreen)
+        await on_screen(pilot, app, NodesScreen)
         await wait_until(pilot, lambda: table(app, "#nodes").keys == sorted([node0, node1]), "")
         await wait_until(pilot, lambda: cell(app, "#nodes", node1, "topics") == "orders", "topic")
         tcp1 = nsq.nsqd_tcp_addresses[1]
@@ -206,15 +206,15 @@ def test_nodes_and_node_views(nsq: NSQBox) -> None:
         assert row(app, "#nodes", node1, "depth", "messages", "tombstones") == ("1", "1", "")
         table(app, "#nodes").select(node1)
         await pilot.press("enter")
-        assert isinstance(app.screen, NodeScreen)
+        await on_screen(pilot, app, NodeScreen)
         await wait_until(pilot, lambda: table(app, "#topics").keys == ["orders"], "its topic")
         assert row(app, "#topics", "orders", "depth", "messages", "tombstoned") == ("1", "1", "")
         await pilot.press("enter")
-        assert isinstance(app.screen, TopicScreen)
+        await on_screen(pilot, app, TopicScreen)
         await pilot.press("t")  # to the Topics view...
-        assert isinstance(app.screen, TopicsScreen)
+        await on_screen(pilot, app, TopicsScreen)
         await pilot.press("n")  # ...and back to the Node view, where we left it
-        assert isinstance(app.screen, TopicScreen)
+        await on_screen(pilot, app, TopicScreen)
 
     run_app(make_app(nsq), body)
 
