@@ -17,18 +17,23 @@ the journal records. An event's line is the event as ``GET /nsqbox/journal`` lis
 The stream holds no more than one piece (at most :data:`PIECE_EVENTS` events) for its client:
 while the client does not read, nothing more is decoded, and the journal's ring, whose size is
 ``--journal-size`` whoever reads, is the only backlog. The stream looks for new entries every
-:data:`POLL` and decodes them on the loop the publishers share, a bounded piece at a time
+:data:`POLL` (at once while it is :data:`BEHIND` or more entries behind) and decodes them on
+the loop the publishers share, :data:`STEP_EVENTS` events at a time
 (:mod:`..domain.journal_follow`), and takes at most :data:`SHARE` of the loop's time: after
-each piece it waits as long as decoding it took. A stream that cannot keep up within
-that share falls behind, and then loses entries (a ``lost`` marker), rather than slowing the
-publishers further.
+each step it waits as long as decoding it took, a turn for the publishers. So what a stream
+holds the loop for at once is one step (and a new reading's decoding of the entries recorded
+since the last poll), not a piece. The collector is off during a step: its dicts live only
+until they are encoded, and collections they set off would bring on full ones sooner, each a
+pause every publisher waits out. A stream that cannot keep up within its share falls behind,
+and then loses entries (a ``lost`` marker), rather than slowing the publishers further.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from time import perf_counter
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -37,14 +42,18 @@ from ..domain.journal_follow import Follower
 if TYPE_CHECKING:
     from ..domain.journal import Journal
 
-__all__ = ["HEARTBEAT", "PIECE_EVENTS", "POLL", "SHARE", "stream_lines"]
+__all__ = ["BEHIND", "HEARTBEAT", "PIECE_EVENTS", "POLL", "SHARE", "STEP_EVENTS", "stream_lines"]
 
 #: How often a stream looks for new entries (seconds).
-POLL: Final = 0.05
+POLL: Final = 0.01
+#: How many entries behind a stream reads on at once, without waiting for the next poll.
+BEHIND: Final = 128
 #: A silent stream's heartbeat (seconds).
 HEARTBEAT: Final = 5.0
-#: The most events decoded and written as one piece of the body.
+#: The most events written as one piece of the body.
 PIECE_EVENTS: Final = 250
+#: The most events decoded in one go, between turns for the publishers (about 0.15 ms).
+STEP_EVENTS: Final = 50
 #: The most of the loop's time one stream takes decoding: after each piece it waits until
 #: the piece's decoding time is this share of the time since it began.
 SHARE: Final = 0.5
@@ -65,25 +74,45 @@ async def stream_lines(
     quiet_since = trio.current_time()
     while (now := trio.current_time()) < end:
         if follower.pending():
-            began = perf_counter()
-            page = follower.read(PIECE_EVENTS)
-            lines = []
-            if page.lost:
-                lost = {"marker": "lost", "entries": page.lost, "next": page.lost_until}
-                lines.append(lost)
-            lines.extend(page.events)
-            piece = _encoder.encode_lines(lines)
-            # the loop's share this stream may take: wait what the others are owed
-            owed = (perf_counter() - began) * (1 / SHARE - 1)
-            if lines:
-                yield piece
+            piece: list[bytes] = []
+            held = 0
+            while True:
+                began = perf_counter()
+                held += _step(follower, min(STEP_EVENTS, PIECE_EVENTS - held), piece)
+                # the loop's share this stream may take: wait what the others are owed
+                owed = (perf_counter() - began) * (1 / SHARE - 1)
+                await trio.sleep(owed)  # a turn for the publishers, at least
+                if held >= PIECE_EVENTS or not follower.reading:
+                    break
+            if piece:
+                yield b"".join(piece)
                 quiet_since = trio.current_time()
-            await trio.sleep(owed)  # a turn for the publishers, at least
-            if follower.pending():
-                continue  # more already: no poll
+            if held >= PIECE_EVENTS or follower.behind() >= BEHIND:
+                continue  # behind: no poll
         elif now - quiet_since >= HEARTBEAT:
             beat = {"marker": "heartbeat", "time": journal.wall_ns(), "next": follower.after}
             yield encode(beat) + b"\n"
             quiet_since = now
         await trio.sleep(min(poll, max(end - now, 0)))
     yield encode({"marker": "end", "next": follower.after}) + b"\n"
+
+
+def _step(follower: Follower, limit: int, piece: list[bytes]) -> int:
+    """Decode at most ``limit`` events (and a ``lost`` marker) and add their lines to
+    ``piece``; how many lines. The collector is off meanwhile: the step's many dicts live
+    only until they are encoded, and would otherwise set off collections that bring on full
+    ones, each a pause every publisher waits out."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        page = follower.read(limit)
+        lines: list[Any] = []
+        if page.lost:
+            lines.append({"marker": "lost", "entries": page.lost, "next": page.lost_until})
+        lines += page.events
+        if lines:
+            piece.append(_encoder.encode_lines(lines))
+        return len(lines)
+    finally:
+        if collecting:
+            gc.enable()
