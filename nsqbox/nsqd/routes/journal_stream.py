@@ -19,10 +19,11 @@ while the client does not read, nothing more is decoded, and the journal's ring,
 ``--journal-size`` whoever reads, is the only backlog. The stream looks for new entries every
 :data:`POLL` (at once while it is :data:`BEHIND` or more entries behind) and decodes them on
 the loop the publishers share, :data:`STEP_EVENTS` events at a time
-(:mod:`..domain.journal_follow`), and takes at most :data:`SHARE` of the loop's time: after
-each step it waits as long as decoding it took, a turn for the publishers. So what a stream
-holds the loop for at once is one step (and a new reading's decoding of the entries recorded
-since the last poll), not a piece. The collector is off during a step: its dicts live only
+(:mod:`..domain.journal_follow`), with a turn for the publishers after each step, and takes at
+most :data:`SHARE` of the loop's time: after each piece it waits as long as its steps took
+(the poll's wait, when that is longer). So what a stream holds the loop for at once is one
+step (and a new reading's decoding of the entries recorded since the last poll), not a
+piece. The collector is off during a step: its dicts live only
 until they are encoded, and collections they set off would bring on full ones sooner, each a
 pause every publisher waits out. A stream that cannot keep up within its share falls behind,
 and then loses entries (a ``lost`` marker), rather than slowing the publishers further.
@@ -73,27 +74,31 @@ async def stream_lines(
     yield encode({**start, "size": journal.size, "recorded": journal.recorded}) + b"\n"
     quiet_since = trio.current_time()
     while (now := trio.current_time()) < end:
+        owed = 0.0
         if follower.pending():
             piece: list[bytes] = []
             held = 0
+            busy = 0.0  # the steps' time, not the turns' between them
             while True:
                 began = perf_counter()
                 held += _step(follower, min(STEP_EVENTS, PIECE_EVENTS - held), piece)
-                # the loop's share this stream may take: wait what the others are owed
-                owed = (perf_counter() - began) * (1 / SHARE - 1)
-                await trio.sleep(owed)  # a turn for the publishers, at least
+                busy += perf_counter() - began
                 if held >= PIECE_EVENTS or not follower.reading:
                     break
+                await trio.lowlevel.checkpoint()  # a turn for the publishers between steps
+            # the loop's share this stream may take: wait what the others are owed
+            owed = busy * (1 / SHARE - 1)
             if piece:
                 yield b"".join(piece)
                 quiet_since = trio.current_time()
             if held >= PIECE_EVENTS or follower.behind() >= BEHIND:
-                continue  # behind: no poll
+                await trio.sleep(owed)  # behind: no poll
+                continue
         elif now - quiet_since >= HEARTBEAT:
             beat = {"marker": "heartbeat", "time": journal.wall_ns(), "next": follower.after}
             yield encode(beat) + b"\n"
             quiet_since = now
-        await trio.sleep(min(poll, max(end - now, 0)))
+        await trio.sleep(max(owed, min(poll, end - now)))
     yield encode({"marker": "end", "next": follower.after}) + b"\n"
 
 
