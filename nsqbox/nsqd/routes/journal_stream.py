@@ -23,15 +23,12 @@ the loop the publishers share, :data:`STEP_EVENTS` events at a time
 most :data:`SHARE` of the loop's time: after each piece it waits as long as its steps took
 (the poll's wait, when that is longer). So what a stream holds the loop for at once is one
 step (and a new reading's decoding of the entries recorded since the last poll), not a
-piece. The collector is off during a step: its dicts live only
-until they are encoded, and collections they set off would bring on full ones sooner, each a
-pause every publisher waits out. A stream that cannot keep up within its share falls behind,
-and then loses entries (a ``lost`` marker), rather than slowing the publishers further.
+piece. A stream that cannot keep up within its share falls behind, and then loses entries (a
+``lost`` marker), rather than slowing the publishers further.
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
@@ -104,20 +101,12 @@ async def stream_lines(
 
 def _step(follower: Follower, limit: int, piece: list[bytes]) -> int:
     """Decode at most ``limit`` events (and a ``lost`` marker) and add their lines to
-    ``piece``; how many lines. The collector is off meanwhile: the step's many dicts live
-    only until they are encoded, and would otherwise set off collections that bring on full
-    ones, each a pause every publisher waits out."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        page = follower.read(limit)
-        lines: list[Any] = []
-        if page.lost:
-            lines.append({"marker": "lost", "entries": page.lost, "next": page.lost_until})
-        lines += page.events
-        if lines:
-            piece.append(_encoder.encode_lines(lines))
-        return len(lines)
-    finally:
-        if collecting:
-            gc.enable()
+    ``piece``; how many lines."""
+    page = follower.read(limit)
+    lines: list[Any] = []
+    if page.lost:
+        lines.append({"marker": "lost", "entries": page.lost, "next": page.lost_until})
+    lines += page.events
+    if lines:
+        piece.append(_encoder.encode_lines(lines))
+    return len(lines)
