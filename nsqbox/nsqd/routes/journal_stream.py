@@ -17,14 +17,15 @@ the journal records. An event's line is the event as ``GET /nsqbox/journal`` lis
 The stream holds no more than one piece (at most :data:`PIECE_EVENTS` events) for its client:
 while the client does not read, nothing more is decoded, and the journal's ring, whose size is
 ``--journal-size`` whoever reads, is the only backlog. The stream looks for new entries every
-:data:`POLL` (at once while it is :data:`BEHIND` or more entries behind) and decodes them on
-the loop the publishers share, :data:`STEP_EVENTS` events at a time
-(:mod:`..domain.journal_follow`), with a turn for the publishers after each step, and takes at
-most :data:`SHARE` of the loop's time: after each piece it waits as long as its steps took
-(the poll's wait, when that is longer). So what a stream holds the loop for at once is one
-step (and a new reading's decoding of the entries recorded since the last poll), not a
-piece. A stream that cannot keep up within its share falls behind, and then loses entries (a
-``lost`` marker), rather than slowing the publishers further.
+:data:`POLL` (:data:`IDLE_POLL` after a look that found none; at once while it is
+:data:`BEHIND` or more entries behind) and decodes them on the loop the publishers share,
+:data:`STEP_EVENTS` events at a time (:mod:`..domain.journal_follow`), with a turn for the
+publishers after each step, and takes at most :data:`SHARE` of the loop's time: after each
+piece it waits as long as its steps took (the poll's wait, when that is longer). So what a
+stream holds the loop for at once is one step (and a new reading's decoding of the entries
+recorded since the last poll), not a piece. A stream that cannot keep up within its share
+falls behind, and then loses entries (a ``lost`` marker), rather than slowing the
+publishers further.
 """
 
 from __future__ import annotations
@@ -40,10 +41,21 @@ from ..domain.journal_follow import Follower
 if TYPE_CHECKING:
     from ..domain.journal import Journal
 
-__all__ = ["BEHIND", "HEARTBEAT", "PIECE_EVENTS", "POLL", "SHARE", "STEP_EVENTS", "stream_lines"]
+__all__ = [
+    "BEHIND",
+    "HEARTBEAT",
+    "IDLE_POLL",
+    "PIECE_EVENTS",
+    "POLL",
+    "SHARE",
+    "STEP_EVENTS",
+    "stream_lines",
+]
 
-#: How often a stream looks for new entries (seconds).
+#: How often a stream looks for new entries (seconds) while it finds some...
 POLL: Final = 0.01
+#: ...and while it found none at its last look.
+IDLE_POLL: Final = 0.05
 #: How many entries behind a stream reads on at once, without waiting for the next poll.
 BEHIND: Final = 128
 #: A silent stream's heartbeat (seconds).
@@ -60,7 +72,12 @@ _encoder = msgspec.json.Encoder()
 
 
 async def stream_lines(
-    journal: Journal, follower: Follower, seconds: float, *, poll: float = POLL
+    journal: Journal,
+    follower: Follower,
+    seconds: float,
+    *,
+    poll: float = POLL,
+    idle_poll: float = IDLE_POLL,
 ) -> AsyncIterator[bytes]:
     """The body of one stream: pieces of JSON lines for ``seconds`` (module doc)."""
     import trio
@@ -71,8 +88,9 @@ async def stream_lines(
     yield encode({**start, "size": journal.size, "recorded": journal.recorded}) + b"\n"
     quiet_since = trio.current_time()
     while (now := trio.current_time()) < end:
-        owed = 0.0
+        owed, wait = 0.0, idle_poll
         if follower.pending():
+            wait = poll
             piece: list[bytes] = []
             held = 0
             busy = 0.0  # the steps' time, not the turns' between them
@@ -95,7 +113,7 @@ async def stream_lines(
             beat = {"marker": "heartbeat", "time": journal.wall_ns(), "next": follower.after}
             yield encode(beat) + b"\n"
             quiet_since = now
-        await trio.sleep(max(owed, min(poll, end - now)))
+        await trio.sleep(max(owed, min(wait, end - now)))
     yield encode({"marker": "end", "next": follower.after}) + b"\n"
 
 
