@@ -175,6 +175,9 @@ class _Reading:
                     if not want_id or msg_id == want_id:
                         lease = entry.a[i] if kind == TIMED_OUT else entry.b[-1]
                         before[entry.channel, msg_id] = lease
+                        # what came after a delivery (a REQ's delay, its end) is not
+                        # where the publish put the copy
+                        not_in_memory.discard((entry.channel, msg_id))
             elif kind == DELIVERED:
                 msgs = msgs_of(entry)
                 one = entry.refs.__class__ is not list  # sent as it was published
@@ -189,6 +192,8 @@ class _Reading:
                     attempts[entry.first + i] = attempt
                     if one:
                         not_in_memory.add(key)
+                    else:  # taken from the queue: what came after it says nothing
+                        not_in_memory.discard(key)
             elif kind == DEFERRED or (kind == QUEUED and entry.channel):
                 for msg_id in ids_in(entry):
                     not_in_memory.add((entry.channel, msg_id))
