@@ -91,9 +91,20 @@ class Follower:
         entry = self.after >> 32
         return entry + 1 if self.after & _LOW == _LOW else entry
 
+    @property
+    def reading(self) -> bool:
+        """Whether a reading is under way: the next read goes on with entries decoded
+        already (it may find no more events in them) rather than decoding new ones."""
+        return self._pieces is not None
+
     def pending(self) -> bool:
         """Whether the journal has recorded entries the follower has not read."""
         return self.journal.recorded >= self._next_entry
+
+    def behind(self) -> int:
+        """How many entries the journal has recorded that the follower has not read (those
+        of a reading under way included)."""
+        return max(self.journal.recorded - max(self._next_entry, 1) + 1, 0)
 
     def read(self, limit: int) -> Page:
         """The next events (at most ``limit``), and the entries lost since the last read."""

@@ -17,10 +17,14 @@ the journal records. An event's line is the event as ``GET /nsqbox/journal`` lis
 The stream holds no more than one piece (at most :data:`PIECE_EVENTS` events) for its client:
 while the client does not read, nothing more is decoded, and the journal's ring, whose size is
 ``--journal-size`` whoever reads, is the only backlog. The stream looks for new entries every
-:data:`POLL` and decodes them on the loop the publishers share, a bounded piece at a time
-(:mod:`..domain.journal_follow`), and takes at most :data:`SHARE` of the loop's time: after
-each piece it waits as long as decoding it took. A stream that cannot keep up within
-that share falls behind, and then loses entries (a ``lost`` marker), rather than slowing the
+:data:`POLL` (:data:`IDLE_POLL` after a look that found none; at once while it is
+:data:`BEHIND` or more entries behind) and decodes them on the loop the publishers share,
+:data:`STEP_EVENTS` events at a time (:mod:`..domain.journal_follow`), with a turn for the
+publishers after each step, and takes at most :data:`SHARE` of the loop's time: after each
+piece it waits as long as its steps took (the poll's wait, when that is longer). So what a
+stream holds the loop for at once is one step (and a new reading's decoding of the entries
+recorded since the last poll), not a piece. A stream that cannot keep up within its share
+falls behind, and then loses entries (a ``lost`` marker), rather than slowing the
 publishers further.
 """
 
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from time import perf_counter
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -37,14 +41,29 @@ from ..domain.journal_follow import Follower
 if TYPE_CHECKING:
     from ..domain.journal import Journal
 
-__all__ = ["HEARTBEAT", "PIECE_EVENTS", "POLL", "SHARE", "stream_lines"]
+__all__ = [
+    "BEHIND",
+    "HEARTBEAT",
+    "IDLE_POLL",
+    "PIECE_EVENTS",
+    "POLL",
+    "SHARE",
+    "STEP_EVENTS",
+    "stream_lines",
+]
 
-#: How often a stream looks for new entries (seconds).
-POLL: Final = 0.05
+#: How often a stream looks for new entries (seconds) while it finds some...
+POLL: Final = 0.01
+#: ...and while it found none at its last look.
+IDLE_POLL: Final = 0.05
+#: How many entries behind a stream reads on at once, without waiting for the next poll.
+BEHIND: Final = 128
 #: A silent stream's heartbeat (seconds).
 HEARTBEAT: Final = 5.0
-#: The most events decoded and written as one piece of the body.
+#: The most events written as one piece of the body.
 PIECE_EVENTS: Final = 250
+#: The most events decoded in one go, between turns for the publishers (about 0.15 ms).
+STEP_EVENTS: Final = 50
 #: The most of the loop's time one stream takes decoding: after each piece it waits until
 #: the piece's decoding time is this share of the time since it began.
 SHARE: Final = 0.5
@@ -53,7 +72,12 @@ _encoder = msgspec.json.Encoder()
 
 
 async def stream_lines(
-    journal: Journal, follower: Follower, seconds: float, *, poll: float = POLL
+    journal: Journal,
+    follower: Follower,
+    seconds: float,
+    *,
+    poll: float = POLL,
+    idle_poll: float = IDLE_POLL,
 ) -> AsyncIterator[bytes]:
     """The body of one stream: pieces of JSON lines for ``seconds`` (module doc)."""
     import trio
@@ -64,26 +88,43 @@ async def stream_lines(
     yield encode({**start, "size": journal.size, "recorded": journal.recorded}) + b"\n"
     quiet_since = trio.current_time()
     while (now := trio.current_time()) < end:
+        owed, wait = 0.0, idle_poll
         if follower.pending():
-            began = perf_counter()
-            page = follower.read(PIECE_EVENTS)
-            lines = []
-            if page.lost:
-                lost = {"marker": "lost", "entries": page.lost, "next": page.lost_until}
-                lines.append(lost)
-            lines.extend(page.events)
-            piece = _encoder.encode_lines(lines)
+            wait = poll
+            piece: list[bytes] = []
+            held = 0
+            busy = 0.0  # the steps' time, not the turns' between them
+            while True:
+                began = perf_counter()
+                held += _step(follower, min(STEP_EVENTS, PIECE_EVENTS - held), piece)
+                busy += perf_counter() - began
+                if held >= PIECE_EVENTS or not follower.reading:
+                    break
+                await trio.lowlevel.checkpoint()  # a turn for the publishers between steps
             # the loop's share this stream may take: wait what the others are owed
-            owed = (perf_counter() - began) * (1 / SHARE - 1)
-            if lines:
-                yield piece
+            owed = busy * (1 / SHARE - 1)
+            if piece:
+                yield b"".join(piece)
                 quiet_since = trio.current_time()
-            await trio.sleep(owed)  # a turn for the publishers, at least
-            if follower.pending():
-                continue  # more already: no poll
+            if held >= PIECE_EVENTS or follower.behind() >= BEHIND:
+                await trio.sleep(owed)  # behind: no poll
+                continue
         elif now - quiet_since >= HEARTBEAT:
             beat = {"marker": "heartbeat", "time": journal.wall_ns(), "next": follower.after}
             yield encode(beat) + b"\n"
             quiet_since = now
-        await trio.sleep(min(poll, max(end - now, 0)))
+        await trio.sleep(max(owed, min(wait, end - now)))
     yield encode({"marker": "end", "next": follower.after}) + b"\n"
+
+
+def _step(follower: Follower, limit: int, piece: list[bytes]) -> int:
+    """Decode at most ``limit`` events (and a ``lost`` marker) and add their lines to
+    ``piece``; how many lines."""
+    page = follower.read(limit)
+    lines: list[Any] = []
+    if page.lost:
+        lines.append({"marker": "lost", "entries": page.lost, "next": page.lost_until})
+    lines += page.events
+    if lines:
+        piece.append(_encoder.encode_lines(lines))
+    return len(lines)
