@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import select
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 
 from nsqbox import cli
 from nsqbox.client import Config
-from nsqbox.client.blocking import Publisher
+from nsqbox.client.blocking import BlockingConsumer, Publisher
 from tests.helpers import real_nsqd as real_nsqd_process
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, ToolProcess, running_box
 
@@ -76,6 +77,29 @@ def test_journey_prints_each_event_of_one_message_with_wire_text_escaped(
     assert "\x07" not in out
     assert "via=PUB" in lines[0]
     assert "size=5" in lines[0]
+
+
+def test_journey_prints_a_deadline_as_it_prints_the_time(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    msg_id = publish(box, "jt_deadline", b"due")
+    with BlockingConsumer(tcp(box), "jt_deadline", "c") as consumer:
+        for message in consumer.messages(timeout=TIMEOUT):
+            message.finish()
+            break
+    status = cli.main(["journey", msg_id, f"--nsqd-http-address={http(box)}", "--json"])
+    out, _ = capsys.readouterr()
+    (delivered,) = [e for e in map(json.loads, out.splitlines()) if e["kind"] == "delivered"]
+    assert status == 0
+    assert isinstance(delivered["deadline"], int)  # --json keeps broker ns
+    status = cli.main(["journey", msg_id, f"--nsqd-http-address={http(box)}"])
+    out, err = capsys.readouterr()
+    assert (status, err) == (0, "")
+    (line,) = [line for line in out.splitlines() if line.split()[2] == "delivered"]
+    seconds, ns = divmod(delivered["deadline"], 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+    assert f'deadline="{stamp}.{ns // 1000:06d}"' in line
+    assert line.startswith(stamp[:10])  # the event's time, in the same form
 
 
 def test_journey_json_and_a_cluster_through_the_lookupd(
