@@ -106,8 +106,10 @@ def _haystack(message: Trouble | GivenUp, body: bytes) -> str:
 
 
 def _client(who: Who) -> str:
-    """A client in a few characters: its hostname, else its address (the journey has more)."""
-    return who.hostname or who.remote_address or (f"client {who.client}" if who.client else "-")
+    """A client in a few characters: its user agent, as the Journey view names a client (which
+    adds its address), else its hostname, its address or its connection's id."""
+    named = who.user_agent or who.hostname or who.remote_address
+    return named or (f"client {who.client}" if who.client else "-")
 
 
 class TroublesScreen(ReadingScreen["tuple[TroublesResult, GivenUpResult]"]):
