@@ -179,7 +179,7 @@ def test_the_troubles_view_lists_and_republishes_a_given_up_message(nsq: NSQBox)
         [gave] = [given_up.cells(k) for k in given_up.keys]
         assert (gave[3], gave[4], gave[8]) == ("2", "1", "give [red]up[/red]")  # not markup
         assert gave[6] == "the-worker"  # finished by: its user agent, not its hostname
-        assert screen.count == 1
+        assert (screen.count, screen.given_up_count) == (1, 1)
         assert screen.check_action("republish", ()) is None  # a message in trouble: no
         # the given-up table, its message republished to another topic
         given_up.focus()
