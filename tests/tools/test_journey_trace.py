@@ -9,6 +9,7 @@ timing: how fast ``trace`` keeps up is measured by ``bench/trace_bench.py``.
 from __future__ import annotations
 
 import json
+import os
 import select
 import subprocess
 import time
@@ -176,6 +177,62 @@ def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> Non
     assert (status, err) == (0, "")
     assert line.split()[2:5] == ["queued", "jt_lines/c", msg_id]
     assert "to=memory" in line
+
+
+@pytest.fixture
+def lone_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
+    """A box of its own (one nsqd), for a test that crashes or stops it."""
+    process = BoxProcess(tmp_path_factory.mktemp("lone"))
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+def stderr_until(tracer: ToolProcess, text: str) -> str:
+    """What the tracer writes on stderr, read until ``text`` is in it (at most TIMEOUT)."""
+    assert tracer.process.stderr is not None
+    fd = tracer.process.stderr.fileno()
+    seen = b""
+    while text.encode() not in seen:
+        readable, _, _ = select.select([fd], [], [], TIMEOUT)
+        assert readable, f"no {text!r} on stderr; so far: {seen!r}"
+        more = os.read(fd, 65536)
+        assert more, f"stderr ended without {text!r}: {seen!r}"
+        seen += more
+    return seen.decode()
+
+
+def node_control(box: BoxProcess, action: str) -> None:
+    """Crash or start the box's nsqd through the admin's node control."""
+    url = box.url("admin_http_address", f"/api/faults/{action}")
+    response = httpx.post(url, params={"node": "0"}, timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+    assert response.json()["running"] is (action == "start")
+
+
+def test_trace_follows_a_node_again_after_it_restarts(lone_box: BoxProcess) -> None:
+    node = http(lone_box)
+    tracer = ToolProcess(
+        "trace", "jt_back", f"--nsqd-http-address={node}", "--kind", "published", "-n", "1"
+    )
+    try:
+        assert "following jt_back on 1 nsqd(s)" in tracer.ready
+        node_control(lone_box, "crash")
+        lost = stderr_until(tracer, "\n")
+        node_control(lone_box, "start")
+        msg_id = publish(lone_box, "jt_back", b"after the restart")
+        status, out, err = tracer.wait()
+    finally:
+        tracer.kill()
+    # a person's words, not the HTTP client's ("incomplete chunked read")
+    assert lost.startswith(
+        f"nsqbox trace: lost the stream to {node}: it closed; following it again"
+    )
+    assert status == 0
+    assert "chunked" not in lost + err
+    (line,) = out.splitlines()
+    assert line.split()[2:5] == ["published", "jt_back", msg_id]
 
 
 @pytest.fixture
