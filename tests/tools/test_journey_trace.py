@@ -221,6 +221,7 @@ def test_trace_follows_a_node_again_after_it_restarts(lone_box: BoxProcess) -> N
         node_control(lone_box, "crash")
         lost = stderr_until(tracer, "\n")
         node_control(lone_box, "start")
+        back = stderr_until(tracer, f"following {node} again\n")
         msg_id = publish(lone_box, "jt_back", b"after the restart")
         status, out, err = tracer.wait()
     finally:
@@ -229,10 +230,35 @@ def test_trace_follows_a_node_again_after_it_restarts(lone_box: BoxProcess) -> N
     assert lost.startswith(
         f"nsqbox trace: lost the stream to {node}: it closed; following it again"
     )
-    assert status == 0
-    assert "chunked" not in lost + err
+    assert "(trying every 1s for up to 60s)" in lost
+    assert (status, err) == (0, "")
+    assert "chunked" not in lost + back
     (line,) = out.splitlines()
     assert line.split()[2:5] == ["published", "jt_back", msg_id]
+
+
+def test_trace_exits_1_when_the_box_stays_gone(lone_box: BoxProcess) -> None:
+    node = http(lone_box)
+    tracer = ToolProcess(
+        "trace", "jt_gone", f"--nsqd-http-address={node}", "--reconnect-timeout=1s"
+    )
+    try:
+        assert "following jt_gone on 1 nsqd(s)" in tracer.ready
+        assert lone_box.stop() == 0
+        status, out, err = tracer.wait()  # within TIMEOUT: the bound is 1s
+    finally:
+        tracer.kill()
+    assert (status, out) == (1, "")
+    assert "(trying every 1s for up to 1s)" in err
+    assert f"nsqbox trace: gave up on {node}: gone for 1s (--reconnect-timeout)" in err
+    assert err.rstrip().endswith("no nsqd left to follow")
+    assert "Traceback" not in err
+    assert "chunked" not in err
+
+
+def test_trace_refuses_a_negative_reconnect_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["trace", "t", "--reconnect-timeout=-1s"]) == 1
+    assert "--reconnect-timeout must not be negative" in capsys.readouterr().err
 
 
 @pytest.fixture
