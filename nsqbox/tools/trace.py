@@ -195,6 +195,7 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
     #: When the node went away (trio time), until a new stream of it starts.
     gone_since: float | None = None
     while True:
+        opened = trio.current_time()
         try:
             async with open_journal_stream(
                 node, _query(options, after), connect_timeout=timeout
@@ -217,7 +218,14 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
                     elif marker == "lost":
                         lost = doc.get("entries")
                         _note(f"{node}: lost {lost} journal entries (read too slowly)")
-            continue  # the stream ended (max_ms): go on with a new one at once
+            if not started:  # no start marker: not a journal stream
+                task_status.started(f"{node}: the stream ended before it started")
+                return
+            # the stream ended (max_ms): go on with a new one at once, unless the node ends
+            # its streams as soon as they start (it is not asked again in a tight loop)
+            if trio.current_time() - opened < RETRY:
+                await trio.sleep(RETRY)
+            continue
         except JournalUnsupported as exc:  # came back without a journal: no use trying
             if not started:
                 task_status.started(str(exc))

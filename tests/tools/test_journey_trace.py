@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,6 +256,53 @@ def test_trace_exits_1_when_the_box_stays_gone(lone_box: BoxProcess) -> None:
     assert err.rstrip().endswith("no nsqd left to follow")
     assert "Traceback" not in err
     assert "chunked" not in err
+
+
+@pytest.fixture
+def empty_answers() -> Iterator[str]:
+    """A peer that answers every HTTP request ``200`` with an empty body: its address."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(TIMEOUT)
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    more = conn.recv(4096)
+                    if not more:
+                        break
+                    request += more
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        host, port = listener.getsockname()
+        yield f"{host}:{port}"
+    finally:
+        stop.set()
+        thread.join(TIMEOUT)
+        listener.close()
+
+
+def test_trace_of_a_peer_whose_stream_never_starts(empty_answers: str) -> None:
+    traced = subprocess.run(
+        [*NSQBOX, "trace", "t", f"--nsqd-http-address={empty_answers}"],
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert traced.returncode == 1
+    assert f"{empty_answers}: the stream ended before it started".encode() in traced.stderr
+    assert b"no nsqd to follow" in traced.stderr
+    assert b"Traceback" not in traced.stderr
 
 
 def test_trace_refuses_a_negative_reconnect_timeout(capsys: pytest.CaptureFixture[str]) -> None:
