@@ -130,7 +130,7 @@ class Trace:
         self.following = 0
         self.stranded = False
 
-    def given_up(self) -> None:
+    def drop_node(self) -> None:
         """A node that was followed is given up on; the trace is done when none is left."""
         self.following -= 1
         if self.following <= 0:
@@ -180,7 +180,7 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
     Reports ``task_status`` once the first stream has started (None), or why it could not
     (and returns). A stream lost later is noted and followed by a new one, tried every
     :data:`RETRY` seconds for the trace's ``reconnect_timeout``; past it, the node is given
-    up on (:meth:`Trace.given_up`) and this returns.
+    up on (:meth:`Trace.drop_node`) and this returns.
     """
     import trio
 
@@ -231,7 +231,7 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
                 task_status.started(str(exc))
                 return
             _note(f"{exc}; no longer following it")
-            trace.given_up()
+            trace.drop_node()
             return
         except JournalError as exc:  # JournalStreamLost too: "lost the stream to NODE: ..."
             if not started:
@@ -245,7 +245,7 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
             gone_since = now
         elif bound and now - gone_since >= bound:
             _note(f"gave up on {node}: gone for {bound:g}s (--reconnect-timeout)")
-            trace.given_up()
+            trace.drop_node()
             return
         await trio.sleep(RETRY)
 
