@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, TypeVar
+from typing import Annotated, Final, TypeVar
 
 import msgspec
 
@@ -165,7 +165,13 @@ class _TroublesPage(msgspec.Struct):
     messages: list[Trouble] = []
 
 
+#: The most given-up messages an nsqd keeps (docs/journeys.md): a node saying more is wrong.
+_MOST_GIVEN_UP: Final = 10_000
+
+
 class _GivenUpPage(msgspec.Struct):
+    #: None from a node older than the count (it listed what it has, up to the limit).
+    count: int | None = None
     messages: list[GivenUp] = []
 
 
@@ -255,7 +261,8 @@ class NodeJournal:
     journal off; ``error`` then says :data:`NOT_SUPPORTED` or :data:`JOURNAL_OFF`, or the
     request's failure. ``recorded`` (entries ever recorded) and ``oldest`` (the first event
     number the ring still holds) are the node's for event queries; ``count`` is how many
-    messages the channel has in trouble for troubles queries.
+    messages the channel has in trouble, or given up on (at the query's ``attempts`` or
+    later), for those lists: ``more`` when it is more than were ``listed``.
     """
 
     node: str
@@ -300,6 +307,11 @@ class GivenUpResult:
     messages: list[GivenUp] = field(default_factory=list)
     nodes: list[NodeJournal] = field(default_factory=list)
     errors: tuple[UpstreamError, ...] = ()
+
+    @property
+    def count(self) -> int:
+        """How many messages the channel's clients gave up on, over the nodes that said."""
+        return sum(n.count for n in self.nodes)
 
 
 def _report(producer: Producer, answer: object, errors: list[UpstreamError]) -> NodeJournal:
@@ -429,7 +441,11 @@ async def read_given_up(
     merged = GivenUpResult(nodes=[report for report, _ in replies], errors=errors)
     for report, page in replies:
         if page is not None:
-            report.listed = report.count = len(page.messages)
+            report.listed = len(page.messages)
+            # a node's own word, bounded: no fewer than it listed, no more than it may keep
+            told = report.listed if page.count is None else page.count
+            report.count = max(report.listed, min(told, _MOST_GIVEN_UP))
+            report.more = report.count > report.listed
             merged.messages.extend(_tagged(page.messages, report.node))
     merged.messages.sort(key=lambda m: m.time, reverse=True)
     return merged

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DOCUMENT",
     "MAX_EVENTS",
+    "REPR_BODY",
     "GivenUp",
     "JournalError",
     "JournalUnsupported",
@@ -172,9 +173,17 @@ def read_events(
     return merged
 
 
-@dataclass(frozen=True, slots=True)
+#: The most body bytes a :class:`GivenUp`'s repr shows.
+REPR_BODY: Final = 32
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class GivenUp:
-    """A message finished after earlier deliveries of it failed (docs/journeys.md)."""
+    """A message finished after earlier deliveries of it failed (docs/journeys.md).
+
+    Its repr shows the first :data:`REPR_BODY` bytes of the body and the message's size, as
+    a client :class:`~nsqbox.client.Message`'s does, so an assertion's report stays short.
+    """
 
     id: str
     body: bytes
@@ -190,6 +199,14 @@ class GivenUp:
     #: and ``client_id`` the nsqd knew.
     finished_by: dict[str, Any]
     node: str
+
+    def __repr__(self) -> str:
+        more = "..." if len(self.body) > REPR_BODY else ""
+        return (
+            f"GivenUp(id={self.id!r}, node={self.node!r}, attempts={self.attempts}, "
+            f"requeues={self.requeues}, timeouts={self.timeouts}, size={self.size}, "
+            f"body={self.body[:REPR_BODY]!r}{more})"
+        )
 
 
 def given_up(

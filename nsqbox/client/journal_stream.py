@@ -4,7 +4,10 @@ What ``nsqbox trace`` reads each node with (docs/journeys.md, "Following"): one 
 request on its own connection (h11 on a trio TCP stream), its body's lines decoded as JSON
 objects as they arrive. Each line is at most :data:`MAX_LINE` bytes; a longer one, a body
 that is not JSON lines, or a connection that breaks ends :func:`open_journal_stream`'s
-iterator with :class:`~.journal.JournalError`. An answer other than ``200`` raises the
+iterator with :class:`~.journal.JournalError`; a stream the node closed or whose connection
+broke once it had started, as when the node stops or restarts, with its subclass
+:class:`JournalStreamLost` ("lost the stream to NODE: it closed"). An answer other than
+``200`` raises the
 error :func:`~.journal.status_error` gives for it: :class:`~.journal.JournalUnsupported` for
 real nsqd ("not supported by this nsqd") or a journal turned off.
 
@@ -28,7 +31,7 @@ from ..net.addresses import split_host_port
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .journal import JournalError, status_error
 
-__all__ = ["MAX_LINE", "JournalStream", "open_journal_stream"]
+__all__ = ["MAX_LINE", "JournalStream", "JournalStreamLost", "open_journal_stream"]
 
 #: The longest line a stream may send (an event is a few hundred bytes).
 MAX_LINE: Final = 1024 * 1024
@@ -36,6 +39,11 @@ MAX_LINE: Final = 1024 * 1024
 _ERROR_BODY: Final = 64 * 1024
 _RECEIVE: Final = 64 * 1024
 _DECODER: Final = msgspec.json.Decoder(dict[str, Any])
+
+
+class JournalStreamLost(JournalError):
+    """A stream that had started ended before its end: the node closed the connection in the
+    middle of the body, or the connection broke (the node stopped, crashed or restarted)."""
 
 
 class JournalStream:
@@ -47,19 +55,29 @@ class JournalStream:
         self._conn = conn
         self._buffer = b""
         self._lines: deque[bytes] = deque()
+        #: The node answered 200: from now on a connection that ends loses the stream.
+        self._started = False
+        #: The node closed the connection (its end of file was read).
+        self._closed = False
 
     async def _event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
         while True:
             try:
                 event = self._conn.next_event()
             except h11.RemoteProtocolError as exc:
+                if self._started and self._closed:  # "incomplete chunked read": it stopped
+                    raise JournalStreamLost(f"lost the stream to {self.node}: it closed") from None
                 raise JournalError(f"{self.node}: a broken answer ({exc})") from None
             if event is not h11.NEED_DATA:
                 return event
             try:
                 data = await self._stream.receive_some(_RECEIVE)
             except trio.BrokenResourceError as exc:
+                if self._started:
+                    lost = f"lost the stream to {self.node}: the connection broke ({exc})"
+                    raise JournalStreamLost(lost) from None
                 raise JournalError(f"{self.node}: the connection broke ({exc})") from None
+            self._closed = not data
             self._conn.receive_data(data)
 
     async def _status(self) -> None:
@@ -68,6 +86,7 @@ class JournalStream:
         if not isinstance(event, h11.Response):
             raise JournalError(f"{self.node}: no answer")
         if event.status_code == 200:
+            self._started = True
             return
         body = b""
         while len(body) < _ERROR_BODY:

@@ -14,7 +14,8 @@ node or fails.
 - ``events(topic=..., channel=..., kind=..., id=..., client=..., since=..., until=...,
   node=None)``: the events that match, over every node (or nsqd ``node``), in the same form;
 - ``given_up(topic, channel, attempts=0, node=None)``: the channel's messages clients gave up
-  on (:class:`~nsqbox.client.journal.GivenUp`, with their bodies), newest first per node.
+  on (:class:`~nsqbox.client.journal.GivenUp`, with their bodies), newest first per node:
+  the newest 1000 of each node (the route's most; a node keeps up to 10000).
 
 The sync handle (:class:`JournalAccess`) has ``ajourney``, ``aevents`` and ``agiven_up`` for
 asyncio and trio tests; the trio-native handle's are awaited (:class:`TrioJournalAccess`).

@@ -8,10 +8,10 @@
 It reads each nsqd's journal (``GET /nsqbox/journal?id=ID``, every page) and prints the
 message's events merged in broker-time order, one line each: the time (UTC), the node when
 there are several, the kind, the topic and channel, then the event's fields as
-``name=value`` (docs/journeys.md lists them). ``--json`` prints each event as one JSON
-line instead, with its ``node``. The nsqds are the ``--nsqd-http-address`` ones (default
-``127.0.0.1:4151``) or every nsqd the ``--lookupd-http-address`` lookupds list, as NSQ's
-tools take them.
+``name=value`` (docs/journeys.md lists them; a ``deadline`` written as the time is).
+``--json`` prints each event as one JSON line instead, with its ``node``. The nsqds are
+the ``--nsqd-http-address`` ones (default ``127.0.0.1:4151``) or every nsqd the
+``--lookupd-http-address`` lookupds list, as NSQ's tools take them.
 
 Real nsqd keeps no journal: an nsqd without the route is reported as "not supported by this
 nsqd" on stderr, and when no nsqd could be read the exit status is 1 (as it is when no node
@@ -41,6 +41,8 @@ __all__ = ["describe", "event_json", "journey_flag_set", "main", "nodes_of"]
 
 #: The fields every event line starts with (the rest follow as ``name=value``).
 _HEAD = ("n", "time", "kind", "topic", "channel", "id", "node")
+#: The other fields that are broker times (ns): printed as the event's time is.
+_TIMES = frozenset({"deadline"})
 
 
 @dataclass(slots=True)
@@ -135,7 +137,8 @@ def _when(ns: Any) -> str:
 
 def describe(event: dict[str, Any], *, node: bool = False, id: bool = False) -> str:
     """One event as a line for a terminal: time, (``node``), kind, topic/channel, (``id``),
-    then the other fields as ``name=value``, every string made safe to show."""
+    then the other fields as ``name=value``, every string made safe to show; a broker time
+    (``deadline``) is written as the event's time is (UTC, to the microsecond)."""
     place = _value(event.get("topic", ""))
     if event.get("channel"):
         place += "/" + _value(event.get("channel"))
@@ -145,7 +148,9 @@ def describe(event: dict[str, Any], *, node: bool = False, id: bool = False) -> 
     parts += [f"{_value(event.get('kind', '')):<9}", place]
     if id:
         parts.append(_value(event.get("id", "")))
-    parts += [f"{k}={_value(v)}" for k, v in event.items() if k not in _HEAD]
+    parts += [
+        f"{k}={_value(_when(v) if k in _TIMES else v)}" for k, v in event.items() if k not in _HEAD
+    ]
     return "  ".join(parts)
 
 

@@ -15,11 +15,17 @@ order; several nodes' are printed as they come. ``-n N`` stops after N events; S
 SIGTERM stop it (exit status 0). Once every stream has started, it says so on stderr.
 
 A stream lasts at most an hour: the trace goes on with a new one from where the last one
-ended, and so it does, after a second, when a node restarts. When the trace reads more
+ended. When a node stops, crashes or restarts under it, the trace says so on stderr ("lost
+the stream to NODE: it closed") and tries the node again every second, for
+``--reconnect-timeout`` (default 60s; 0: for as long as the trace runs, as ``nsq_tail`` and
+go-nsq's consumers reconnect to an nsqd they were given). A node back within that time is
+followed again from where its stream ended (a restarted node's journal starts anew); a node
+gone for longer is given up on, and once no node is left to follow the trace exits with
+status 1, as it does when no node can be followed at the start. When the trace reads more
 slowly than a node records, the node's ring drops what the trace had not read yet: the
 trace says how many entries it lost, on stderr, and goes on (docs/journeys.md, "The
 bounds"). Real nsqd keeps no journal: its nodes are reported as "not supported by this
-nsqd", and with no node to follow the exit status is 1.
+nsqd".
 """
 
 from __future__ import annotations
@@ -37,10 +43,13 @@ from .journey import Nodes, add_node_flags, describe, event_json, node_options, 
 if TYPE_CHECKING:
     import trio
 
-__all__ = ["RETRY", "main", "trace_flag_set"]
+__all__ = ["RECONNECT_TIMEOUT", "RETRY", "main", "trace_flag_set"]
 
-#: How long the trace waits before it follows a node again that went away (seconds).
+#: How long the trace waits before it tries again a node that went away (seconds).
 RETRY: Final = 1.0
+#: How long it tries a node that went away before it gives up on it, by default (seconds):
+#: go-nsq's consumers try an nsqd again every minute (its ``LookupdPollInterval``).
+RECONNECT_TIMEOUT: Final = 60.0
 
 
 @dataclass(slots=True)
@@ -53,11 +62,15 @@ class TraceOptions:
     count: int
     as_json: bool
     nodes: Nodes
+    #: How long a node that went away is tried again (seconds; 0: as long as the trace runs).
+    reconnect_timeout: float
 
 
 USAGE = """\
 usage: nsqbox trace TOPIC [CHANNEL] [flags]
-  a line per event of TOPIC's messages (of CHANNEL's copies only) as it happens
+  a line per event of TOPIC's messages (of CHANNEL's copies only) as it happens; a node that
+  stops or restarts is tried again every second for --reconnect-timeout, and the trace exits
+  with status 1 once no node is left to follow
 """
 
 
@@ -66,6 +79,11 @@ def trace_flag_set() -> FlagSet:
     flags = FlagSet("nsqbox trace")
     flags.add_string("kind", "", "only these kinds of event (comma-separated)")
     flags.add_int("n", 0, "stop after this many events (0: at SIGINT or SIGTERM)")
+    flags.add_duration(
+        "reconnect-timeout",
+        RECONNECT_TIMEOUT,
+        "how long to try again an nsqd that went away before giving up on it (0: forever)",
+    )
     add_node_flags(flags)
     return flags
 
@@ -83,6 +101,9 @@ def _options(flags: FlagSet, args: ParsedArgs) -> TraceOptions:
     count = int(flags["n"].value.value)
     if count < 0:
         raise Fatal("-n must not be negative")
+    reconnect_timeout = float(flags["reconnect-timeout"].value.value)
+    if reconnect_timeout < 0:
+        raise Fatal("--reconnect-timeout must not be negative")
     return TraceOptions(
         topic=topic,
         channel=channel,
@@ -90,6 +111,7 @@ def _options(flags: FlagSet, args: ParsedArgs) -> TraceOptions:
         count=count,
         as_json=bool(flags["json"].value.value),
         nodes=node_options(flags),
+        reconnect_timeout=reconnect_timeout,
     )
 
 
@@ -104,6 +126,16 @@ class Trace:
         self.several = several
         self.shown = 0
         self.done = trio.Event()
+        #: The nodes followed now; when the last one is given up on, the trace is over.
+        self.following = 0
+        self.stranded = False
+
+    def drop_node(self) -> None:
+        """A node that was followed is given up on; the trace is done when none is left."""
+        self.following -= 1
+        if self.following <= 0:
+            self.stranded = True
+            self.done.set()
 
     def show(self, event: dict[str, Any], *, flush: bool = True) -> None:
         """Print one event (``flush``: and what was printed before); set :attr:`done` when
@@ -130,30 +162,44 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
-async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str | None]) -> None:
-    """Print ``node``'s events until cancelled: a stream, then the next from its end.
-
-    Reports ``task_status`` once the first stream has started (None), or why it could not
-    (and returns); later failures are noted and followed by a new stream.
-    """
-    import trio
-
-    from ..client.journal import JournalError
-    from ..client.journal_stream import open_journal_stream
-
-    options = trace.options
+def _query(options: TraceOptions, after: int | None) -> dict[str, str | int]:
+    """The stream's parameters: the trace's filters, and where to go on from."""
     params: dict[str, str | int] = {"topic": options.topic}
     if options.channel:
         params["channel"] = options.channel
     if options.kinds:
         params["kind"] = options.kinds
+    if after is not None:
+        params["after"] = after
+    return params
+
+
+async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str | None]) -> None:
+    """Print ``node``'s events until cancelled: a stream, then the next from its end.
+
+    Reports ``task_status`` once the first stream has started (None), or why it could not
+    (and returns). A stream lost later is noted and followed by a new one, tried every
+    :data:`RETRY` seconds for the trace's ``reconnect_timeout``; past it, the node is given
+    up on (:meth:`Trace.drop_node`) and this returns.
+    """
+    import trio
+
+    from ..client.journal import JournalError, JournalUnsupported
+    from ..client.journal_stream import open_journal_stream
+
+    options = trace.options
+    bound = options.reconnect_timeout
+    timeout = options.nodes.timeout
     after: int | None = None
     started = False
-    timeout = options.nodes.timeout
+    #: When the node went away (trio time), until a new stream of it starts.
+    gone_since: float | None = None
     while True:
-        query = params if after is None else {**params, "after": after}
+        opened = trio.current_time()
         try:
-            async with open_journal_stream(node, query, connect_timeout=timeout) as stream:
+            async with open_journal_stream(
+                node, _query(options, after), connect_timeout=timeout
+            ) as stream:
                 async for doc in stream:
                     marker = doc.get("marker")
                     following = doc.get("next") if marker else doc.get("n")
@@ -164,16 +210,44 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
                         trace.show({**doc, "node": node}, flush=not stream.buffered)
                     elif marker == "start" and not started:
                         started = True
+                        trace.following += 1
                         task_status.started(None)
+                    elif marker == "start" and gone_since is not None:
+                        gone_since = None
+                        _note(f"following {node} again")
                     elif marker == "lost":
                         lost = doc.get("entries")
                         _note(f"{node}: lost {lost} journal entries (read too slowly)")
-        except JournalError as exc:
+            if not started:  # no start marker: not a journal stream
+                task_status.started(f"{node}: the stream ended before it started")
+                return
+            # the stream ended (max_ms): go on with a new one at once, unless the node ends
+            # its streams as soon as they start (it is not asked again in a tight loop)
+            if trio.current_time() - opened < RETRY:
+                await trio.sleep(RETRY)
+            continue
+        except JournalUnsupported as exc:  # came back without a journal: no use trying
             if not started:
                 task_status.started(str(exc))
                 return
-            _note(f"{exc}; following it again in {RETRY:g}s")
-            await trio.sleep(RETRY)
+            _note(f"{exc}; no longer following it")
+            trace.drop_node()
+            return
+        except JournalError as exc:  # JournalStreamLost too: "lost the stream to NODE: ..."
+            if not started:
+                task_status.started(str(exc))
+                return
+            if gone_since is None:
+                how_long = f" for up to {bound:g}s" if bound else ""
+                _note(f"{exc}; following it again (trying every {RETRY:g}s{how_long})")
+        now = trio.current_time()
+        if gone_since is None:
+            gone_since = now
+        elif bound and now - gone_since >= bound:
+            _note(f"gave up on {node}: gone for {bound:g}s (--reconnect-timeout)")
+            trace.drop_node()
+            return
+        await trio.sleep(RETRY)
 
 
 async def _trace(options: TraceOptions) -> None:
@@ -204,6 +278,8 @@ async def _trace(options: TraceOptions) -> None:
             nursery.start_soon(stop_on_signal)
             await trace.done.wait()
             nursery.cancel_scope.cancel()
+    if trace.stranded:
+        raise Fatal("no nsqd left to follow")
 
 
 def main(argv: list[str]) -> int:

@@ -164,6 +164,42 @@ async def test_a_journey_through_the_admin_names_its_node_and_clients(box: Box) 
     assert (status, none["messages"]) == (200, [])
 
 
+async def test_given_up_counts_what_it_does_not_list(box: Box) -> None:
+    await box.create_channel(0, "quits", "c")
+    for body in (b"first", b"second"):
+        await pub(box, 0, "quits", body)
+    consumer = await RawConn.open(box.addresses.nsqds[0].tcp)
+    try:
+        await consumer.sub("quits", "c", rdy=1)
+        finished = 0
+        while finished < 2:  # each message fails once, then is finished: given up on
+            message = await consumer.message()
+            if message.attempts == 1:
+                await consumer.send(b"REQ " + message.id + b" 0\n")
+            else:
+                await consumer.send(b"FIN " + message.id + b"\n")
+                finished += 1
+        await eventually(lambda: recorded(box, 0, "given_up", "quits", 2))
+    finally:
+        await consumer.aclose()
+    status, doc = await api(box, "/api/given_up/quits/c", limit="1")
+    assert status == 200, doc
+    assert (doc["count"], len(doc["messages"])) == (2, 1)  # as /api/troubles counts
+    (report,) = doc["nodes"]  # the topic's one node
+    assert {k: report[k] for k in ("node", "count", "listed", "more")} == {
+        "node": box.nsqd_http(0),
+        "count": 2,
+        "listed": 1,
+        "more": True,
+    }
+    status, whole = await api(box, "/api/given_up/quits/c")
+    assert (status, whole["count"], whole["nodes"][0]["more"]) == (200, 2, False)
+    assert whole["messages"][0] == doc["messages"][0]  # newest first
+    assert sorted(base64.b64decode(m["body"]) for m in whole["messages"]) == [b"first", b"second"]
+    status, doc = await api(box, "/api/given_up/quits/c", attempts="3")
+    assert (status, doc["count"], doc["messages"]) == (200, 0, [])
+
+
 async def test_troubles_merge_the_nodes(box: Box) -> None:
     for index in (0, 1):
         await box.create_channel(index, "bumpy", "c")

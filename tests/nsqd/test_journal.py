@@ -127,10 +127,11 @@ async def test_requeued_twice_then_finished(
     # finished after two failed deliveries: given up on (at attempt 3), with its body
     given = await get(client, server, "/nsqbox/journal/given_up", topic="t", channel="c")
     assert [(m["id"], m["attempts"], m["requeues"]) for m in given["messages"]] == [(msg_id, 3, 2)]
+    assert given["count"] == 1
     assert base64.b64decode(given["messages"][0]["body"]) == b"payload"
     assert given["messages"][0]["finished_by"]["user_agent"] == "agent-3"
     none = await get(client, server, "/nsqbox/journal/given_up", topic="t", channel="c", attempts=4)
-    assert none["messages"] == []
+    assert (none["count"], none["messages"]) == (0, [])
     troubles = await get(client, server, "/nsqbox/journal/troubles", topic="t", channel="c")
     assert (troubles["count"], troubles["messages"]) == (0, [])  # finished: no longer
 

@@ -17,7 +17,7 @@ import trio
 
 from nsqbox.client import Config
 from nsqbox.client.blocking import BlockingConsumer
-from nsqbox.client.journal import JournalUnsupported
+from nsqbox.client.journal import REPR_BODY, JournalUnsupported
 from nsqbox.testing import BoxAddresses, NoProcBox, NSQBox
 from nsqbox.testing.boxes import ThreadBox
 from nsqbox.testing.config import ClusterSpec
@@ -128,7 +128,8 @@ def test_bad_ids_are_refused_before_any_request(box: NSQBox) -> None:
 async def test_the_trio_handle(nursery: trio.Nursery, tmp_path: Path) -> None:
     box = await open_trio_box(nursery, ClusterSpec(), str(tmp_path / "trio"))
     topic = box.name("jh_trio")
-    await box.publish(topic, b"payload")
+    payload = b"payload " * 8192  # 64 KiB
+    await box.publish(topic, payload)
     address = str(box.addresses.nsqd_tcp[0])
     msg_id = await trio.to_thread.run_sync(fail_twice_then_finish, address, topic, "c")
     await box.wait_for(topic, "c", in_flight=0, depth=0)
@@ -137,7 +138,12 @@ async def test_the_trio_handle(nursery: trio.Nursery, tmp_path: Path) -> None:
     assert kinds[-1] == "finished"
     assert len(await box.events(topic=topic, kind="delivered")) == 3
     (gave,) = await box.given_up(topic, "c")
-    assert gave.body == b"payload"
+    assert (gave.body, gave.size) == (payload, len(payload))
+    # its repr is a preview: an assertion that shows it does not print 64 KiB
+    assert repr(gave) == (
+        f"GivenUp(id={gave.id!r}, node={gave.node!r}, attempts=3, requeues=2, timeouts=0, "
+        f"size=65536, body={payload[:REPR_BODY]!r}...)"
+    )
     nursery.cancel_scope.cancel()
 
 

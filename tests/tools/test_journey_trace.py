@@ -9,8 +9,12 @@ timing: how fast ``trace`` keeps up is measured by ``bench/trace_bench.py``.
 from __future__ import annotations
 
 import json
+import os
 import select
+import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,7 @@ import pytest
 
 from nsqbox import cli
 from nsqbox.client import Config
-from nsqbox.client.blocking import Publisher
+from nsqbox.client.blocking import BlockingConsumer, Publisher
 from tests.helpers import real_nsqd as real_nsqd_process
 from tests.tools.box_process import NSQBOX, TIMEOUT, BoxProcess, ToolProcess, running_box
 
@@ -76,6 +80,29 @@ def test_journey_prints_each_event_of_one_message_with_wire_text_escaped(
     assert "\x07" not in out
     assert "via=PUB" in lines[0]
     assert "size=5" in lines[0]
+
+
+def test_journey_prints_a_deadline_as_it_prints_the_time(
+    box: BoxProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    msg_id = publish(box, "jt_deadline", b"due")
+    with BlockingConsumer(tcp(box), "jt_deadline", "c") as consumer:
+        for message in consumer.messages(timeout=TIMEOUT):
+            message.finish()
+            break
+    status = cli.main(["journey", msg_id, f"--nsqd-http-address={http(box)}", "--json"])
+    out, _ = capsys.readouterr()
+    (delivered,) = [e for e in map(json.loads, out.splitlines()) if e["kind"] == "delivered"]
+    assert status == 0
+    assert isinstance(delivered["deadline"], int)  # --json keeps broker ns
+    status = cli.main(["journey", msg_id, f"--nsqd-http-address={http(box)}"])
+    out, err = capsys.readouterr()
+    assert (status, err) == (0, "")
+    (line,) = [line for line in out.splitlines() if line.split()[2] == "delivered"]
+    seconds, ns = divmod(delivered["deadline"], 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+    assert f'deadline="{stamp}.{ns // 1000:06d}"' in line
+    assert line.startswith(stamp[:10])  # the event's time, in the same form
 
 
 def test_journey_json_and_a_cluster_through_the_lookupd(
@@ -152,6 +179,135 @@ def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> Non
     assert (status, err) == (0, "")
     assert line.split()[2:5] == ["queued", "jt_lines/c", msg_id]
     assert "to=memory" in line
+
+
+@pytest.fixture
+def lone_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoxProcess]:
+    """A box of its own (one nsqd), for a test that crashes or stops it."""
+    process = BoxProcess(tmp_path_factory.mktemp("lone"))
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+def stderr_until(tracer: ToolProcess, text: str) -> str:
+    """What the tracer writes on stderr, read until ``text`` is in it (at most TIMEOUT)."""
+    assert tracer.process.stderr is not None
+    fd = tracer.process.stderr.fileno()
+    seen = b""
+    while text.encode() not in seen:
+        readable, _, _ = select.select([fd], [], [], TIMEOUT)
+        assert readable, f"no {text!r} on stderr; so far: {seen!r}"
+        more = os.read(fd, 65536)
+        assert more, f"stderr ended without {text!r}: {seen!r}"
+        seen += more
+    return seen.decode()
+
+
+def node_control(box: BoxProcess, action: str) -> None:
+    """Crash or start the box's nsqd through the admin's node control."""
+    url = box.url("admin_http_address", f"/api/faults/{action}")
+    response = httpx.post(url, params={"node": "0"}, timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+    assert response.json()["running"] is (action == "start")
+
+
+def test_trace_follows_a_node_again_after_it_restarts(lone_box: BoxProcess) -> None:
+    node = http(lone_box)
+    tracer = ToolProcess(
+        "trace", "jt_back", f"--nsqd-http-address={node}", "--kind", "published", "-n", "1"
+    )
+    try:
+        assert "following jt_back on 1 nsqd(s)" in tracer.ready
+        node_control(lone_box, "crash")
+        lost = stderr_until(tracer, "\n")
+        node_control(lone_box, "start")
+        back = stderr_until(tracer, f"following {node} again\n")
+        msg_id = publish(lone_box, "jt_back", b"after the restart")
+        status, out, err = tracer.wait()
+    finally:
+        tracer.kill()
+    # a person's words, not the HTTP client's ("incomplete chunked read")
+    assert lost.startswith(
+        f"nsqbox trace: lost the stream to {node}: it closed; following it again"
+    )
+    assert "(trying every 1s for up to 60s)" in lost
+    assert (status, err) == (0, "")
+    assert "chunked" not in lost + back
+    (line,) = out.splitlines()
+    assert line.split()[2:5] == ["published", "jt_back", msg_id]
+
+
+def test_trace_exits_1_when_the_box_stays_gone(lone_box: BoxProcess) -> None:
+    node = http(lone_box)
+    tracer = ToolProcess(
+        "trace", "jt_gone", f"--nsqd-http-address={node}", "--reconnect-timeout=1s"
+    )
+    try:
+        assert "following jt_gone on 1 nsqd(s)" in tracer.ready
+        assert lone_box.stop() == 0
+        status, out, err = tracer.wait()  # within TIMEOUT: the bound is 1s
+    finally:
+        tracer.kill()
+    assert (status, out) == (1, "")
+    assert "(trying every 1s for up to 1s)" in err
+    assert f"nsqbox trace: gave up on {node}: gone for 1s (--reconnect-timeout)" in err
+    assert err.rstrip().endswith("no nsqd left to follow")
+    assert "Traceback" not in err
+    assert "chunked" not in err
+
+
+@pytest.fixture
+def empty_answers() -> Iterator[str]:
+    """A peer that answers every HTTP request ``200`` with an empty body: its address."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(TIMEOUT)
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    more = conn.recv(4096)
+                    if not more:
+                        break
+                    request += more
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        host, port = listener.getsockname()
+        yield f"{host}:{port}"
+    finally:
+        stop.set()
+        thread.join(TIMEOUT)
+        listener.close()
+
+
+def test_trace_of_a_peer_whose_stream_never_starts(empty_answers: str) -> None:
+    traced = subprocess.run(
+        [*NSQBOX, "trace", "t", f"--nsqd-http-address={empty_answers}"],
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert traced.returncode == 1
+    assert f"{empty_answers}: the stream ended before it started".encode() in traced.stderr
+    assert b"no nsqd to follow" in traced.stderr
+    assert b"Traceback" not in traced.stderr
+
+
+def test_trace_refuses_a_negative_reconnect_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["trace", "t", "--reconnect-timeout=-1s"]) == 1
+    assert "--reconnect-timeout must not be negative" in capsys.readouterr().err
 
 
 @pytest.fixture

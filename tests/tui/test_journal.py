@@ -174,10 +174,12 @@ def test_the_troubles_view_lists_and_republishes_a_given_up_message(nsq: NSQBox)
         # node, id, requeued, timed out, held, last client, since, size, body
         [trouble] = [troubles.cells(k) for k in troubles.keys]
         assert (trouble[2], trouble[3], trouble[7], trouble[8]) == ("1", "0", "11", "keep trying")
+        assert trouble[5] == "the-worker"  # the last client by its user agent, as a journey
         # node, id, finished, attempt, requeued, timed out, finished by, size, body
         [gave] = [given_up.cells(k) for k in given_up.keys]
         assert (gave[3], gave[4], gave[8]) == ("2", "1", "give [red]up[/red]")  # not markup
-        assert screen.count == 1
+        assert gave[6] == "the-worker"  # finished by: its user agent, not its hostname
+        assert (screen.count, screen.given_up_count) == (1, 1)
         assert screen.check_action("republish", ()) is None  # a message in trouble: no
         # the given-up table, its message republished to another topic
         given_up.focus()

@@ -18,9 +18,9 @@ GET      /api/troubles/:topic/:channel          ``{topic, channel, count, messag
                                                 message}``: the channel's messages in trouble
                                                 (requeued or timed out, not finished) on every
                                                 node, oldest trouble first
-GET      /api/given_up/:topic/:channel          ``{topic, channel, messages, nodes, message}``:
-                                                the messages the channel's clients gave up on,
-                                                newest first
+GET      /api/given_up/:topic/:channel          ``{topic, channel, count, messages, nodes,
+                                                message}``: the messages the channel's clients
+                                                gave up on, on every node, newest first
 =======  =====================================  =================================================
 
 ``/api/journey`` asks every nsqd (with ``topic``, the topic's nodes only) and pages like the
@@ -232,7 +232,7 @@ def add_journal_routes(
         query = troubles_query(request, troubles=False)
         nodes, errors = await channel_nodes(request, query)
         result = await read_given_up(info, nodes, query)
-        return _listed("given-up messages", query, result, errors)
+        return _listed("given-up messages", query, result, errors, count=result.count)
 
     router.add("GET", "/api/journey/:id", journey, nsqbox_only=True)
     router.add("GET", "/api/journal/:topic", journal, nsqbox_only=True)

@@ -106,8 +106,10 @@ def _haystack(message: Trouble | GivenUp, body: bytes) -> str:
 
 
 def _client(who: Who) -> str:
-    """A client in a few characters: its hostname, else its address (the journey has more)."""
-    return who.hostname or who.remote_address or (f"client {who.client}" if who.client else "-")
+    """A client in a few characters: its user agent, as the Journey view names a client (which
+    adds its address), else its hostname, its address or its connection's id."""
+    named = who.user_agent or who.hostname or who.remote_address
+    return named or (f"client {who.client}" if who.client else "-")
 
 
 class TroublesScreen(ReadingScreen["tuple[TroublesResult, GivenUpResult]"]):
@@ -128,6 +130,8 @@ class TroublesScreen(ReadingScreen["tuple[TroublesResult, GivenUpResult]"]):
         self.given_up: list[GivenUp] = []
         #: How many messages the channel has in trouble (more may be than are listed).
         self.count = 0
+        #: How many messages its clients gave up on (likewise).
+        self.given_up_count = 0
         self.reports: list[NodeJournal] = []
         self._trouble_rows: list[tuple[Row, str]] = []
         self._given_up_rows: list[tuple[Row, str]] = []
@@ -154,11 +158,13 @@ class TroublesScreen(ReadingScreen["tuple[TroublesResult, GivenUpResult]"]):
     def take(self, answer: tuple[TroublesResult, GivenUpResult] | None) -> None:
         """Keep both lists, and their rows."""
         if answer is None:
-            self.troubles, self.given_up, self.reports, self.count = [], [], [], 0
+            self.troubles, self.given_up, self.reports = [], [], []
+            self.count = self.given_up_count = 0
         else:
             troubles, given_up = answer
             self.troubles, self.given_up = troubles.messages, given_up.messages
             self.reports, self.count = troubles.nodes, troubles.count
+            self.given_up_count = given_up.count
         tz = self.host.tz
         self._trouble_rows = []
         for i, trouble in enumerate(self.troubles):
@@ -215,11 +221,13 @@ class TroublesScreen(ReadingScreen["tuple[TroublesResult, GivenUpResult]"]):
         if self.unsupported:
             text.append(" · not supported by these nsqds", "bold yellow")
         else:
-            text.append(
-                f" · {fmt.count(self.count)} in trouble · {fmt.count(len(self.given_up))} given up"
-            )
-            if self.count > len(self.troubles):
-                text.append(f" (the first {fmt.count(len(self.troubles))} listed)", "dim")
+            for count, what, messages in (
+                (self.count, "in trouble", self.troubles),
+                (self.given_up_count, "given up", self.given_up),
+            ):
+                text.append(f" · {fmt.count(count)} {what}")
+                if count > len(messages):
+                    text.append(f" (the first {fmt.count(len(messages))} listed)", "dim")
         self.summarize_reports(text)
 
     # -- keys ---------------------------------------------------------------------------------

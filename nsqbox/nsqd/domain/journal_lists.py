@@ -77,13 +77,16 @@ def given_up_doc(
     journal: Journal, topic: str, channel: str, *, attempts: int, body_bytes: int, limit: int
 ) -> Doc:
     """The messages of ``channel`` finished at attempt ``attempts`` or later after earlier
-    deliveries of them failed, newest first."""
+    deliveries of them failed, newest first (at most ``limit``), and ``count``: how many
+    the node keeps, listed or not, as :func:`troubles_doc` counts."""
     out: list[Doc] = []
+    count = 0
     for gave in reversed(journal.given_up):
         if gave.topic != topic or gave.channel != channel or gave.attempts < attempts:
             continue
+        count += 1
         if len(out) >= limit:
-            break
+            continue
         out.append(
             {
                 "id": gave.data[:_ID].decode("ascii", "replace"),
@@ -97,4 +100,4 @@ def given_up_doc(
                 "body": _b64(gave.data, body_bytes),
             }
         )
-    return {"topic": topic, "channel": channel, "messages": out}
+    return {"topic": topic, "channel": channel, "count": count, "messages": out}
