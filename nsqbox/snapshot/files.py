@@ -209,14 +209,10 @@ class SnapshotWriter:
         if self._held >= WRITE_CHUNK:
             self.flush()
 
-    def message_lines(self, lines: list[MessageLine], size: int) -> None:
-        """Message lines built by the caller as :meth:`message` builds them (``size``: about
-        the bytes they hold), encoded with the next batch."""
-        self._pending.extend(lines)
-        self.messages += len(lines)
-        self._held += size + 100 * len(lines)
-        if self._held >= WRITE_CHUNK:
-            self.flush()
+    def encoded_messages(self, lines: bytes, count: int) -> None:
+        """``count`` message lines encoded by the caller as :meth:`message` encodes them."""
+        self._add(lines)
+        self.messages += count
 
     def disk_messages(
         self,
