@@ -26,9 +26,10 @@ import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Final, NamedTuple
+from typing import IO, Final, NamedTuple, cast
 
 from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH
+from .ahead import ReadAhead, WriteBehind
 from .format import (
     FORMAT_VERSION,
     MAX_LINE_BYTES,
@@ -77,18 +78,31 @@ def is_gzip_name(path: str | os.PathLike[str]) -> bool:
 
 
 @contextlib.contextmanager
-def open_for_writing(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+def open_for_writing(path: str | os.PathLike[str], *, behind: bool = False) -> Iterator[IO[bytes]]:
     """A binary stream for a new snapshot at ``path``: ``path.part`` until the block ends
-    without an error, then renamed to ``path``; on an error the part file is removed."""
+    without an error, then renamed to ``path``; on an error the part file is removed.
+    With ``behind`` the writes (and gzip) run on a thread of their own
+    (:class:`~.ahead.WriteBehind`): the stream only takes ``write``."""
     final = os.fspath(path)
     part = final + ".part"
     raw = open(part, "wb")  # noqa: SIM115 - closed below, before the rename
     try:
-        if is_gzip_name(final):
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL) as gz:
-                yield gz  # type: ignore[misc]
-        else:
-            yield raw
+        with contextlib.ExitStack() as stack:
+            stream: IO[bytes] = raw
+            if is_gzip_name(final):
+                stream = stack.enter_context(
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL)  # type: ignore[arg-type]
+                )
+            if behind:
+                writer = WriteBehind(stream)
+                try:
+                    yield cast("IO[bytes]", writer)
+                except BaseException:
+                    writer.abandon()
+                    raise
+                writer.close()
+            else:
+                yield stream
         raw.close()
         os.replace(part, final)
     except BaseException:
@@ -98,11 +112,16 @@ def open_for_writing(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
         raise
 
 
-def open_for_reading(path: str | os.PathLike[str]) -> IO[bytes]:
-    """A binary stream of the snapshot at ``path`` (gunzipped when its name ends in .gz)."""
+def open_for_reading(path: str | os.PathLike[str], *, ahead: bool = False) -> IO[bytes]:
+    """A binary stream of the snapshot at ``path`` (gunzipped when its name ends in .gz).
+    With ``ahead`` a thread reads (and gunzips) it :data:`READ_BLOCK` bytes at a time, a
+    few blocks ahead (:class:`~.ahead.ReadAhead`): the stream only takes ``read``."""
+    stream: IO[bytes]
     if is_gzip_name(path):
-        return gzip.GzipFile(os.fspath(path), "rb")  # type: ignore[return-value]
-    return open(path, "rb", buffering=_READ_BUFFER)
+        stream = gzip.GzipFile(os.fspath(path), "rb")  # type: ignore[assignment]
+    else:
+        stream = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - the caller closes it
+    return cast("IO[bytes]", ReadAhead(stream, READ_BLOCK)) if ahead else stream
 
 
 class SnapshotWriter:
@@ -457,7 +476,7 @@ class SnapshotReader:
 def check_snapshot(path: str | os.PathLike[str]) -> SnapshotSummary:
     """Read the whole snapshot at ``path`` and check it; SnapshotError (with the line) or
     OSError when it cannot be loaded. Memory does not grow with the file."""
-    with open_for_reading(path) as stream:
+    with open_for_reading(path, ahead=True) as stream:
         reader = SnapshotReader(stream)
         for _ in reader:
             pass

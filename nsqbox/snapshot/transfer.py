@@ -207,7 +207,7 @@ def save(
     first = cuts[0]
     header = Header(0, len(cuts), min(c.saved_at_ns for c in cuts), first.clock, first.clock_offset)
     try:
-        with open_for_writing(path) as stream:
+        with open_for_writing(path, behind=True) as stream:
             writer = SnapshotWriter(stream, header)
             for cut in cuts:
                 converter = SpoolConverter(writer)
@@ -296,6 +296,6 @@ def upload(client: httpx.Client, path: str | os.PathLike[str], address: str) -> 
     (``POST /nsqbox/snapshot/upload``); the upload's id. SnapshotTransferError when the node
     refuses (real nsqd: ``404``)."""
     upload_id = uuid.uuid4().hex
-    with open_for_reading(path) as stream:
+    with open_for_reading(path, ahead=True) as stream:
         _upload(client, _url(address), upload_id, stream)
     return upload_id
