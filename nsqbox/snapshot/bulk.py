@@ -33,6 +33,8 @@ RECORD_HEAD: Final = struct.Struct(">iqH16s")
 _encoder: Final = msgspec.json.Encoder()
 #: A byte msgspec escapes in a JSON string (an id holding one goes the slow way).
 _needs_escape: Final = re.compile(rb'[\x00-\x1f"\\]').search
+#: The bytes msgspec writes in a JSON string as they are.
+_VERBATIM: Final = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
 _id, _timestamp, _attempts, _body = itemgetter(3), itemgetter(1), itemgetter(2), itemgetter(4)
 _LENGTH: Final = struct.Struct(">i")
 #: Same-size records unpacked per call: what a 4 MiB piece of 100-byte messages holds.
@@ -94,23 +96,32 @@ class QueuedLines:
         ids = b"".join(map(_id, records))
         if not ids.isalnum() and (not ids.isascii() or _needs_escape(ids)):
             return None
+        raw = list(map(_body, records))
+        joined = b"\n".join(raw)
         try:
-            texts = list(map(bytes.decode, map(_body, records)))
+            joined.decode()  # each body UTF-8 (a newline between them: no sequence spans two)
         except UnicodeDecodeError:
             return None
-        # one JSON string a line: a string's JSON never holds a raw newline
-        bodies = _encoder.encode_lines(texts).split(b"\n")
-        if any(map(_attempts, records)):
-            plain, tried = self._plain, self._tried
+        head, middle, tail = self._pieces
+        tried = any(map(_attempts, records))
+        if not tried and len(joined.translate(None, _VERBATIM)) == len(raw) - 1:
+            # no byte of a body is escaped (only the newlines between them are left): the
+            # bodies go in as they are
+            bodies, tail, end = raw, tail + b'"', b'"}\n'
+        else:
+            # one JSON string a line: a string's JSON never holds a raw newline
+            texts = list(map(bytes.decode, raw))
+            bodies, end = _encoder.encode_lines(texts).split(b"\n"), b"}\n"
+        if tried:
+            plain, tried_line = self._plain, self._tried
             return b"".join(
                 [
-                    tried % (r[3], r[1], r[2], body) if r[2] else plain % (r[3], r[1], body)
+                    tried_line % (r[3], r[1], r[2], body) if r[2] else plain % (r[3], r[1], body)
                     for r, body in zip(records, bodies, strict=False)
                 ]
             )
         # the timestamps' digits by msgspec too, then the pieces of every line in one join
         timestamps = _encoder.encode(list(map(_timestamp, records)))[1:-1].split(b",")
-        head, middle, tail = self._pieces
         return b"".join(
             chain.from_iterable(
                 zip(
@@ -120,7 +131,7 @@ class QueuedLines:
                     timestamps,
                     repeat(tail),
                     bodies,
-                    repeat(b"}\n"),
+                    repeat(end),
                 )
             )
         )

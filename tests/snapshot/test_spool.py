@@ -153,13 +153,14 @@ def test_queued_records_make_the_writers_lines_whatever_they_hold(
 
 
 @pytest.mark.parametrize("piece", [1000, 1 << 20])
-def test_a_long_run_of_one_size_makes_the_writers_lines(piece: int) -> None:
+@pytest.mark.parametrize("form", [b'{"n": %05d}', "n=%05d é".encode()], ids=["escaped", "verbatim"])
+def test_a_long_run_of_one_size_makes_the_writers_lines(piece: int, form: bytes) -> None:
     out = io.BytesIO()
     writer = SnapshotWriter(out, None)
     raw = []
     for index in range(5000):
         msg_id = b"%016x" % index
-        body = b'{"n": %05d}' % index
+        body = form % index
         attempts = 3 if index == 4321 else 0
         raw.append(queued(10**18 + index, attempts, msg_id, body))
         writer.message(0, "t", "c", msg_id, 10**18 + index, attempts, body, disk=True)
