@@ -81,8 +81,11 @@ def is_gzip_name(path: str | os.PathLike[str]) -> bool:
 def open_for_writing(path: str | os.PathLike[str], *, behind: bool = False) -> Iterator[IO[bytes]]:
     """A binary stream for a new snapshot at ``path``: ``path.part`` until the block ends
     without an error, then renamed to ``path``; on an error the part file is removed.
-    With ``behind`` the writes (and gzip) run on a thread of their own
-    (:class:`~.ahead.WriteBehind`): the stream only takes ``write``."""
+    With ``behind``, a ``.gz`` one is compressed and written on a thread of its own
+    (:class:`~.ahead.WriteBehind`; zlib lets go of the GIL, so the caller's lines and the
+    compression run at once): the stream only takes ``write``. (A plain file's writes
+    stay in the caller's thread: they cost little, and a second thread taking the GIL
+    back after each write costs the caller as much.)"""
     final = os.fspath(path)
     part = final + ".part"
     raw = open(part, "wb")  # noqa: SIM115 - closed below, before the rename
@@ -93,7 +96,7 @@ def open_for_writing(path: str | os.PathLike[str], *, behind: bool = False) -> I
                 stream = stack.enter_context(
                     gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL)  # type: ignore[arg-type]
                 )
-            if behind:
+            if behind and stream is not raw:
                 writer = WriteBehind(stream)
                 try:
                     yield cast("IO[bytes]", writer)
@@ -114,14 +117,18 @@ def open_for_writing(path: str | os.PathLike[str], *, behind: bool = False) -> I
 
 def open_for_reading(path: str | os.PathLike[str], *, ahead: bool = False) -> IO[bytes]:
     """A binary stream of the snapshot at ``path`` (gunzipped when its name ends in .gz).
-    With ``ahead`` a thread reads (and gunzips) it :data:`READ_BLOCK` bytes at a time, a
-    few blocks ahead (:class:`~.ahead.ReadAhead`): the stream only takes ``read``."""
+    With ``ahead``, a ``.gz`` one is read and gunzipped on a thread of its own,
+    :data:`READ_BLOCK` bytes at a time, a few blocks ahead (:class:`~.ahead.ReadAhead`):
+    the stream only takes ``read``. (A plain file is read in the caller's thread, as
+    :func:`open_for_writing` writes one.)"""
     stream: IO[bytes]
     if is_gzip_name(path):
         stream = gzip.GzipFile(os.fspath(path), "rb")  # type: ignore[assignment]
     else:
         stream = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - the caller closes it
-    return cast("IO[bytes]", ReadAhead(stream, READ_BLOCK)) if ahead else stream
+    if ahead and is_gzip_name(path):
+        return cast("IO[bytes]", ReadAhead(stream, READ_BLOCK))
+    return stream
 
 
 class SnapshotWriter:
