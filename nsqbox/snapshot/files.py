@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import IO, Final, NamedTuple, cast
 
 from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH
-from .ahead import ReadAhead, WriteBehind
+from .behind import WriteBehind
 from .format import (
     FORMAT_VERSION,
     MAX_LINE_BYTES,
@@ -82,7 +82,7 @@ def open_for_writing(path: str | os.PathLike[str], *, behind: bool = False) -> I
     """A binary stream for a new snapshot at ``path``: ``path.part`` until the block ends
     without an error, then renamed to ``path``; on an error the part file is removed.
     With ``behind``, a ``.gz`` one is compressed and written on a thread of its own
-    (:class:`~.ahead.WriteBehind`; zlib lets go of the GIL, so the caller's lines and the
+    (:class:`~.behind.WriteBehind`; zlib lets go of the GIL, so the caller's lines and the
     compression run at once): the stream only takes ``write``. (A plain file's writes
     stay in the caller's thread: they cost little, and a second thread taking the GIL
     back after each write costs the caller as much.)"""
@@ -115,20 +115,11 @@ def open_for_writing(path: str | os.PathLike[str], *, behind: bool = False) -> I
         raise
 
 
-def open_for_reading(path: str | os.PathLike[str], *, ahead: bool = False) -> IO[bytes]:
-    """A binary stream of the snapshot at ``path`` (gunzipped when its name ends in .gz).
-    With ``ahead``, a ``.gz`` one is read and gunzipped on a thread of its own,
-    :data:`READ_BLOCK` bytes at a time, a few blocks ahead (:class:`~.ahead.ReadAhead`):
-    the stream only takes ``read``. (A plain file is read in the caller's thread, as
-    :func:`open_for_writing` writes one.)"""
-    stream: IO[bytes]
+def open_for_reading(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A binary stream of the snapshot at ``path`` (gunzipped when its name ends in .gz)."""
     if is_gzip_name(path):
-        stream = gzip.GzipFile(os.fspath(path), "rb")  # type: ignore[assignment]
-    else:
-        stream = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - the caller closes it
-    if ahead and is_gzip_name(path):
-        return cast("IO[bytes]", ReadAhead(stream, READ_BLOCK))
-    return stream
+        return gzip.GzipFile(os.fspath(path), "rb")  # type: ignore[return-value]
+    return open(path, "rb", buffering=_READ_BUFFER)
 
 
 class SnapshotWriter:
@@ -483,7 +474,7 @@ class SnapshotReader:
 def check_snapshot(path: str | os.PathLike[str]) -> SnapshotSummary:
     """Read the whole snapshot at ``path`` and check it; SnapshotError (with the line) or
     OSError when it cannot be loaded. Memory does not grow with the file."""
-    with open_for_reading(path, ahead=True) as stream:
+    with open_for_reading(path) as stream:
         reader = SnapshotReader(stream)
         for _ in reader:
             pass

@@ -296,6 +296,6 @@ def upload(client: httpx.Client, path: str | os.PathLike[str], address: str) -> 
     (``POST /nsqbox/snapshot/upload``); the upload's id. SnapshotTransferError when the node
     refuses (real nsqd: ``404``)."""
     upload_id = uuid.uuid4().hex
-    with open_for_reading(path, ahead=True) as stream:
+    with open_for_reading(path) as stream:
         _upload(client, _url(address), upload_id, stream)
     return upload_id

@@ -384,7 +384,7 @@ def stage_file(
 
     loaders: Sequence[NodeLoader] = ()
     try:
-        with open_for_reading(path, ahead=True) as stream:
+        with open_for_reading(path) as stream:
             reader = SnapshotReader(stream)
             loaders = loaders_for(reader.header)
             for first, records, plain in reader.batches():
