@@ -26,9 +26,10 @@ import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Final, NamedTuple
+from typing import IO, Final, NamedTuple, cast
 
 from ..wire.message import MESSAGE_HEADER, MIN_VALID_MSG_LENGTH
+from .behind import WriteBehind
 from .format import (
     FORMAT_VERSION,
     MAX_LINE_BYTES,
@@ -77,18 +78,34 @@ def is_gzip_name(path: str | os.PathLike[str]) -> bool:
 
 
 @contextlib.contextmanager
-def open_for_writing(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+def open_for_writing(path: str | os.PathLike[str], *, behind: bool = False) -> Iterator[IO[bytes]]:
     """A binary stream for a new snapshot at ``path``: ``path.part`` until the block ends
-    without an error, then renamed to ``path``; on an error the part file is removed."""
+    without an error, then renamed to ``path``; on an error the part file is removed.
+    With ``behind``, a ``.gz`` one is compressed and written on a thread of its own
+    (:class:`~.behind.WriteBehind`; zlib lets go of the GIL, so the caller's lines and the
+    compression run at once): the stream only takes ``write``. (A plain file's writes
+    stay in the caller's thread: they cost little, and a second thread taking the GIL
+    back after each write costs the caller as much.)"""
     final = os.fspath(path)
     part = final + ".part"
     raw = open(part, "wb")  # noqa: SIM115 - closed below, before the rename
     try:
-        if is_gzip_name(final):
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL) as gz:
-                yield gz  # type: ignore[misc]
-        else:
-            yield raw
+        with contextlib.ExitStack() as stack:
+            stream: IO[bytes] = raw
+            if is_gzip_name(final):
+                stream = stack.enter_context(
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL)  # type: ignore[arg-type]
+                )
+            if behind and stream is not raw:
+                writer = WriteBehind(stream)
+                try:
+                    yield cast("IO[bytes]", writer)
+                except BaseException:
+                    writer.abandon()
+                    raise
+                writer.close()
+            else:
+                yield stream
         raw.close()
         os.replace(part, final)
     except BaseException:
@@ -209,14 +226,10 @@ class SnapshotWriter:
         if self._held >= WRITE_CHUNK:
             self.flush()
 
-    def message_lines(self, lines: list[MessageLine], size: int) -> None:
-        """Message lines built by the caller as :meth:`message` builds them (``size``: about
-        the bytes they hold), encoded with the next batch."""
-        self._pending.extend(lines)
-        self.messages += len(lines)
-        self._held += size + 100 * len(lines)
-        if self._held >= WRITE_CHUNK:
-            self.flush()
+    def encoded_messages(self, lines: bytes, count: int) -> None:
+        """``count`` message lines encoded by the caller as :meth:`message` encodes them."""
+        self._add(lines)
+        self.messages += count
 
     def disk_messages(
         self,

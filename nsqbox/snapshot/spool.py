@@ -29,8 +29,9 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from ..wire.message import MIN_VALID_MSG_LENGTH
+from .bulk import RECORD_HEAD, QueuedLines
 from .files import SnapshotWriter
-from .format import MAX_LINE_BYTES, MAX_NODES, MessageLine
+from .format import MAX_LINE_BYTES, MAX_NODES
 
 __all__ = ["MAX_SECTION_LINE", "Section", "SpoolConverter", "SpoolError", "section_line"]
 
@@ -38,7 +39,6 @@ __all__ = ["MAX_SECTION_LINE", "Section", "SpoolConverter", "SpoolError", "secti
 MAX_SECTION_LINE: Final = 4096
 _LENGTH: Final = struct.Struct(">i")
 _DEFERRED: Final = struct.Struct(">qqH")
-_QUEUED: Final = struct.Struct(">iqH")
 _Count = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
 
 
@@ -78,6 +78,8 @@ class SpoolConverter:
         self._rest = b""
         self._section: Section | None = None
         self._left = 0
+        #: The current queued section's line builder.
+        self._bulk: QueuedLines | None = None
 
     def feed(self, data: bytes) -> None:
         """The spool's next bytes."""
@@ -97,6 +99,7 @@ class SpoolConverter:
                 except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                     raise SpoolError(f"not a section header ({exc})") from None
                 self._section, self._left = section, section.bytes
+                self._bulk = None
                 pos = newline + 1
             else:
                 stop = pos + min(self._left, end - pos)
@@ -123,10 +126,7 @@ class SpoolConverter:
     def _records(self, section: Section, buf: bytes, pos: int, stop: int) -> int:
         """Write the whole records of ``buf[pos:stop]``; where the first partial one starts."""
         if section.kind == "queued":
-            try:
-                return self._queued(section, buf, pos, stop)
-            except UnicodeDecodeError:  # a body that is not text (or a bad id): below
-                pass
+            pos = self._queued(section, buf, pos, stop)
         unpack = _LENGTH.unpack_from
         records: list[bytes] = []
         while pos + 4 <= stop:
@@ -155,28 +155,40 @@ class SpoolConverter:
         return pos
 
     def _queued(self, section: Section, buf: bytes, pos: int, stop: int) -> int:
-        """:meth:`_records` for queued records with text bodies (the common case), one loop
-        from the bytes to the lines; UnicodeDecodeError for a body that is not text."""
-        head, length = _QUEUED.unpack_from, _LENGTH.unpack_from
-        line, lines = MessageLine, []
-        node, topic, channel, disk = section.node, section.topic, section.channel, section.disk
+        """:meth:`_records` for queued records whose lines :class:`~.bulk.QueuedLines` can
+        build a run at a time (text bodies, the common case): where the records it took
+        end; the caller takes the rest (a body that is not text...) one at a time."""
+        bulk = self._bulk
+        if bulk is None:
+            bulk = self._bulk = QueuedLines(
+                section.node, section.topic, section.channel, section.disk
+            )
+        writer = self._writer
+        while (run := bulk.run(buf, pos, stop)) is not None:  # records of one size
+            pos, taken, count = run
+            writer.encoded_messages(taken, count)
+        head, length = RECORD_HEAD.unpack_from, _LENGTH.unpack_from
+        records: list[tuple[int, int, int, bytes, bytes]] = []
         start = pos
-        while pos + 4 <= stop:
-            if pos + _QUEUED.size <= stop:
-                size, timestamp, attempts = head(buf, pos)
+        while pos + 4 <= stop:  # records of sizes that differ: walked one at a time
+            if pos + RECORD_HEAD.size <= stop:
+                record = head(buf, pos)
+                size = record[0]
             else:
-                size, timestamp, attempts = length(buf, pos)[0], 0, 0
+                size = length(buf, pos)[0]
             if size < 0 or size > MAX_LINE_BYTES:
                 raise SpoolError(f"a record of {size} bytes")
             end = pos + 4 + size
             if end > stop:
                 break
             if size >= MIN_VALID_MSG_LENGTH:  # (a shorter one is skipped, as nsqd skips it)
-                msg_id = buf[pos + 14 : pos + 30].decode("ascii")
-                body = buf[pos + 30 : end].decode()
-                lines.append(line(node, topic, msg_id, timestamp, attempts, channel, 0, disk, body))
+                records.append((*record, buf[pos + RECORD_HEAD.size : end]))
             pos = end
-        self._writer.message_lines(lines, pos - start)
+        if records:
+            lines = bulk.lines(records)
+            if lines is None:
+                return start
+            writer.encoded_messages(lines, len(records))
         return pos
 
     def close(self) -> None:

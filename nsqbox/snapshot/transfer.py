@@ -207,7 +207,7 @@ def save(
     first = cuts[0]
     header = Header(0, len(cuts), min(c.saved_at_ns for c in cuts), first.clock, first.clock_offset)
     try:
-        with open_for_writing(path) as stream:
+        with open_for_writing(path, behind=True) as stream:
             writer = SnapshotWriter(stream, header)
             for cut in cuts:
                 converter = SpoolConverter(writer)

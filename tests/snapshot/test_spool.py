@@ -8,6 +8,8 @@ import io
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsqbox.snapshot.files import SnapshotWriter
 from nsqbox.snapshot.spool import (
@@ -95,3 +97,76 @@ def test_a_damaged_spool_is_refused() -> None:
     ]:
         with pytest.raises(SpoolError, match=reason):
             convert(damaged, 1 << 20)
+
+
+_bodies = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b"x" * 30, b'{"a": "\\\\"}', "é\u2028".encode(), b"\xff\xfe", b"\n\t\x00"]),
+)
+_ids = st.one_of(
+    st.sampled_from([b"0123456789abcdef", b"FEDCBA9876543210"]), st.binary(min_size=16, max_size=16)
+)
+_records = st.lists(
+    st.tuples(
+        st.integers(0, 2**63 - 1),
+        st.sampled_from([0, 0, 0, 1, 65535]),
+        _ids,
+        _bodies,
+        st.integers(0, 30),  # below 26 bytes: a record too short to be a message
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=_records,
+    topic=st.text(max_size=8),
+    channel=st.none() | st.text(max_size=8),
+    disk=st.booleans(),
+    piece=st.integers(1, 5000),
+)
+def test_queued_records_make_the_writers_lines_whatever_they_hold(
+    records: list[tuple[int, int, bytes, bytes, int]],
+    topic: str,
+    channel: str | None,
+    disk: bool,
+    piece: int,
+) -> None:
+    """Runs of one size, sizes that differ, bodies that are not text or need escaping, ids
+    that are not ASCII, names with quotes and ``%``: the bulk lines are the writer's."""
+    raw = []
+    out = io.BytesIO()
+    writer = SnapshotWriter(out, None)
+    for timestamp, attempts, msg_id, body, short in records:
+        if short < 26:
+            raw.append(struct.pack(">i", short) + b"s" * short)
+            continue
+        raw.append(queued(timestamp, attempts, msg_id, body))
+        writer.message(2, topic, channel, msg_id, timestamp, attempts, body, disk=disk)
+    writer.finish()
+    data = b"".join(raw)
+    spool = section_line(Section("queued", len(data), 2, topic, channel, disk=disk)) + data
+    lines, converted = convert(spool, piece)
+    assert lines == out.getvalue()
+    assert converted.messages == writer.messages
+
+
+@pytest.mark.parametrize("piece", [1000, 1 << 20])
+@pytest.mark.parametrize("form", [b'{"n": %05d}', "n=%05d é".encode()], ids=["escaped", "verbatim"])
+def test_a_long_run_of_one_size_makes_the_writers_lines(piece: int, form: bytes) -> None:
+    out = io.BytesIO()
+    writer = SnapshotWriter(out, None)
+    raw = []
+    for index in range(5000):
+        msg_id = b"%016x" % index
+        body = form % index
+        attempts = 3 if index == 4321 else 0
+        raw.append(queued(10**18 + index, attempts, msg_id, body))
+        writer.message(0, "t", "c", msg_id, 10**18 + index, attempts, body, disk=True)
+    writer.finish()
+    data = b"".join(raw)
+    spool = section_line(Section("queued", len(data), 0, "t", "c", disk=True)) + data
+    lines, converted = convert(spool, piece)
+    assert lines == out.getvalue()
+    assert converted.messages == 5000
