@@ -32,7 +32,11 @@ class PubResults:
 
 async def connected_writer(address: str) -> nsq.Writer:
     writer = nsq.Writer([address], reconnect_interval=60.0)
-    await wait_for(lambda: any(c.connected() for c in writer.conns.values()), "writer connect")
+    try:
+        await wait_for(lambda: any(c.connected() for c in writer.conns.values()), "writer connect")
+    except BaseException:  # pytest.fail's too: a socket left open warns in a later test
+        close_writer(writer)
+        raise
     return writer
 
 

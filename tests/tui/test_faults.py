@@ -21,6 +21,7 @@ import httpx
 import pytest
 import trio
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import Input, Select
 
 from nsqbox.admin.tui.app import AdminApp
@@ -122,6 +123,16 @@ def test_left_says_the_unit_and_the_end(clean: NSQBox) -> None:
         run_app(make_app(clean), body)
 
 
+async def problem_shown(pilot: Pilot[Any], form: Screen[Any], problem: str) -> None:
+    """Let the app run until the form's problem line says ``problem``: the Input's Submitted
+    message reaches the form after the key, so on a busy machine after ``press`` returned."""
+
+    def shown() -> str:
+        return str(form.query_one("#problem").render())
+
+    await wait_until(pilot, lambda: shown() == problem, f"the problem {problem!r}", seen=shown)
+
+
 def test_the_form_refuses_what_no_node_would_take(clean: NSQBox) -> None:
     async def body(pilot: Pilot[Any], app: AdminApp) -> None:
         await open_faults(pilot, app)
@@ -138,7 +149,7 @@ def test_the_form_refuses_what_no_node_would_take(clean: NSQBox) -> None:
             saved, box.value = box.value, value
             box.focus()
             await pilot.press("enter")
-            assert str(form.query_one("#problem").render()) == problem
+            await problem_shown(pilot, form, problem)
             box.value = saved
         await pilot.press("escape")
         await on_screen(pilot, app, FaultsScreen)

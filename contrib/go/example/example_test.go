@@ -38,7 +38,10 @@ func TestPublishedOrdersAreCapturedAndWaitOnTheChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	box.Consume("orders", "billing", 1, nsqboxtest.Params{"timeout": "50ms"}) // the channel
+	// n=0 only subscribes: the channel exists, so it keeps what is published next
+	if _, err := box.Consume("orders", "billing", 0, nil); err != nil {
+		t.Fatal(err)
+	}
 	p := producer(t)
 	for _, body := range []string{"order 1", "order 2"} {
 		if err := p.Publish("orders", []byte(body)); err != nil {
@@ -75,7 +78,9 @@ func TestAFailedPublishIsSeenThenPublishingWorksAgain(t *testing.T) {
 }
 
 func TestADeferredMessageFallsDueWhenTheClockMoves(t *testing.T) {
-	box.Consume("reminders", "mail", 1, nsqboxtest.Params{"timeout": "50ms"}) // the channel
+	if _, err := box.Consume("reminders", "mail", 0, nil); err != nil { // the channel
+		t.Fatal(err)
+	}
 	if err := producer(t).DeferredPublish("reminders", time.Hour, []byte("in an hour")); err != nil {
 		t.Fatal(err)
 	}
