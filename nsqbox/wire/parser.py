@@ -88,10 +88,24 @@ class Pub(NamedTuple):
         return len(self.bodies)
 
 
-class MPUBBody(NamedTuple):
-    """The messages of an MPUB, in order."""
+class MPUBBody:
+    """The messages of an MPUB, in order (``bodies``); ``packed``: the same as sent (each
+    one's size, then its body) when they all came in one read, else empty, which tells at
+    C speed whether they are all one size. Equal when the bodies are: ``packed`` is only
+    another form of them."""
 
-    bodies: list[bytes]
+    __slots__ = ("bodies", "packed")
+    __hash__ = None  # type: ignore[assignment]  # a list inside, as the tuple it was
+
+    def __init__(self, bodies: list[bytes], packed: bytes = b"") -> None:
+        self.bodies = bodies
+        self.packed = packed
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MPUBBody) and self.bodies == other.bodies
+
+    def __repr__(self) -> str:
+        return f"MPUBBody({self.bodies!r})"
 
 
 class NeedData:
@@ -348,6 +362,7 @@ class CommandParser(ReceiveBuffer):
         # The sizes first, then one copy of the messages found and a slice per body
         # (slicing the bytearray itself would copy each body twice).
         buf = self._buf
+        whole = not self._bodies  # all of them in this read (then ``found`` is all)
         first = pos = self._pos
         have = len(buf)
         bodies = self._bodies
@@ -373,6 +388,7 @@ class CommandParser(ReceiveBuffer):
                 break
             starts.append(pos + 4 - first)
             pos = end
+        found = b""
         if starts:
             with memoryview(buf) as view:
                 found = bytes(view[first:pos])
@@ -385,4 +401,4 @@ class CommandParser(ReceiveBuffer):
             return NEED_DATA
         self._bodies = []
         self._state = _LINE
-        return MPUBBody(bodies)
+        return MPUBBody(bodies, found if whole else b"")
