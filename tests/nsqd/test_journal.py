@@ -362,6 +362,10 @@ def test_a_batch_read_in_one_piece_is_a_run_only_if_its_sizes_are_one() -> None:
     for bodies in ([b"ab", b"c", b"def"], [b"ab", b"cd", b"e" * 258], [b"a" * 256, b"bc"]):
         some = msgs[: len(bodies)]
         assert run_of(some, bodies, len(b"".join(bodies)), packed(bodies)) is some
+    # a text /mpub's body: its lines
+    assert isinstance(run_of(msgs, alike, 6, b"\n".join(alike), lined=True), Run)
+    for bodies in ([b"ab", b"c", b"def"], [b"abc", b"d", b"ef"]):
+        assert run_of(msgs, bodies, 6, b"\n".join(bodies), lined=True) is msgs
 
 
 async def test_a_batch_put_on_disk_is_one_entry_of_its_first_message(

@@ -127,17 +127,21 @@ def ids_run(msgs: list[Message]) -> Run | None:
 
 
 def run_of(
-    msgs: list[Message], bodies: list[bytes], nbytes: int, packed: bytes = b""
+    msgs: list[Message], bodies: list[bytes], nbytes: int, packed: bytes = b"", lined: bool = False
 ) -> Run | list[Message]:
     """What a publish's entry keeps of an MPUB's ``msgs`` (``bodies``, ``nbytes`` in all):
     a :class:`Run` when it can say the same, else the list. ``packed``, if not empty, is
     the bodies as sent, each after its 4-byte size: their sizes are read there, four
     strided copies of a byte a message (C loops a few instructions a message), instead of
-    a pass over ``bodies`` (a call and a comparison a message)."""
+    a pass over ``bodies`` (a call and a comparison a message). ``lined``: ``packed`` is
+    the bodies joined by newlines instead (a text /mpub's), its newlines read the same way."""
     first, last = msgs[0], msgs[-1]
     each = len(bodies[0])
     count = len(bodies)
-    if packed:
+    if packed and lined:  # a newline after every ``each`` bytes, and no other one
+        step = each + 1
+        alike = len(packed) == step * count - 1 and packed[each::step] == b"\n" * (count - 1)
+    elif packed:
         step = 4 + each
         alike = len(packed) == step * count and all(
             packed[i::step] == packed[i : i + 1] * count for i in range(4)
