@@ -5,12 +5,12 @@ instructions a server runs for the same messages does not depend on the machine'
 The server runs under ``valgrind --tool=callgrind --instr-atstart=no`` (start-up is not
 instrumented, so it is only a few times slower than without valgrind). Around one row's
 load, :meth:`Callgrind.counted` turns instrumentation on (``callgrind_control -i on``),
-counts an idle stretch first (the server's timers: their rate per second is taken off the
-load's count), zeroes the counters, lets the load run, dumps (``callgrind_control -d``)
-and turns instrumentation off. Messages are counted from the server's ``/stats`` before and
-after (published: the topics' ``message_count``; consumed: what left the channels' depth
-and in-flight), outside the instrumented stretch, so the figure is instructions per message
-whatever the load's duration.
+counts an idle stretch before and after (the server's timers: their rate per second is
+taken off the load's count), zeroes the counters, lets the load run, dumps
+(``callgrind_control -d``) and turns instrumentation off. Messages are counted from the
+server's ``/stats`` before and after (published: the topics' ``message_count``; consumed:
+what left the channels' depth and in-flight), outside the instrumented stretch, so the
+figure is instructions per message whatever the load's duration.
 
 What it cannot see: how the kernel splits what clients send into reads differs with the
 server's speed (a server 50 times slower reads fuller buffers), so per-read costs are
@@ -41,6 +41,9 @@ behind them is the row "e2e latency rows' load"), real nsqd (callgrind counts ns
 Python, not Go), the floor, the h11 row and the bare loops (not nsqbox)."""
 #: Suffix of a row's key for the server's instructions per message during it.
 INSTR = "@instr"
+#: Suffix of the same figure with the idle rate left in (the server's timers, which do less
+#: work while it is busy than while it is idle: the truth is between the two).
+RAW = "@instr_raw"
 #: Seconds of idle server counted before each load (its timers' rate).
 IDLE_SECONDS = 2.0
 #: Seconds left after a load's client returns, for the server's tail of work.
@@ -120,17 +123,21 @@ class Callgrind:
         started = time.monotonic()
         time.sleep(IDLE_SECONDS)
         idle = self._dump()
-        idle_rate = idle / (time.monotonic() - started)
+        idle_seconds = time.monotonic() - started
         started = time.monotonic()
         yield
         time.sleep(SETTLE_SECONDS)
         total = self._dump(key)
         took = time.monotonic() - started
+        time.sleep(IDLE_SECONDS)  # idle again: the rate is the mean of before and after
+        idle += self._dump()
+        idle_rate = idle / (idle_seconds + time.monotonic() - started - took)
         self._control("-i", "off")
         count = messages(http, kind) - before
         if count <= 0:
             raise SystemExit(f"{key}: no {kind} messages counted")
         results[key + INSTR] = (total - idle_rate * took) / count
+        results[key + RAW] = total / count
         results[key + "@idle"] = idle_rate * took / total
 
 
@@ -143,16 +150,17 @@ def callgrind_loads(quick: bool) -> dict[str, float]:
         "runfor": 0.4 * scale,  # MPUB 120,000 messages (disk: 40,000), consume 60,000
         "pub_count": int(20_000 * scale),
         "http_seconds": 8.0 * scale,
-        "http_connections": 8,
+        "http_connections": 1,  # one request at a time: one wake-up each, every run alike
         "latency_seconds": 4.0 * scale,
         "latency_rate": 400,
+        "latency_tick": 0.05,  # 20 PUBs a send, as 20,000 a second every millisecond
         "mem_count": int(200_000 * scale),
     }
 
 
 def counted_only(results: dict[str, float]) -> tuple[dict[str, float], str]:
     """A counted run's instruction figures (its wall-clock ones mean nothing), and a line."""
-    kept = {k: v for k, v in results.items() if k.endswith((INSTR, "@idle"))}
+    kept = {k: v for k, v in results.items() if k.endswith((INSTR, RAW, "@idle"))}
     shown = ", ".join(
         f"{k.removesuffix(INSTR)} {v:,.0f} instructions/msg (idle "
         f"{kept[k.removesuffix(INSTR) + '@idle']:.1%} of them, taken off)"
@@ -170,5 +178,6 @@ def describe_loads(loads: dict[str, float]) -> str:
         f"MPUB 1,000 x 100 B {loads['mem_count']:,}; PUB {loads['pub_count']:,}; "
         f"--mem-queue-size 0 MPUB {runfor * 100_000:,.0f}; HTTP {loads['http_connections']} "
         f"connections for {loads['http_seconds']:g} s; latency probe {loads['latency_rate']} "
-        f"PUB/s for {loads['latency_seconds']:g} s after 1 s of warm-up"
+        f"PUB/s, sent every {loads['latency_tick']:g} s, for {loads['latency_seconds']:g} s after "
+        "1 s of warm-up"
     )

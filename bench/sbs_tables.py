@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Protocol
 
-from instructions import INSTR
+from instructions import INSTR, RAW
 
 #: The label of bench/ceiling.py's figures.
 CEILING = "bare loop"
@@ -159,6 +159,7 @@ def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
         *(s.label for s in servers),
         *(f"{first.label} / {s.label}, median of pairs" for s in servers[1:]),
         *(f"pairs ({first.label}, {s.label}: change)" for s in servers[1:]),
+        *(f"idle left in: median, pairs ({s.label})" for s in servers[1:]),
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -174,4 +175,9 @@ def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
             pairs.append(list(zip(mine, theirs, strict=False)))
         cells += [_change(statistics.median(a / b for a, b in p), 1.0) if p else "" for p in pairs]
         cells += ["; ".join(f"{a:,.0f} vs {b:,.0f}: {_change(a, b)}" for a, b in p) for p in pairs]
+        raw = samples.get((first.label, key + RAW), [])
+        for s in servers[1:]:
+            p = list(zip(raw, samples.get((s.label, key + RAW), []), strict=False))
+            changes = ", ".join(_change(a, b) for a, b in p)
+            cells.append(f"{_change(statistics.median(a / b for a, b in p), 1.0)}: {changes}")
         print("| " + " | ".join(cells) + " |", flush=True)

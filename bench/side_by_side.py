@@ -175,13 +175,7 @@ def running(spec: ServerSpec, *flags: str) -> Iterator[Running]:
     if spec.callgrind:
         command = wrap(command, Path(data) / "callgrind.out")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command,
-            cwd=spec.tree or ROOT,
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
+        proc = subprocess.Popen(command, cwd=spec.tree or ROOT, env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + (120 if spec.callgrind else 30)
         while log_path.read_bytes().count(b"listening on") < spec.listeners:
@@ -235,6 +229,7 @@ class Settings:
     bench_writer: str
     bench_reader: str
     mem_count: int = 1_000_000
+    latency_tick: float = 0.001
 
 
 Results = dict[str, float]
@@ -348,7 +343,8 @@ def latency(spec: ServerSpec, settings: Settings) -> Results:
         with counted(results, "lat_p50", server.http, "published") if counted else nullcontext():
             out = tool(PY, "latency_probe.py", "--nsqd-tcp-address", server.tcp_address,
                        "--rate", str(settings.latency_rate),
-                       "--duration", str(settings.latency_seconds))  # fmt: skip
+                       "--duration", str(settings.latency_seconds),
+                       "--tick", str(settings.latency_tick))  # fmt: skip
     p50 = re.search(r"p50=([\d.]+)ms", out)
     p99 = re.search(r"p99=([\d.]+)ms", out)
     if p50 is None or p99 is None:
