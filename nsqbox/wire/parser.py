@@ -90,9 +90,8 @@ class Pub(NamedTuple):
 
 class MPUBBody:
     """The messages of an MPUB, in order (``bodies``); ``packed``: the same as sent (each
-    one's size, then its body) when they all came in one read, else empty, which tells at
-    C speed whether they are all one size. Equal when the bodies are: ``packed`` is only
-    another form of them."""
+    one's size, then its body; empty if not known), which tells at C speed whether they
+    are all one size. Equal when the bodies are: ``packed`` is only another form of them."""
 
     __slots__ = ("bodies", "packed")
     __hash__ = None  # type: ignore[assignment]  # a list inside, as the tuple it was
@@ -173,6 +172,8 @@ class CommandParser(ReceiveBuffer):
         self._count = 0
         self._consumed = 0
         self._bodies: list[bytes] = []
+        #: The bytes of an MPUB's messages read so far, a piece a read (MPUBBody.packed).
+        self._pieces: list[bytes] = []
 
     def expect_body(self, name: str, limit: int, *, message: bool) -> None:
         """Read a ``[4-byte size][data]`` body next.
@@ -354,6 +355,7 @@ class CommandParser(ReceiveBuffer):
             self._count = count
             self._consumed = 4
             self._bodies = []
+            self._pieces = []
             self._state = _MPUB_ITEMS
         # nsqd reads the messages straight off the stream (the declared body size
         # is only range-checked), so parse structurally, resuming where we stopped.
@@ -362,7 +364,6 @@ class CommandParser(ReceiveBuffer):
         # The sizes first, then one copy of the messages found and a slice per body
         # (slicing the bytearray itself would copy each body twice).
         buf = self._buf
-        whole = not self._bodies  # all of them in this read (then ``found`` is all)
         first = pos = self._pos
         have = len(buf)
         bodies = self._bodies
@@ -388,10 +389,10 @@ class CommandParser(ReceiveBuffer):
                 break
             starts.append(pos + 4 - first)
             pos = end
-        found = b""
         if starts:
             with memoryview(buf) as view:
                 found = bytes(view[first:pos])
+            self._pieces.append(found)
             ends = [s - 4 for s in starts[1:]]
             ends.append(pos - first)
             bodies += [found[s:e] for s, e in zip(starts, ends, strict=True)]
@@ -399,6 +400,7 @@ class CommandParser(ReceiveBuffer):
         self._consumed += pos - first
         if len(bodies) < self._count:
             return NEED_DATA
-        self._bodies = []
+        pieces = self._pieces
+        self._bodies = self._pieces = []
         self._state = _LINE
-        return MPUBBody(bodies, found if whole else b"")
+        return MPUBBody(bodies, pieces[0] if len(pieces) == 1 else b"".join(pieces))

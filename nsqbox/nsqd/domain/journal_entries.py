@@ -143,9 +143,13 @@ def run_of(
         alike = len(packed) == step * count - 1 and packed[each::step] == b"\n" * (count - 1)
     elif packed:
         step = 4 + each
-        alike = len(packed) == step * count and all(
-            packed[i::step] == packed[i : i + 1] * count for i in range(4)
-        )  # every size the first's
+        alike = (  # every size the first's, byte by byte
+            len(packed) == step * count
+            and packed[3::step] == packed[3:4] * count
+            and packed[2::step] == packed[2:3] * count
+            and packed[1::step] == packed[1:2] * count
+            and packed[::step] == packed[:1] * count
+        )
     else:
         # none longer than the first, and the sum: none shorter
         alike = nbytes == each * count and max(map(len, bodies)) == each
