@@ -287,9 +287,12 @@ class Journal:
             self.sources.append((self.recorded + 1, client.id))
 
     def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
-        """An HTTP request (its remote address and headers) publishes what comes next."""
-        self.source = (remote, headers)
-        self.sources.append((self.recorded + 1, self.source))
+        """An HTTP request (its remote address and headers) publishes what comes next
+        (recorded only when that changes: a keep-alive client's requests are alike)."""
+        source = (remote, headers)
+        if self.source != source:
+            self.source = source
+            self.sources.append((self.recorded + 1, source))
 
     def publisher_in_process(self) -> None:
         """Code in this process publishes what comes next (a test handle)."""
