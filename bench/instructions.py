@@ -176,8 +176,9 @@ def describe_loads(loads: dict[str, float]) -> str:
     return (
         f"MPUB 200 x 200 B {runfor * 300_000:,.0f} msgs then consume {runfor * 150_000:,.0f}; "
         f"MPUB 1,000 x 100 B {loads['mem_count']:,}; PUB {loads['pub_count']:,}; "
-        f"--mem-queue-size 0 MPUB {runfor * 100_000:,.0f}; HTTP {loads['http_connections']} "
-        f"connections for {loads['http_seconds']:g} s; latency probe {loads['latency_rate']} "
-        f"PUB/s, sent every {loads['latency_tick']:g} s, for {loads['latency_seconds']:g} s after "
+        f"--mem-queue-size 0 MPUB {runfor * 100_000:,.0f}; HTTP from "
+        f"{loads['http_connections']} connection(s) for {loads['http_seconds']:g} s; "
+        f"latency probe {loads['latency_rate']} PUB/s, sent every {loads['latency_tick']:g} s, "
+        f"for {loads['latency_seconds']:g} s after "
         "1 s of warm-up"
     )
