@@ -32,9 +32,16 @@ def _connect(address: tuple[str, int]) -> socket.socket:
 
 
 def run(
-    address: tuple[str, int], topic: str, rate: int, duration: float, warmup: float, size: int
+    address: tuple[str, int],
+    topic: str,
+    rate: int,
+    duration: float,
+    warmup: float,
+    size: int,
+    tick: float = 0.001,
 ) -> tuple[list[float], int]:
-    """(latencies in seconds, messages received) for ``duration`` seconds of publishing."""
+    """(latencies in seconds, messages received) for ``duration`` seconds of publishing,
+    the PUBs due sent together every ``tick`` seconds."""
     sub = _connect(address)
     sub.sendall(f"SUB {topic} ch\nRDY 2500\n".encode())
     pub = _connect(address)
@@ -47,14 +54,17 @@ def run(
     count_from = start + warmup
     stop = start + warmup + duration
     sent = 0
+    next_send = start
     while True:
         now = time.perf_counter()
         if now < stop:
-            due = int((now - start) * rate) - sent
-            if due > 0:
-                stamp = SENT.pack(time.perf_counter_ns())
-                pub.sendall((line + stamp + pad) * due)
-                sent += due
+            if now >= next_send:
+                next_send += tick
+                due = int((now - start) * rate) - sent
+                if due > 0:
+                    stamp = SENT.pack(time.perf_counter_ns())
+                    pub.sendall((line + stamp + pad) * due)
+                    sent += due
         elif received >= sent:
             break
         elif now > stop + 10:
@@ -103,10 +113,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds not counted")
     parser.add_argument("--size", type=int, default=100, help="message size in bytes")
+    parser.add_argument("--tick", type=float, default=0.001, help="seconds between sends")
     args = parser.parse_args(argv)
     host, _, port = args.nsqd_tcp_address.rpartition(":")
     latencies, received = run(
-        (host, int(port)), args.topic, args.rate, args.duration, args.warmup, args.size
+        (host, int(port)), args.topic, args.rate, args.duration, args.warmup, args.size, args.tick
     )
     reached = len(latencies) / args.duration
     print(

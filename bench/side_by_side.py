@@ -34,35 +34,54 @@ the row "HTTP /pub, h11 alone"); the bare loops (``bench/ceiling.py``, once per 
 the last column) do that work without any I/O.
 A second table gives each server's CPU use during the throughput rows (cores busy,
 from /proc) and its rate per busy core: real nsqd spreads over every core, nsqbox is
-one Python process.
+one Python process. ``--callgrind`` counts instead each nsqbox server's instructions per
+message on the rows that do CPU work, load independent, pair by pair (bench/instructions.py):
+``--callgrind --also-with=--journal-size=0`` is the journal's cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from http_pub_load import free_port, raise_fd_limit, run_load, stop
 from idle_connections import idle_rows
+from instructions import (
+    COUNTED,
+    MEMORY,
+    MEMORY_ROWS,
+    WALL_CLOCK_ONLY,
+    Callgrind,
+    callgrind_loads,
+    counted_only,
+    describe_loads,
+    wrap,
+)
+from sbs_tables import (
+    CEILING,
+    CPU,
+    ROWS,
+    Samples,
+    _figure,
+    print_cpu_table,
+    print_instruction_table,
+    print_table,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
-#: The label of bench/ceiling.py's figures.
-CEILING = "bare loop"
-#: Suffix of a row's key for the server's CPU use during it (cores busy).
-CPU = "@cpu"
 #: The I/O floor's label, and the workloads it runs (it has nothing to show on the others).
 FLOOR = "trio floor"
 FLOOR_WORKLOADS = ("tcp", "memory", "pub", "http")
@@ -80,6 +99,8 @@ class ServerSpec:
     script: str = ""
     #: Flags this server gets besides every workload's (``--also-with``).
     extra: tuple[str, ...] = ()
+    #: Run it under callgrind and count its instructions per message (bench/instructions.py).
+    callgrind: bool = False
 
     @property
     def listeners(self) -> int:
@@ -105,11 +126,12 @@ class ServerSpec:
 
 @dataclass
 class Running:
-    """A started server: its ports and pid."""
+    """A started server: its ports and pid (and its callgrind run, if under one)."""
 
     tcp: int
     http: int
     pid: int
+    callgrind: Callgrind | None = None
 
     @property
     def tcp_address(self) -> str:
@@ -121,11 +143,14 @@ class Running:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     @contextmanager
-    def cores(self, results: Results, key: str) -> Iterator[None]:
-        """Record in ``results[key + CPU]`` how many cores the server kept busy meanwhile."""
-        cpu, wall = self.cpu_seconds(), time.monotonic()
-        yield
-        results[key + CPU] = (self.cpu_seconds() - cpu) / (time.monotonic() - wall)
+    def cores(self, results: Results, key: str, kind: str = "published") -> Iterator[None]:
+        """Record in ``results[key + CPU]`` how many cores the server kept busy meanwhile;
+        under callgrind, in ``results[key + INSTR]`` its instructions per ``kind`` message."""
+        counted = self.callgrind.counted(results, key, self.http, kind) if self.callgrind else None
+        with counted or nullcontext():
+            cpu, wall = self.cpu_seconds(), time.monotonic()
+            yield
+            results[key + CPU] = (self.cpu_seconds() - cpu) / (time.monotonic() - wall)
 
     def rss_mb(self) -> float:
         status = Path(f"/proc/{self.pid}/status").read_text()
@@ -146,21 +171,19 @@ def running(spec: ServerSpec, *flags: str) -> Iterator[Running]:
     env = dict(os.environ)
     if spec.tree:
         env["PYTHONPATH"] = spec.tree
+    command = spec.command(tcp, http, data, list(flags))
+    if spec.callgrind:
+        command = wrap(command, Path(data) / "callgrind.out")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            spec.command(tcp, http, data, list(flags)),
-            cwd=spec.tree or ROOT,
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
+        proc = subprocess.Popen(command, cwd=spec.tree or ROOT, env=env, stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + (120 if spec.callgrind else 30)
         while log_path.read_bytes().count(b"listening on") < spec.listeners:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{spec.label} did not start:\n{log_path.read_text()}")
             time.sleep(0.02)
-        yield Running(tcp, http, proc.pid)
+        counter = Callgrind(proc.pid, Path(data) / "callgrind.out") if spec.callgrind else None
+        yield Running(tcp, http, proc.pid, counter)
     finally:
         stop(proc, 60)
         shutil.rmtree(data, ignore_errors=True)
@@ -195,35 +218,6 @@ def rate_of(output: str) -> float:
 # -- the workloads -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Row:
-    """One line of the table: its name, its unit, and whether lower is better."""
-
-    name: str
-    unit: str
-    lower_is_better: bool = False
-    #: The row whose reference figure its ratio compares with (default: its own).
-    against: str = ""
-
-
-ROWS = {
-    "mpub200": Row("MPUB ingest, 200 x 200 B", "msgs/s"),
-    "consume": Row("consume, RDY 2500, FIN each", "msgs/s"),
-    "mpub1000": Row("MPUB 1,000 x 100 B, 1,000,000 msgs", "msgs/s"),
-    "pub": Row("PUB one at a time, 200 B", "msgs/s"),
-    "disk": Row("MPUB ingest, --mem-queue-size 0", "msgs/s"),
-    "http_pub": Row("HTTP /pub, 100 B", "req/s"),
-    "http_pub_h11": Row("HTTP /pub, h11 alone", "req/s", against="http_pub"),
-    "http_mpub": Row("HTTP /mpub, 100 x 100 B", "msgs/s"),
-    "lat_p50": Row("e2e latency p50 at fixed rate", "ms", lower_is_better=True),
-    "lat_p99": Row("e2e latency p99 at fixed rate", "ms", lower_is_better=True),
-    "rss_idle": Row("RSS idle", "MB", lower_is_better=True),
-    "rss_1m": Row("RSS, 1,000,000 x 100 B queued", "MB", lower_is_better=True),
-    "idle_identify": Row("idle connection, IDENTIFY", "KB", lower_is_better=True),
-    "idle_sub": Row("idle connection, IDENTIFY + SUB", "KB", lower_is_better=True),
-}
-
-
 @dataclass
 class Settings:
     runfor: float
@@ -234,6 +228,8 @@ class Settings:
     latency_rate: int
     bench_writer: str
     bench_reader: str
+    mem_count: int = 1_000_000
+    latency_tick: float = 0.001
 
 
 Results = dict[str, float]
@@ -264,19 +260,19 @@ def tcp_ingest_consume(spec: ServerSpec, settings: Settings) -> Results:
         create_channel(server, "sub_bench")
         with server.cores(results, "mpub200"):
             results["mpub200"] = _writer(server.tcp_address, settings, "sub_bench", 300_000)
-        cpu, wall = server.cpu_seconds(), time.monotonic()
-        if settings.bench_reader:
-            out = tool(
-                settings.bench_reader,
-                f"--nsqd-tcp-address={server.tcp_address}",
-                f"--runfor={settings.runfor / 2}s",
-            )
-        else:
-            count = str(int(settings.runfor * 300_000 / 2))
-            out = tool(
-                PY, "bench_reader.py", "--nsqd-tcp-address", server.tcp_address, "--count", count
-            )
-        results["consume" + CPU] = (server.cpu_seconds() - cpu) / (time.monotonic() - wall)
+        with server.cores(results, "consume", "consumed"):
+            if settings.bench_reader:
+                out = tool(
+                    settings.bench_reader,
+                    f"--nsqd-tcp-address={server.tcp_address}",
+                    f"--runfor={settings.runfor / 2}s",
+                )
+            else:
+                count = str(int(settings.runfor * 300_000 / 2))
+                out = tool(
+                    PY, "bench_reader.py", "--nsqd-tcp-address", server.tcp_address,
+                    "--count", count,
+                )  # fmt: skip
         results["consume"] = rate_of(out)
         return results
 
@@ -290,7 +286,7 @@ def memory_mpub1000(spec: ServerSpec, settings: Settings) -> Results:
         results = {"rss_idle": idle}
         with server.cores(results, "mpub1000"):
             out = tool(PY, "bench_writer.py", "--nsqd-tcp-address", server.tcp_address, *args,
-                       "--count", "1000000")  # fmt: skip
+                       "--count", str(settings.mem_count))  # fmt: skip
         results["mpub1000"] = rate_of(out)
         results["rss_1m"] = server.rss_mb()
         return results
@@ -341,22 +337,19 @@ def http_load(spec: ServerSpec, settings: Settings) -> Results:
 
 
 def latency(spec: ServerSpec, settings: Settings) -> Results:
+    results: Results = {}
     with running(spec, "--mem-queue-size=1000000") as server:
-        out = tool(
-            PY,
-            "latency_probe.py",
-            "--nsqd-tcp-address",
-            server.tcp_address,
-            "--rate",
-            str(settings.latency_rate),
-            "--duration",
-            str(settings.latency_seconds),
-        )
+        counted = server.callgrind.counted if server.callgrind else None
+        with counted(results, "lat_p50", server.http, "published") if counted else nullcontext():
+            out = tool(PY, "latency_probe.py", "--nsqd-tcp-address", server.tcp_address,
+                       "--rate", str(settings.latency_rate),
+                       "--duration", str(settings.latency_seconds),
+                       "--tick", str(settings.latency_tick))  # fmt: skip
     p50 = re.search(r"p50=([\d.]+)ms", out)
     p99 = re.search(r"p99=([\d.]+)ms", out)
     if p50 is None or p99 is None:
         raise SystemExit(f"no latency in {out!r}")
-    return {"lat_p50": float(p50.group(1)), "lat_p99": float(p99.group(1))}
+    return {**results, "lat_p50": float(p50.group(1)), "lat_p99": float(p99.group(1))}
 
 
 WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
@@ -380,93 +373,6 @@ def ceiling(tree: str) -> Results:
         env={**os.environ, "PYTHONPATH": tree},
     ).stdout
     return {line.split()[0]: rate_of(line) for line in out.splitlines() if "msgs/s" in line}
-
-
-# -- the table ---------------------------------------------------------------------
-
-
-def _figure(value: float, unit: str) -> str:
-    if unit in ("ms", "MB", "KB"):
-        return f"{value:,.1f}"
-    return f"{value:,.0f}"
-
-
-Samples = dict[tuple[str, str], list[float]]
-
-
-def _median(samples: Samples, label: str, key: str) -> float | None:
-    values = samples.get((label, key))
-    return statistics.median(values) if values else None
-
-
-def _cell(value: float | None, unit: str) -> str:
-    return "" if value is None else _figure(value, unit)
-
-
-def _ratio(value: float | None, reference: float | None) -> str:
-    return "" if value is None or not reference else f"{value / reference:.2f}x"
-
-
-def print_table(specs: list[ServerSpec], samples: Samples) -> None:
-    """Servers, their ratios to the first, then the floor and its ratio, then the bare loops.
-
-    A cell is blank where its server did not run the row.
-    """
-    servers = [s for s in specs if not s.script]
-    floors = [s for s in specs if s.script]
-    reference = servers[0]
-    bare = any(label == CEILING for label, _ in samples)
-    head = [
-        "workload",
-        *(s.label for s in servers),
-        *(f"{s.label} / {reference.label}" for s in servers[1:]),
-        *(x for s in floors for x in (s.label, f"{s.label} / {reference.label}")),
-        *([f"{CEILING} (one core)"] if bare else []),
-    ]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for key, row in ROWS.items():
-        values = {s.label: _median(samples, s.label, key) for s in specs}
-        if all(v is None for v in values.values()):
-            continue
-        ref = _median(samples, reference.label, row.against or key)
-        cells = [f"{row.name} ({row.unit}{', lower is better' if row.lower_is_better else ''})"]
-        cells += [_cell(values[s.label], row.unit) for s in servers]
-        cells += [_ratio(values[s.label], ref) for s in servers[1:]]
-        for s in floors:
-            cells += [_cell(values[s.label], row.unit), _ratio(values[s.label], ref)]
-        if bare:
-            cells.append(_cell(_median(samples, CEILING, key), row.unit))
-        print("| " + " | ".join(cells) + " |", flush=True)
-
-
-def print_cpu_table(specs: list[ServerSpec], samples: Samples) -> None:
-    """Cores each server kept busy per row, and its rate per busy core (per-core efficiency);
-    the floor's two columns last."""
-    servers = [s for s in specs if not s.script]
-    floors = [s for s in specs if s.script]
-    head = [
-        "workload",
-        *(f"{s.label} cores" for s in servers),
-        *(f"{s.label} per core" for s in servers),
-        *(x for s in floors for x in (f"{s.label} cores", f"{s.label} per core")),
-    ]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for key, row in ROWS.items():
-        busy = {s.label: _median(samples, s.label, key + CPU) for s in specs}
-        if not any(busy.values()):
-            continue
-        cores = {label: "" if b is None else f"{b:.2f}" for label, b in busy.items()}
-        per_core = {}
-        for label, b in busy.items():
-            rate = _median(samples, label, key)
-            per_core[label] = f"{rate / b:,.0f}" if rate and b else ""
-        cells = [f"{row.name} ({row.unit})", *(cores[s.label] for s in servers)]
-        cells += [per_core[s.label] for s in servers]
-        for s in floors:
-            cells += [cores[s.label], per_core[s.label]]
-        print("| " + " | ".join(cells) + " |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -497,6 +403,12 @@ def main(argv: list[str] | None = None) -> None:
         "--no-floor", action="store_true", help="skip bench/floor_server.py (and the h11 row)"
     )
     parser.add_argument("--quick", action="store_true", help="short runs, for iteration")
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count instructions: the nsqbox servers under callgrind on the rows that do CPU "
+        "work (instructions per message, bench/instructions.py), the RSS rows as without it",
+    )
     parser.add_argument("--only", help=f"comma-separated workloads of {','.join(WORKLOADS)}")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -521,9 +433,18 @@ def main(argv: list[str] | None = None) -> None:
         specs.append(
             ServerSpec(f"{specs[-1].label} {flags}", tree=trees[-1], extra=tuple(flags.split()))
         )
+    if args.callgrind:  # the floor and the bare loops count nothing of nsqbox's
+        args.no_floor = args.no_ceiling = True
     if not args.no_floor:
         specs.append(ServerSpec(FLOOR, tree=trees[-1], script="floor_server.py"))
     names = args.only.split(",") if args.only else list(WORKLOADS)
+    phases = [(name, False) for name in names]
+    if args.callgrind:
+        phases = [(n, True) for n in names if n in COUNTED] + [
+            (n, False) for n in names if n in MEMORY
+        ]
+    loads = callgrind_loads(quick)
+    cg_settings = Settings(**loads, bench_writer="", bench_reader="")  # type: ignore[arg-type]
     raise_fd_limit(max(2 * settings.http_connections, 2 * 1000 + 64))
     print(
         f"{len(specs)} servers x {len(names)} workloads x {args.rounds} rounds"
@@ -535,15 +456,23 @@ def main(argv: list[str] | None = None) -> None:
     samples: Samples = {}
     for rnd in range(args.rounds):
         order = specs[rnd % len(specs) :] + specs[: rnd % len(specs)]
-        for name in names:
+        for name, counted in phases:
             workload, _ = WORKLOADS[name]
             for spec in order:
                 if spec.script and name not in FLOOR_WORKLOADS:
                     continue
-                results = workload(spec, settings)
-                shown = ", ".join(
-                    f"{k} {_figure(v, ROWS[k].unit)}" for k, v in results.items() if k in ROWS
-                )
+                if counted and (spec.binary or spec.script):
+                    continue  # callgrind counts Python's instructions, not Go's
+                if counted:
+                    results = workload(dataclasses.replace(spec, callgrind=True), cg_settings)
+                    results, shown = counted_only(results)
+                else:
+                    results = workload(spec, settings)
+                    if args.callgrind:
+                        results = {k: v for k, v in results.items() if k in MEMORY_ROWS}
+                    shown = ", ".join(
+                        f"{k} {_figure(v, ROWS[k].unit)}" for k, v in results.items() if k in ROWS
+                    )
                 print(f"  round {rnd + 1} {name:<8} {spec.label:<16} {shown}", flush=True)
                 for key, value in results.items():
                     samples.setdefault((spec.label, key), []).append(value)
@@ -551,7 +480,13 @@ def main(argv: list[str] | None = None) -> None:
             for key, value in ceiling(trees[-1]).items():
                 samples.setdefault((CEILING, key), []).append(value)
     print()
-    print_table(specs, samples)
+    if any(key in ROWS for _, key in samples):
+        print_table(specs, samples)
+    if args.callgrind:
+        print(f"\nServer instructions per message under callgrind ({describe_loads(loads)}):\n")
+        print_instruction_table(specs, samples)
+        print(f"\n{WALL_CLOCK_ONLY}")
+        return
     print("\nServer CPU during each row (cores busy: CPU seconds / wall seconds; the load")
     print("generators share the same cores), and the rate per busy core:\n")
     print_cpu_table(specs, samples)

@@ -88,10 +88,23 @@ class Pub(NamedTuple):
         return len(self.bodies)
 
 
-class MPUBBody(NamedTuple):
-    """The messages of an MPUB, in order."""
+class MPUBBody:
+    """The messages of an MPUB, in order (``bodies``); ``packed``: the same as sent (each
+    one's size, then its body; empty if not known), which tells at C speed whether they
+    are all one size. Equal when the bodies are: ``packed`` is only another form of them."""
 
-    bodies: list[bytes]
+    __slots__ = ("bodies", "packed")
+    __hash__ = None  # type: ignore[assignment]  # a list inside, as the tuple it was
+
+    def __init__(self, bodies: list[bytes], packed: bytes = b"") -> None:
+        self.bodies = bodies
+        self.packed = packed
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MPUBBody) and self.bodies == other.bodies
+
+    def __repr__(self) -> str:
+        return f"MPUBBody({self.bodies!r})"
 
 
 class NeedData:
@@ -159,6 +172,8 @@ class CommandParser(ReceiveBuffer):
         self._count = 0
         self._consumed = 0
         self._bodies: list[bytes] = []
+        #: The bytes of an MPUB's messages read so far, a piece a read (MPUBBody.packed).
+        self._pieces: list[bytes] = []
 
     def expect_body(self, name: str, limit: int, *, message: bool) -> None:
         """Read a ``[4-byte size][data]`` body next.
@@ -340,6 +355,7 @@ class CommandParser(ReceiveBuffer):
             self._count = count
             self._consumed = 4
             self._bodies = []
+            self._pieces = []
             self._state = _MPUB_ITEMS
         # nsqd reads the messages straight off the stream (the declared body size
         # is only range-checked), so parse structurally, resuming where we stopped.
@@ -376,6 +392,7 @@ class CommandParser(ReceiveBuffer):
         if starts:
             with memoryview(buf) as view:
                 found = bytes(view[first:pos])
+            self._pieces.append(found)
             ends = [s - 4 for s in starts[1:]]
             ends.append(pos - first)
             bodies += [found[s:e] for s, e in zip(starts, ends, strict=True)]
@@ -383,6 +400,7 @@ class CommandParser(ReceiveBuffer):
         self._consumed += pos - first
         if len(bodies) < self._count:
             return NEED_DATA
-        self._bodies = []
+        pieces = self._pieces
+        self._bodies = self._pieces = []
         self._state = _LINE
-        return MPUBBody(bodies)
+        return MPUBBody(bodies, pieces[0] if len(pieces) == 1 else b"".join(pieces))

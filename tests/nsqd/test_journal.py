@@ -348,6 +348,27 @@ def test_a_batch_across_two_ticks_keeps_its_list() -> None:
     assert run.ids() == [head + b"ffe", head + b"fff"]
 
 
+def test_a_batch_read_in_one_piece_is_a_run_only_if_its_sizes_are_one() -> None:
+    head = b"0123456789abc"
+    msgs = [Message(head + f"{i:03x}".encode() + b"x", 1) for i in range(3)]
+
+    def packed(bodies: list[bytes]) -> bytes:
+        return b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+
+    alike = [b"ab", b"cd", b"ef"]
+    run = run_of(msgs, alike, 6, packed(alike))
+    assert isinstance(run, Run)
+    assert (run.count, run.size) == (3, 2)
+    # the same sum, sizes that differ, in every one of a size's four bytes
+    for bodies in ([b"ab", b"c", b"def"], [b"ab", b"cd", b"e" * 258], [b"a" * 256, b"bc"]):
+        some = msgs[: len(bodies)]
+        assert run_of(some, bodies, len(b"".join(bodies)), packed(bodies)) is some
+    # a text /mpub's body: its lines
+    assert isinstance(run_of(msgs, alike, 6, b"\n".join(alike), lined=True), Run)
+    for bodies in ([b"ab", b"c", b"def"], [b"abc", b"d", b"ef"]):
+        assert run_of(msgs, bodies, 6, b"\n".join(bodies), lined=True) is msgs
+
+
 async def test_a_batch_put_on_disk_is_one_entry_of_its_first_message(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:

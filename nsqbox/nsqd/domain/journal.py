@@ -143,14 +143,16 @@ class Journal:
 
     def published(
         self, key: Key, refs: Any, msgs: list[Message], bodies: list[bytes], size: int,
-        defer: float, run: list[Message] | None,
+        defer: float, run: list[Message] | None, packed: bytes = b"", lined: bool = False,
     ) -> None:  # fmt: skip
         """A topic published ``msgs`` (``refs``: a PUB's message, else ``msgs``) under
         ``key``: a new entry. ``run`` (empty) is the list of a run of PUBs (a topic's
         :meth:`~.topic.Topic.put_each`) that this PUB starts: the entry is the run's, and
-        the run's next PUBs join it. The caller adds the bytes to :attr:`open_bytes`."""
+        the run's next PUBs join it; ``packed`` and ``lined``: an MPUB's bodies as sent, if
+        known (see :func:`~.journal_entries.run_of`). The caller adds the bytes to
+        :attr:`open_bytes`."""
         if refs is msgs:  # an MPUB: its first message and sizes, not the list
-            self.open.append(Published(key, run_of(msgs, bodies, size), defer, size))
+            self.open.append(Published(key, run_of(msgs, bodies, size, packed, lined), defer, size))
             return
         if run is None:
             run = [refs]
@@ -285,9 +287,12 @@ class Journal:
             self.sources.append((self.recorded + 1, client.id))
 
     def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
-        """An HTTP request (its remote address and headers) publishes what comes next."""
-        self.source = (remote, headers)
-        self.sources.append((self.recorded + 1, self.source))
+        """An HTTP request (its remote address and headers) publishes what comes next
+        (recorded only when that changes: a keep-alive client's requests are alike)."""
+        source = (remote, headers)
+        if self.source != source:
+            self.source = source
+            self.sources.append((self.recorded + 1, source))
 
     def publisher_in_process(self) -> None:
         """Code in this process publishes what comes next (a test handle)."""

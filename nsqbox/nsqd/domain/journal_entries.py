@@ -126,14 +126,35 @@ def ids_run(msgs: list[Message]) -> Run | None:
     return None
 
 
-def run_of(msgs: list[Message], bodies: list[bytes], nbytes: int) -> Run | list[Message]:
+def run_of(
+    msgs: list[Message], bodies: list[bytes], nbytes: int, packed: bytes = b"", lined: bool = False
+) -> Run | list[Message]:
     """What a publish's entry keeps of an MPUB's ``msgs`` (``bodies``, ``nbytes`` in all):
-    a :class:`Run` when it can say the same, else the list. Two C passes over the sizes."""
+    a :class:`Run` when it can say the same, else the list. ``packed``, if not empty, is
+    the bodies as sent, each after its 4-byte size: their sizes are read there, four
+    strided copies of a byte a message (C loops a few instructions a message), instead of
+    a pass over ``bodies`` (a call and a comparison a message). ``lined``: ``packed`` is
+    the bodies joined by newlines instead (a text /mpub's), its newlines read the same way."""
     first, last = msgs[0], msgs[-1]
     each = len(bodies[0])
+    count = len(bodies)
+    if packed and lined:  # a newline after every ``each`` bytes, and no other one
+        step = each + 1
+        alike = len(packed) == step * count - 1 and packed[each::step] == b"\n" * (count - 1)
+    elif packed:
+        step = 4 + each
+        alike = (  # every size the first's, byte by byte
+            len(packed) == step * count
+            and packed[3::step] == packed[3:4] * count
+            and packed[2::step] == packed[2:3] * count
+            and packed[1::step] == packed[1:2] * count
+            and packed[::step] == packed[:1] * count
+        )
+    else:
+        # none longer than the first, and the sum: none shorter
+        alike = nbytes == each * count and max(map(len, bodies)) == each
     if (
-        nbytes == each * len(bodies)
-        and max(map(len, bodies)) == each  # none longer, and the sum: none shorter
+        alike
         and first.data[:_HEAD] == last.data[:_HEAD]
         and int(last.data[_HEAD:_ID], 16) - int(first.data[_HEAD:_ID], 16) == len(msgs) - 1
     ):

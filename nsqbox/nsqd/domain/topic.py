@@ -131,12 +131,17 @@ class Topic:
         now: float | None = None,
         publisher: Publisher | None = None,
         run: list[Message] | None = None,
+        *,
+        packed: bytes = b"",
+        lined: bool = False,
     ) -> None:
         """Publish a batch: ids, one timestamp, fan-out or buffering. TopicError on failure.
 
         ``now`` is the node's clock if the caller has just read it (a connection reads
         it once per turn); ``publisher`` who published it, for the topic's taps; ``run``
-        the journal's list of a run of PUBs (:meth:`put_each`) that this PUB is one of.
+        the journal's list of a run of PUBs (:meth:`put_each`) that this PUB is one of;
+        ``packed`` an MPUB's bodies as sent, each after its size (``lined``: each line a
+        body, a text /mpub's), if the caller has them (the journal reads their sizes there).
         """
         if self.exiting:
             raise TopicError("exiting")
@@ -172,7 +177,7 @@ class Topic:
                 run.append(refs)  # type: ignore[arg-type]  # a PUB's message
             else:
                 key = self._journal_key if delivering and not defer else self._held_key
-                journal.published(key, refs, msgs, bodies, size, defer, run)
+                journal.published(key, refs, msgs, bodies, size, defer, run, packed, lined)
                 journal.open_bytes += size
         if delivering:
             if now is None:

@@ -273,17 +273,20 @@ class _NSQDHTTP:
         args, topic = self._topic_from_query(request)
         opts = self.nsqd.options
         binary = False
+        lines = b""  # the body, when its lines are the messages, all of them
         if "binary" in args:
             # nsqd treats an unrecognised value as true (and logs it as deprecated).
             binary = BOOL_PARAMS.get(args["binary"][0], True)
         if binary:
             bodies = read_binary_mpub(request.body, opts.max_msg_size, opts.max_body_size)
         else:
-            bodies = _split_lines(request.body)
+            bodies, whole = _split_lines(request.body)
+            if whole:
+                lines = request.body
             # No line is longer than the body: only a long body needs the check.
             if len(request.body) > opts.max_msg_size and max(map(len, bodies)) > opts.max_msg_size:
                 raise HTTPError(413, "MSG_TOO_BIG")
-        self._put(topic, bodies, 0.0, request)
+        self._put(topic, bodies, 0.0, request, lines)
         await self._announced(topic)
         return _OK
 
@@ -294,7 +297,10 @@ class _NSQDHTTP:
         if announced is not None:
             await announced()
 
-    def _put(self, topic: Topic, bodies: list[bytes], defer: float, request: Request) -> None:
+    def _put(
+        self, topic: Topic, bodies: list[bytes], defer: float, request: Request, lines: bytes = b""
+    ) -> None:
+        """Publish ``bodies`` (``lines``: a text /mpub's body, if its lines are all of them)."""
         if self.nsqd.exiting or topic.exiting:
             raise HTTPError(503, "EXITING")
         if not bodies:
@@ -303,7 +309,7 @@ class _NSQDHTTP:
             journal.publisher_http(request.remote_address, request.headers)
         publisher = _HTTPPublisher(request) if topic.taps else None  # who, for a tap
         try:
-            topic.put_messages(bodies, defer, None, publisher)
+            topic.put_messages(bodies, defer, None, publisher, packed=lines, lined=True)
         except TopicError:
             raise HTTPError(503, "EXITING") from None
 
@@ -438,9 +444,10 @@ def _parse_int64(raw: str) -> int | None:
         return None
 
 
-def _split_lines(body: bytes) -> list[bytes]:
-    """The messages of a text ``/mpub``: its lines, without the empty ones (nsqd since 0.2.22)."""
+def _split_lines(body: bytes) -> tuple[list[bytes], bool]:
+    """The messages of a text ``/mpub``: its lines, without the empty ones (nsqd since 0.2.22);
+    and whether they are all its lines (none was empty)."""
     lines = body.split(b"\n")
     if b"" in lines:
-        return [line for line in lines if line]
-    return lines
+        return [line for line in lines if line], False
+    return lines, True

@@ -400,7 +400,7 @@ class ProtocolV2:
         self.nsqd.get_topic(topic_name)
         opts = self.nsqd.options
         self.parser.expect_mpub(opts.max_body_size, opts.max_msg_size)
-        self._pending = lambda body: self._publish_batch(topic_name, body.bodies)
+        self._pending = lambda body: self._publish_batch(topic_name, body.bodies, body.packed)
         return None
 
     def _publish_checked(
@@ -430,14 +430,15 @@ class ProtocolV2:
                 pub_counts[topic_name] = pub_counts.get(topic_name, 0) + done
         self._answer(topic_name, done)
 
-    def _publish_batch(self, topic_name: str, bodies: list[bytes]) -> None:
-        """MPUB: the bodies as one batch, one ``OK``."""
+    def _publish_batch(self, topic_name: str, bodies: list[bytes], packed: bytes) -> None:
+        """MPUB: the bodies as one batch, one ``OK`` (``packed``: as the parser's
+        :class:`~nsqbox.wire.parser.MPUBBody` has them)."""
         topic = self.nsqd.get_topic(topic_name)
         client = self.client
         if (journal := self.nsqd.journal) is not None:
             journal.publisher(client)  # who publishes, for the journal
         try:
-            topic.put_messages(bodies, 0.0, client.conn.now, client)
+            topic.put_messages(bodies, 0.0, client.conn.now, client, packed=packed)
         except TopicError as err:
             raise NSQError("E_MPUB_FAILED", f"MPUB failed {err}") from None
         pub_counts = client.pub_counts
