@@ -19,7 +19,8 @@ ended. When a node stops, crashes or restarts under it, the trace says so on std
 the stream to NODE: it closed") and tries the node again every second, for
 ``--reconnect-timeout`` (default 60s; 0: for as long as the trace runs, as ``nsq_tail`` and
 go-nsq's consumers reconnect to an nsqd they were given). A node back within that time is
-followed again from where its stream ended (a restarted node's journal starts anew); a node
+followed again from where its stream ended, or, when it restarted, from the start of its
+new journal (everything it recorded since it came back is printed); a node
 gone for longer is given up on, and once no node is left to follow the trace exits with
 status 1, as it does when no node can be followed at the start. When the trace reads more
 slowly than a node records, the node's ring drops what the trace had not read yet: the
@@ -162,8 +163,9 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
-def _query(options: TraceOptions, after: int | None) -> dict[str, str | int]:
-    """The stream's parameters: the trace's filters, and where to go on from."""
+def _query(options: TraceOptions, after: int | None, journal: str) -> dict[str, str | int]:
+    """The stream's parameters: the trace's filters, and where to go on from (``after``, an
+    event number of the node's journal named ``journal``)."""
     params: dict[str, str | int] = {"topic": options.topic}
     if options.channel:
         params["channel"] = options.channel
@@ -171,6 +173,7 @@ def _query(options: TraceOptions, after: int | None) -> dict[str, str | int]:
         params["kind"] = options.kinds
     if after is not None:
         params["after"] = after
+        params["journal"] = journal  # a restarted node's new journal starts from its oldest
     return params
 
 
@@ -191,6 +194,7 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
     bound = options.reconnect_timeout
     timeout = options.nodes.timeout
     after: int | None = None
+    journal = ""  # the name of the journal ``after`` counts in
     started = False
     #: When the node went away (trio time), until a new stream of it starts.
     gone_since: float | None = None
@@ -198,13 +202,15 @@ async def _follow(node: str, trace: Trace, *, task_status: trio.TaskStatus[str |
         opened = trio.current_time()
         try:
             async with open_journal_stream(
-                node, _query(options, after), connect_timeout=timeout
+                node, _query(options, after, journal), connect_timeout=timeout
             ) as stream:
                 async for doc in stream:
                     marker = doc.get("marker")
                     following = doc.get("next") if marker else doc.get("n")
                     if isinstance(following, int) and not isinstance(following, bool):
                         after = following
+                    if marker == "start" and isinstance(doc.get("journal"), str):
+                        journal = doc["journal"]
                     if marker is None:
                         # flushed once per piece the node sent, not per line
                         trace.show({**doc, "node": node}, flush=not stream.buffered)

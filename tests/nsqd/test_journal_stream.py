@@ -209,6 +209,36 @@ async def test_an_after_from_before_a_restart_starts_from_the_oldest(
     assert [(e["kind"], e["n"] >> 32) for e in page.events] == [("published", 1)]
 
 
+async def test_an_after_of_another_journal_starts_from_the_oldest(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """A trace following a node that restarted asks for ``after`` of the old journal: with
+    the old journal's name, the new one's first events are not skipped, however many
+    entries it has recorded since (more than the old one had is the case ``after`` alone
+    cannot tell)."""
+    server = await start_nsqd_http(nursery, tmp_path)
+    async with open_producer(server.tcp) as producer:
+        for i in range(3):
+            await producer.pub("t", b"m%d" % i)  # one entry each
+    after = 1 << 32 | 0xFFFFFFFF  # after the first entry's events, as a stream's `next` says
+    ours = server.journal.id
+
+    async def published_from(journal: str) -> tuple[dict[str, Any], list[str]]:
+        query = {"topic": "t", "after": after, "journal": journal}
+        async with open_journal_stream(node(server), query) as stream:
+            start = await first(stream)
+            events = await next_events(stream, 2)
+        return start, [e["id"] for e in events if e["kind"] == "published"]
+
+    start, mine = await published_from(ours)
+    assert (start["marker"], start["journal"]) == ("start", ours)
+    assert len(mine) == 2  # this journal's: on after the first entry
+    _, theirs = await published_from("0123456789abcdef")
+    assert len(theirs) == 2
+    assert theirs[0] not in mine  # another journal's number: from the oldest, the first PUB
+    assert theirs[1] == mine[0]
+
+
 def test_the_ring_read_from_an_entry_on_is_its_tail() -> None:
     journal = Journal(25, wall_ns=lambda: 0, now=lambda: 0.0, clients={})
     number = 0

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import chain, islice
 from operator import attrgetter
+from secrets import token_hex
 from typing import TYPE_CHECKING, Any, Final
 
 from .journal_entries import Entry, GivenUp, Published, Run, Step, Trouble, Who, ids_run, run_of
@@ -103,6 +104,9 @@ class Journal:
         given_up_bytes: int = GIVEN_UP_BYTES,
     ) -> None:
         self.size = size
+        #: This journal's name (a new one each start): its event numbers mean nothing to
+        #: another journal's readers, such as a stream following the node before a restart.
+        self.id = token_hex(8)
         self.entry_bytes = entry_bytes
         self.trouble_bytes = trouble_bytes
         self.given_up_bytes = given_up_bytes

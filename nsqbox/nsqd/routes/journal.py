@@ -9,8 +9,9 @@ Not part of NSQ (nsq#848, #1311, #633; dead letters: nsq#974, #591, #1309). Unde
   number ``n``; ``next`` is the ``after`` of the following page, ``null`` after the last.
   ``since`` and ``until`` are broker wall times in ns; ``client`` is a connection's id as
   ``/stats`` shows it; ``kind`` names kinds from :data:`~..domain.journal.KINDS`.
-- ``GET /nsqbox/journal/stream[?<the same filters>][&after=N][&max_ms=M]``: the streaming
-  form (:mod:`.journal_stream`): the events recorded from now on (or after event ``N``), as
+- ``GET /nsqbox/journal/stream[?<the same filters>][&after=N[&journal=J]][&max_ms=M]``: the
+  streaming form (:mod:`.journal_stream`): the events recorded from now on (or after event
+  ``N`` of journal ``J``, its start marker's: of another journal, from the oldest held), as
   JSON lines written as they come, for ``max_ms`` (at most an hour) or until the client
   hangs up; at most :data:`MAX_STREAMS` at once per nsqd (``503 TOO_MANY_STREAMS``).
 - ``GET /nsqbox/journal/troubles?topic=T&channel=C[&requeues=N][&held_ms=X][&timed_out=true]
@@ -141,6 +142,9 @@ def add_journal_routes(router: Router, nsqd: NSQD) -> None:
         want = _filter(request)
         after = _count(request, "after", 0, _INT64) if _arg(request, "after") else None
         seconds = _count(request, "max_ms", MAX_STREAM_MS, MAX_STREAM_MS, least=1) / 1000
+        named = _arg(request, "journal")  # whose event numbers ``after`` counts in
+        if named and after is not None and named != journal().id:
+            after = 0  # another journal's (the node restarted since): all of this one's
         follower = Follower(journal(), want, after)
         if streams >= MAX_STREAMS:
             raise HTTPError(503, "TOO_MANY_STREAMS")

@@ -6,7 +6,9 @@ the journal records. An event's line is the event as ``GET /nsqbox/journal`` lis
 ``n`` and ``kind``); the other lines are markers, each with ``marker`` and ``next`` (the
 ``after`` a new stream would go on from):
 
-- ``{"marker": "start", "next": N, "size": S, "recorded": R}`` first, at once;
+- ``{"marker": "start", "next": N, "size": S, "recorded": R, "journal": J}`` first, at
+  once (``J`` names this journal: a new one each time the node starts; a stream asked for
+  ``after=N&journal=J`` of another journal starts from the oldest entry held);
 - ``{"marker": "lost", "entries": K, "next": N}`` when the client read too slowly and the
   ring let ``K`` entries (steps of batches: one event or more each) go before they were
   sent;
@@ -85,7 +87,10 @@ async def stream_lines(
     encode = _encoder.encode
     end = trio.current_time() + seconds
     start = {"marker": "start", "next": follower.after}
-    yield encode({**start, "size": journal.size, "recorded": journal.recorded}) + b"\n"
+    yield (
+        encode({**start, "size": journal.size, "recorded": journal.recorded, "journal": journal.id})
+        + b"\n"
+    )
     quiet_since = trio.current_time()
     while (now := trio.current_time()) < end:
         owed, wait = 0.0, idle_poll
