@@ -296,17 +296,24 @@ def empty_answers() -> Iterator[str]:
         listener.close()
 
 
-def test_trace_of_a_peer_whose_stream_never_starts(empty_answers: str) -> None:
+def trace_finds_nothing_to_follow(address: str) -> bytes:
+    """``nsqbox trace`` of the nsqd at ``address``, which it cannot follow: it exits 1 at
+    once, in words; its stderr."""
     traced = subprocess.run(
-        [*NSQBOX, "trace", "t", f"--nsqd-http-address={empty_answers}"],
+        [*NSQBOX, "trace", "t", f"--nsqd-http-address={address}"],
         capture_output=True,
         timeout=TIMEOUT,
         check=False,
     )
     assert traced.returncode == 1
-    assert f"{empty_answers}: the stream ended before it started".encode() in traced.stderr
     assert b"no nsqd to follow" in traced.stderr
     assert b"Traceback" not in traced.stderr
+    return traced.stderr
+
+
+def test_trace_of_a_peer_whose_stream_never_starts(empty_answers: str) -> None:
+    err = trace_finds_nothing_to_follow(empty_answers)
+    assert f"{empty_answers}: the stream ended before it started".encode() in err
 
 
 def test_trace_refuses_a_negative_reconnect_timeout(capsys: pytest.CaptureFixture[str]) -> None:
@@ -329,13 +336,4 @@ def test_real_nsqd_is_not_supported_in_one_clear_line(
     assert (status, out) == (1, "")
     assert f"not supported by this nsqd: {real_nsqd} has no journal route" in err
     assert "Traceback" not in err
-    traced = subprocess.run(
-        [*NSQBOX, "trace", "t", f"--nsqd-http-address={real_nsqd}"],
-        capture_output=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert traced.returncode == 1
-    assert b"not supported by this nsqd" in traced.stderr
-    assert b"no nsqd to follow" in traced.stderr
-    assert b"Traceback" not in traced.stderr
+    assert b"not supported by this nsqd" in trace_finds_nothing_to_follow(real_nsqd)
