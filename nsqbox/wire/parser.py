@@ -72,10 +72,12 @@ class FinRun(NamedTuple):
 
 class Pub(NamedTuple):
     """Consecutive PUBs with the same ``PUB <topic>`` line, each body whole (``pub_limit``):
-    ``params`` as a Command's, the bodies in order (one at least)."""
+    ``params`` as a Command's, the bodies in order (one at least), ``nbytes`` their
+    total size (read off the buffer's positions: no pass over the bodies)."""
 
     params: list[bytes]
     bodies: list[bytes]
+    nbytes: int = -1
 
     @property
     def name(self) -> bytes:
@@ -261,8 +263,9 @@ class CommandParser(ReceiveBuffer):
         self._pos = idx + 1
         if params[0] == b"PUB" and len(params) == 2 and self.pub_limit:
             bodies = self._pub_run(pos, idx + 1)
-            if bodies:
-                return Pub(params, bodies)
+            if bodies:  # each body after its size, each later one after the line again
+                framing = 4 * len(bodies) + (idx + 1 - pos) * (len(bodies) - 1)
+                return Pub(params, bodies, self._pos - idx - 1 - framing)
         return Command(params[0], params)
 
     def _pub_run(self, line: int, after: int) -> list[bytes]:

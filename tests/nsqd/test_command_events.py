@@ -93,6 +93,8 @@ def test_whole_pubs_stand_for_their_commands_and_bodies(chunk: int) -> None:
     whole = events(data, chunk=chunk, fin_runs=False, pub_limit=10)
     assert not any(isinstance(ev, Pub) for ev in plain)
     assert as_lines(whole) == plain
+    pubs = [ev for ev in whole if isinstance(ev, Pub)]  # each run's size, from positions
+    assert [ev.nbytes for ev in pubs] == [sum(map(len, ev.bodies)) for ev in pubs]
     if chunk == len(PUBS):
         runs = [len(ev.bodies) if isinstance(ev, Pub) else ev for ev in whole]
         assert runs == [2, 1, Command(b"NOP", [b"NOP"]), 512, 88, 1, 1]

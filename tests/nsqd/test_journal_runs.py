@@ -154,6 +154,18 @@ async def test_a_run_of_pubs_is_one_entry_and_counted_as_recorded(
     assert len([e for e in journal.open if isinstance(e, Published)]) == 2
 
 
+async def test_a_run_of_pubs_over_tcp_counts_its_bodies_bytes(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    journal = server.journal
+    before = journal.nbytes + journal.open_bytes  # a queue scan may close the chunk between
+    producer = await run_of_pubs(server, 12)  # the parser's runs: their size from positions
+    counted = journal.nbytes + journal.open_bytes - before
+    assert counted == sum(len(b"m%d" % i) for i in range(12)) == 26
+    await producer.aclose()
+
+
 async def test_an_mpub_sent_on_at_once_records_its_deliveries(
     nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:

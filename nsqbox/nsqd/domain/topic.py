@@ -172,13 +172,12 @@ class Topic:
             and not self.memory
             and not self.backend.depth
         )
-        if (journal := self._journal) is not None:  # one entry a run: the journal's cost
-            if run:  # a later PUB of a run: the run's entry, the first's, holds it
-                run.append(refs)  # type: ignore[arg-type]  # a PUB's message
-            else:
-                key = self._journal_key if delivering and not defer else self._held_key
-                journal.published(key, refs, msgs, bodies, size, defer, run, packed, lined)
-                journal.open_bytes += size
+        if run:  # a later PUB of a run (journal on): the run's entry, the first's, holds it
+            run.append(refs)  # type: ignore[arg-type]  # a PUB's message
+        elif (journal := self._journal) is not None:  # one entry a run: the journal's cost
+            key = self._journal_key if delivering and not defer else self._held_key
+            journal.published(key, refs, msgs, bodies, size, defer, run, packed, lined)
+            journal.open_bytes += size
         if delivering:
             if now is None:
                 now = node.now()
@@ -197,12 +196,19 @@ class Topic:
         self.message_bytes += size
 
     def put_each(
-        self, bodies: list[bytes], defer: float, now: float, publisher: Publisher | None
+        self,
+        bodies: list[bytes],
+        defer: float,
+        now: float,
+        publisher: Publisher | None,
+        nbytes: int = -1,
     ) -> int:
         """A run of PUBs (DPUBs, ``defer`` > 0) from one connection in one turn: each body
         its own message, published in order by :meth:`put_messages`, the journal's one
-        entry for the run. Returns how many; a :class:`TopicError` stops the run, its
-        ``done`` attribute saying how many were published before it."""
+        entry for the run. ``nbytes``: the bodies' total size if the caller knows it (the
+        journal's count of bytes, without a pass over them). Returns how many; a
+        :class:`TopicError` stops the run, its ``done`` attribute saying how many were
+        published before it."""
         put = self.put_messages
         run: list[Message] | None = None if self._journal is None else []
         done = 0
@@ -215,7 +221,9 @@ class Topic:
             raise
         finally:
             if done > 1 and (journal := self._journal) is not None:  # the first counted its own
-                journal.open_bytes += sum(map(len, bodies[1:done]))
+                if done < len(bodies) or nbytes < 0:
+                    nbytes = sum(map(len, bodies[:done]))
+                journal.open_bytes += nbytes - len(bodies[0])
         return done
 
     def _hold(self, msgs: list[Message]) -> None:

@@ -45,8 +45,8 @@ __all__ = ["STATE_COMMANDS", "ProtocolV2", "new_client"]
 Handler = Callable[["ProtocolV2", CommandEvent], "bytes | None"]
 #: The handler of the body a command asked for.
 Continuation = Callable[[Any], "bytes | None"]
-#: Publishes ``bodies`` (PUB, DPUB: one message and one ``OK`` each).
-Publisher = Callable[[str, str, list[bytes], float], None]
+#: Publishes ``bodies`` (PUB, DPUB: one message and one ``OK`` each), their size (or -1).
+Publisher = Callable[[str, str, list[bytes], float, int], None]
 
 
 def new_client(
@@ -363,10 +363,10 @@ class ProtocolV2:
             raise invalid("PUB insufficient number of parameters")
         topic_name = self._topic_name("PUB", params)
         if isinstance(cmd, Pub):  # the bodies came whole behind their lines
-            self._publish("PUB", topic_name, cmd.bodies, 0.0)
+            self._publish("PUB", topic_name, cmd.bodies, 0.0, cmd.nbytes)
             return None
         self.parser.expect_body("PUB", self.nsqd.options.max_msg_size, message=True)
-        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0)
+        self._pending = lambda body: self._publish("PUB", topic_name, [body.data], 0.0, -1)
         return None
 
     def _dpub(self, cmd: CommandEvent) -> bytes | None:
@@ -383,7 +383,7 @@ class ProtocolV2:
             raise invalid(f"DPUB timeout {parsed} out of range 0-{round(max_req * 1000)}")
         self.parser.expect_body("DPUB", self.nsqd.options.max_msg_size, message=True)
         delay = timeout_ns / 1e9
-        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay)
+        self._pending = lambda body: self._publish("DPUB", topic_name, [body.data], delay, -1)
         return None
 
     def _mpub(self, cmd: CommandEvent) -> bytes | None:
@@ -404,22 +404,23 @@ class ProtocolV2:
         return None
 
     def _publish_checked(
-        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, nbytes: int
     ) -> None:
         """PUB and DPUB with auth, checked after the body as nsqd does (once for a run)."""
-        publish = partial(self._publish_each, cmd, topic_name, bodies, delay)
+        publish = partial(self._publish_each, cmd, topic_name, bodies, delay, nbytes)
         self._check_auth(cmd, topic_name, "", publish)
 
-    def _publish_each(self, cmd: str, topic_name: str, bodies: list[bytes], delay: float) -> None:
+    def _publish_each(
+        self, cmd: str, topic_name: str, bodies: list[bytes], delay: float, nbytes: int
+    ) -> None:
         """PUB and DPUB: each body one message and one ``OK`` (a run of PUBs: those before
-        a failure are answered, then its error)."""
-        topic = self.nsqd.get_topic(topic_name)
-        client = self.client
+        a failure are answered, then its error; ``nbytes``: their size, or -1)."""
+        topic, client = self.nsqd.get_topic(topic_name), self.client
         if (journal := self.nsqd.journal) is not None:
             journal.publisher(client)  # who publishes, for the journal
         done = 0
         try:
-            done = topic.put_each(bodies, delay, client.conn.now, client)
+            done = topic.put_each(bodies, delay, client.conn.now, client, nbytes)
         except TopicError as err:
             done = err.done
             client.conn.respond_ok(done)
