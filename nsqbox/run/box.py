@@ -207,6 +207,8 @@ class BoxAddresses:
     control: BoxControl | None = None
     #: The broker clock every node of the box shares (None when not made by serve_box).
     clock: BrokerClock | None = None
+    #: What the box was started from (``--load``, ``--seed``), a line each for the banner.
+    started_from: tuple[str, ...] = ()
 
     def ready(self) -> dict[str, Any]:
         """The ``--ready-json`` object: every address as ``host:port`` (node 0's unsuffixed)."""
@@ -238,6 +240,7 @@ class BoxAddresses:
         lines.append(f"admin: HTTP {format_address(self.admin.http)} (nsqadmin's /api)")
         if self.clock is not None and self.clock.mode == "manual":
             lines.append("broker clock: manual, standing still until `nsqbox clock advance 1h`")
+        lines += self.started_from
         lines.append("running; Ctrl-C stops")
         return "".join(f"{label}: {line}\n" for line in lines)
 
@@ -430,14 +433,17 @@ async def serve_box(
         ]
         nsqds = [await runner.start(register=False) for runner in runners]
         control = BoxControl(runners)
+        started_from: list[str] = []
         if options.load_path:
             from nsqbox.run.snapshot import load_box
 
-            await load_box(options.load_path, control, clock)
+            count = await load_box(options.load_path, control, clock)
+            started_from.append(f"loaded {options.load_path}: {count} messages")
         if options.seed_path:
             from nsqbox.run.snapshot import seed_box
 
-            await seed_box(options.seed_path, control, clock, paths[0])
+            count = await seed_box(options.seed_path, control, clock, paths[0])
+            started_from.append(f"seeded from {options.seed_path}: {count} messages")
         names = [
             _node_name(runner.options, node) for runner, node in zip(runners, nsqds, strict=True)
         ]
@@ -445,4 +451,6 @@ async def serve_box(
         node_control = AdminNodeControl(control, names, options.snapshot_dir or os.getcwd())
         serve = functools.partial(serve_admin, control=node_control)
         admin: AdminAddresses = await nursery.start(serve, admin_options)
-        task_status.started(BoxAddresses(lookupd, tuple(nsqds), admin, paths, control, clock))
+        task_status.started(
+            BoxAddresses(lookupd, tuple(nsqds), admin, paths, control, clock, tuple(started_from))
+        )

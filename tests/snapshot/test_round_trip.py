@@ -159,6 +159,8 @@ async def test_a_two_node_box_round_trips_through_a_snapshot_file(
         assert "manual clock at +10s" in printed
 
         fresh = await start_box(nursery, tmp_path / "b", client, load=str(path))
+        # the banner says what the box was started from
+        assert f"nsqbox up: loaded {path}: 18 messages\n" in fresh.addresses.banner()
         loaded = [await fresh.stats(0), await fresh.stats(1)]
         # the in-flight message is queued again; the ephemeral channel is not there
         assert loaded[0]["orders:billing"] == (5, 3, 0, 1, False)

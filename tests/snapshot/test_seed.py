@@ -90,6 +90,7 @@ async def test_up_seed_creates_topics_channels_and_messages_before_ready(
     seed = write_seed(tmp_path)
     with trio.fail_after(GUARD):
         box = await start_box(nursery, tmp_path / "data", client, str(seed))
+        assert f"nsqbox up: seeded from {seed}: 12 messages\n" in box.addresses.banner()
         # depth, backend depth, in flight, deferred, paused: 1 inline + 3 lines (+ 1 to billing)
         assert await box.stats(0) == {
             "orders": (0, 0, False),
