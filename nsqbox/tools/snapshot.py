@@ -162,6 +162,8 @@ def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:
                 answers = load(client, path, _nsqds(flags, client), replace=replace)
                 out.write(_loaded(path, answers, replace))
     except SnapshotError as exc:
+        if command == "check":  # it loads nothing: it says what is wrong with the file
+            raise Fatal(f"{path} is not a valid snapshot: {exc}") from None
         raise Fatal(f"{path} refused, nothing loaded: {exc}") from None
     except (SnapshotTransferError, OSError) as exc:
         raise Fatal(f"snapshot {command} failed: {exc}") from None
