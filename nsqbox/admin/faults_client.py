@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from ..net.unreachable import unreachable_reason
 from ..wire.peer_json import PeerJSONError, decode_peer_json, peer_count
 from .clusterinfo import base_url
 from .control import NodeAction
@@ -54,7 +55,7 @@ class AdminFaults:
                 method, url, params=list(params), headers=self.headers
             )
         except httpx.HTTPError as exc:
-            reason = str(exc) or type(exc).__name__
+            reason = unreachable_reason(exc)
             raise FaultError(
                 0, f"cannot reach the admin service at {self.address}", reason
             ) from exc

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final
 import httpx
 import msgspec
 
+from ..net.unreachable import unreachable_reason
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .clusterinfo import base_url
 
@@ -89,7 +90,7 @@ class AdminSnapshots:
         try:
             response = await self.client.request(method, url, params=params, headers=self.headers)
         except httpx.HTTPError as exc:
-            reason = str(exc) or type(exc).__name__
+            reason = unreachable_reason(exc)
             raise SnapshotClientError(
                 0, f"cannot reach the admin service at {self.address}: {reason}"
             ) from exc

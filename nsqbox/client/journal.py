@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ..net.unreachable import unreachable_reason
 from ..wire.documents import NodesDocument
 from ..wire.peer_json import PeerJSONError, decode_peer_json, decode_peer_object, peer_count
 
@@ -96,7 +97,7 @@ def _fetch(
                     raise JournalError(f"{node}: an answer larger than {MAX_DOCUMENT} bytes")
             return response.status_code, bytes(body)
     except httpx.HTTPError as exc:
-        raise JournalError(f"cannot reach {node}: {exc}") from None
+        raise JournalError(f"cannot reach {node}: {unreachable_reason(exc)}") from None
 
 
 def _get(client: httpx.Client, node: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -262,7 +263,10 @@ def lookupd_nsqds(client: httpx.Client, lookupds: Sequence[str]) -> list[str]:
             if status != 200:
                 raise JournalError(f"{lookupd} answered {status}")
             doc = decode_peer_json(body, _nodes_decoder)
-        except (PeerJSONError, JournalError) as exc:
+        except JournalError as exc:  # it names the lookupd already
+            failures.append(str(exc))
+            continue
+        except PeerJSONError as exc:
             failures.append(f"{lookupd}: {exc}")
             continue
         for node in doc.producers or []:

@@ -28,6 +28,7 @@ import trio
 
 from .. import __version__
 from ..net.addresses import split_host_port
+from ..net.unreachable import unreachable_reason
 from ..wire.peer_json import PeerJSONError, decode_peer_json
 from .journal import JournalError, status_error
 
@@ -140,8 +141,12 @@ async def open_journal_stream(
     try:
         with trio.fail_after(connect_timeout):
             stream = await trio.open_tcp_stream(host, port)
-    except (OSError, trio.TooSlowError) as exc:
-        raise JournalError(f"cannot reach {node}: {exc}") from None
+    except trio.TooSlowError:
+        raise JournalError(
+            f"cannot reach {node}: no connection within {connect_timeout:g}s"
+        ) from None
+    except OSError as exc:
+        raise JournalError(f"cannot reach {node}: {unreachable_reason(exc)}") from None
     async with stream:
         conn = h11.Connection(h11.CLIENT)
         target = "/nsqbox/journal/stream"
@@ -153,7 +158,7 @@ async def open_journal_stream(
         try:
             await stream.send_all(request)
         except trio.BrokenResourceError as exc:
-            raise JournalError(f"cannot reach {node}: {exc}") from None
+            raise JournalError(f"cannot reach {node}: {unreachable_reason(exc)}") from None
         opened = JournalStream(node, stream, conn)
         try:
             with trio.fail_after(connect_timeout):

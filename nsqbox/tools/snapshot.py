@@ -27,6 +27,7 @@ from typing import Any, TextIO
 import httpx
 
 from ..go.flags import FlagSet
+from ..net.unreachable import unreachable_reason
 from ..snapshot.files import SnapshotSummary, check_snapshot
 from ..snapshot.format import SnapshotError
 from ..snapshot.transfer import Cut, SnapshotTransferError, cut_nodes, load, save
@@ -64,11 +65,23 @@ def _admin(flags: FlagSet) -> str:
     return address if "://" in address else f"http://{address}"
 
 
+def _http_failure(exc: httpx.HTTPError, peer: str = "") -> str:
+    """What an HTTP failure says: the address (after ``peer``, e.g. "the admin service at ")
+    and why, once each (``cannot reach 127.0.0.1:4151: connection refused``)."""
+    try:
+        where = peer + exc.request.url.netloc.decode("ascii", "replace")
+    except RuntimeError:  # no request: nothing to name
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return f"cannot reach {where}: {unreachable_reason(exc)}"
+    return f"{where}: {unreachable_reason(exc)}"
+
+
 def _admin_doc(client: httpx.Client, method: str, url: str) -> dict[str, Any]:
     try:
         response = client.request(method, url)
     except httpx.HTTPError as exc:
-        raise Fatal(f"cannot reach the admin service: {exc}") from None
+        raise Fatal(_http_failure(exc, "the admin service at ")) from None
     try:
         doc: dict[str, Any] = response.json()
     except ValueError:
@@ -162,11 +175,13 @@ def run(flags: FlagSet, args: ParsedArgs, out: TextIO | None = None) -> int:
                 answers = load(client, path, _nsqds(flags, client), replace=replace)
                 out.write(_loaded(path, answers, replace))
     except SnapshotError as exc:
+        if command == "check":  # it loads nothing: it says what is wrong with the file
+            raise Fatal(f"{path} is not a valid snapshot: {exc}") from None
         raise Fatal(f"{path} refused, nothing loaded: {exc}") from None
     except (SnapshotTransferError, OSError) as exc:
         raise Fatal(f"snapshot {command} failed: {exc}") from None
     except httpx.HTTPError as exc:
-        raise Fatal(f"snapshot {command} failed: {exc}") from None
+        raise Fatal(f"snapshot {command} failed: {_http_failure(exc)}") from None
     return 0
 
 

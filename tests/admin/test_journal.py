@@ -25,6 +25,10 @@ from tests.admin.conftest import Box, real_nsqd, register_ghost, running_box
 from tests.helpers import RawConn, eventually
 
 TIMEOUT = 10
+#: What a node's report holds in an answer of events (journey, journal) and of a channel's
+#: list (troubles, given up): docs/journeys.md, "Over a cluster".
+EVENTS_REPORT = ["error", "hostname", "listed", "more", "node", "oldest", "recorded", "supported"]
+LIST_REPORT = ["count", "error", "hostname", "listed", "more", "node", "supported"]
 
 
 async def start(nursery: trio.Nursery, tmp_path: Path, **nsqd: Any) -> AsyncIterator[Box]:
@@ -95,6 +99,11 @@ async def test_two_nodes_events_for_one_topic_merge_in_broker_time_order(box: Bo
         box.nsqd_http(0): (True, 3),
         box.nsqd_http(1): (True, 3),
     }
+    for report in doc["nodes"]:  # the ring's numbers; no count (that is the lists')
+        assert sorted(report) == EVENTS_REPORT
+        assert report["recorded"] >= 3
+        numbers = [e["n"] for e in events if e["node"] == report["node"]]
+        assert 0 <= report["oldest"] <= min(numbers)  # the ring still holds what it listed
     # every event (queued copies too) in time order, each node's in its own order
     status, full = await api(box, "/api/journal/merged/c")
     assert status == 200, full
@@ -186,6 +195,7 @@ async def test_given_up_counts_what_it_does_not_list(box: Box) -> None:
     assert status == 200, doc
     assert (doc["count"], len(doc["messages"])) == (2, 1)  # as /api/troubles counts
     (report,) = doc["nodes"]  # the topic's one node
+    assert sorted(report) == LIST_REPORT  # nothing of the journal's ring: not this list's
     assert {k: report[k] for k in ("node", "count", "listed", "more")} == {
         "node": box.nsqd_http(0),
         "count": 2,
@@ -225,6 +235,8 @@ async def test_troubles_merge_the_nodes(box: Box) -> None:
         assert status == 200, narrowed
         assert [base64.b64decode(m["body"]) for m in narrowed["messages"]] == [b"bo"]
         assert [m["size"] for m in narrowed["messages"]] == [6]
+        assert [sorted(report) for report in doc["nodes"]] == [LIST_REPORT] * 2
+        assert [report["count"] for report in doc["nodes"]] == [1, 1]
     finally:
         for consumer in held:
             await consumer.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from nsqbox.snapshot.files import (
     open_for_writing,
 )
 from nsqbox.snapshot.format import Header, MessageLine, SnapshotError, message_body
+from nsqbox.tools import snapshot as snapshot_tool
+from nsqbox.tools.common import Fatal, ParsedArgs
 
 ID = b"0123456789abcdef"
 
@@ -301,3 +304,24 @@ def test_disk_messages_writes_the_lines_message_writes(
     assert b'"body":"before"' in before[0]
     assert before[1] == one.getvalue()
     assert by_batch.messages == by_one.messages + 1 == len(bodies) + 1
+
+
+def test_snapshot_check_says_a_bad_file_is_not_a_snapshot_not_that_nothing_was_loaded(
+    tmp_path: Path,
+) -> None:
+    # `nsqbox snapshot check` loads nothing, so it does not say "nothing loaded"
+    lines = lines_of(tmp_path)
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(lines[:5]))
+    flags = snapshot_tool.snapshot_flag_set()
+    with pytest.raises(Fatal) as info:
+        snapshot_tool.run(flags, ParsedArgs(["check", str(path)]), io.StringIO())
+    assert str(info.value) == (
+        f"{path} is not a valid snapshot: line 6: truncated: the file ends before its end line"
+    )
+    good = tmp_path / "good.jsonl"
+    out = io.StringIO()
+    assert snapshot_tool.run(flags, ParsedArgs(["check", str(good)]), out) == 0
+    assert out.getvalue() == (
+        f"{good}: 3 messages in 2 topics and 1 channel on 2 nsqd(s), manual clock at +5s\n"
+    )

@@ -13,6 +13,7 @@ import os
 import select
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -179,6 +180,68 @@ def test_trace_of_one_channel_prints_lines_until_stopped(box: BoxProcess) -> Non
     assert (status, err) == (0, "")
     assert line.split()[2:5] == ["queued", "jt_lines/c", msg_id]
     assert "to=memory" in line
+
+
+#: ``nsqbox`` with the collector's statistics printed at exit (on stderr, from the first
+#: collection of the interpreter's shutdown on).
+GC_AT_EXIT = (
+    "import atexit, gc, sys; atexit.register(gc.set_debug, gc.DEBUG_STATS); "
+    "from nsqbox.cli import main; sys.exit(main())"
+)
+
+
+def test_trace_n_exits_once_it_printed_its_events_without_walking_the_heap(
+    box: BoxProcess, tmp_path: Path
+) -> None:
+    # Python's shutdown ran full collections over every object start-up made, after the
+    # last line (0.1 s idle, over a second on a busy machine): the trace moves them out of
+    # the collector's reach at exit, so what is left to walk is what came after start-up
+    errors = tmp_path / "stderr.txt"
+    with errors.open("wb") as stderr:
+        tracer = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                GC_AT_EXIT,
+                "trace",
+                "jt_exit",
+                f"--nsqd-http-address={http(box)}",
+                "-n",
+                "1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while "following jt_exit" not in errors.read_text():
+            assert tracer.poll() is None, errors.read_text()
+            assert time.monotonic() < deadline, errors.read_text()
+            time.sleep(0.02)
+        msg_id = publish(box, "jt_exit", b"one")
+        out, _ = tracer.communicate(timeout=TIMEOUT)
+    finally:
+        if tracer.poll() is None:
+            tracer.kill()
+            tracer.communicate(timeout=TIMEOUT)
+    assert tracer.returncode == 0
+    assert [line.split()[2:5] for line in out.decode().splitlines()] == [
+        ["published", "jt_exit", msg_id]
+    ]
+    err = errors.read_text()
+    tracked = [
+        sum(int(n) for n in line.split(":")[-1].split())
+        for line in err.splitlines()
+        if line.startswith("gc: objects in each generation:")
+    ]
+    frozen = [
+        int(line.split(":")[-1])
+        for line in err.splitlines()
+        if line.startswith("gc: objects in permanent generation:")
+    ]
+    assert tracked, err  # the shutdown's collections were seen
+    assert min(frozen) > 10_000  # start-up's objects (some 38,000), out of the walk
+    assert max(tracked) < 5_000  # what each collection walked: a few hundred
 
 
 @pytest.fixture

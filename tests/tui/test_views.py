@@ -280,3 +280,28 @@ def test_no_cluster_at_all_is_shown_not_raised() -> None:
 
     factory = partial(open_model_backend, lookupd_http_addresses=["127.0.0.1:1"])
     run_app(AdminApp(factory, interval=0.1), body)
+
+
+def test_the_topic_view_opens_on_its_channels_and_tab_moves_between_its_tables(
+    nsq: NSQBox,
+) -> None:
+    # what docs/tui.md says: the channels table has the focus, Tab and Shift+Tab move it
+    nsq.publish("orders", b"a", node=0)
+    nsq.wait_for_producers("orders")
+
+    async def body(pilot: Pilot[Any], app: AdminApp) -> None:
+        topics = table(app, "#topics")
+        await wait_until(pilot, lambda: "orders" in topics.keys, "the topic")
+        topics.select("orders")
+        await pilot.press("enter")
+        await on_screen(pilot, app, TopicScreen)
+        nodes, channels = table(app, "#nodes"), table(app, "#channels")
+        await wait_until(pilot, lambda: channels.has_focus, "the channels table focused")
+        await pilot.press("tab")
+        await wait_until(pilot, lambda: nodes.has_focus, "Tab: the nodes table", app.focused)
+        await pilot.press("tab")
+        await wait_until(pilot, lambda: channels.has_focus, "Tab: channels again", app.focused)
+        await pilot.press("shift+tab")
+        await wait_until(pilot, lambda: nodes.has_focus, "Shift+Tab: nodes", app.focused)
+
+    run_app(make_app(nsq), body)

@@ -29,9 +29,11 @@ others with ``limit`` (events per node, at most 1000) and ``cursor``. ``/api/jou
 previous answer's ``next``) and ``node``. ``/api/troubles`` takes ``requeues``, ``held_ms``,
 ``timed_out=true``, ``body_bytes``, ``limit`` and ``node``; ``/api/given_up`` ``attempts``,
 ``body_bytes``, ``limit`` and ``node``: each passed on to the nodes' routes. Each node is
-reported in ``nodes`` with ``supported`` and ``error``: a real nsqd (no journal) is
-``supported: false`` with ``error`` ``"not supported by this nsqd ..."``, and the others are
-merged as usual. Errors are NSQ's ``{"message": CODE}``: ``400 INVALID_ID``,
+reported in ``nodes`` with ``supported``, ``listed``, ``more`` and ``error``, and what holds
+for the answer: ``recorded`` and ``oldest`` (the journal's ring) for events, ``count`` (how
+many messages it keeps) for troubles and given up (docs/journeys.md). A real nsqd (no
+journal) is ``supported: false`` with ``error`` ``"not supported by this nsqd ..."``, and the
+others are merged as usual. Errors are NSQ's ``{"message": CODE}``: ``400 INVALID_ID``,
 ``INVALID_TOPIC``, ``INVALID_CHANNEL``, ``INVALID_KIND``, ``INVALID_<ARG>``,
 ``INVALID_CURSOR``; ``404 TOPIC_NOT_FOUND``, ``NODE_NOT_FOUND``; ``502 UPSTREAM_ERROR``
 when no node answered. Off (``404``) under ``--auth-http-address`` (they show message
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -54,7 +56,13 @@ from ..clusterinfo import ClusterInfo, UpstreamError, warning
 from ..stats import Producer
 
 if TYPE_CHECKING:  # the merge over nodes loads on the first journal request, not at start
-    from ..journal import GivenUpResult, JournalQuery, TroublesQuery, TroublesResult
+    from ..journal import (
+        GivenUpResult,
+        JournalQuery,
+        NodeJournal,
+        TroublesQuery,
+        TroublesResult,
+    )
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "add_journal_routes"]
 
@@ -113,6 +121,18 @@ def _all_failed(what: str, errors: tuple[UpstreamError, ...], asked: int) -> Non
         raise HTTPError(502, f"UPSTREAM_ERROR: {warning(errors)}")
 
 
+#: What a node's report says, by the answer it is in: the ring's numbers (``recorded``,
+#: ``oldest``) for events, how many messages the node keeps (``count``) for a channel's lists.
+_REPORT_FIELDS: Final = ("node", "hostname", "supported", "listed")
+_EVENTS_REPORT: Final = (*_REPORT_FIELDS, "more", "recorded", "oldest", "error")
+_LIST_REPORT: Final = (*_REPORT_FIELDS, "count", "more", "error")
+
+
+def _reports(nodes: list[NodeJournal], fields: tuple[str, ...]) -> list[Doc]:
+    """Each node's report with only the ``fields`` that mean something for its answer."""
+    return [{name: getattr(node, name) for name in fields} for node in nodes]
+
+
 def _listed(
     what: str,
     query: TroublesQuery,
@@ -128,7 +148,7 @@ def _listed(
         "channel": query.channel,
         **extra,
         "messages": msgspec.to_builtins(result.messages),
-        "nodes": msgspec.to_builtins(result.nodes),
+        "nodes": _reports(result.nodes, _LIST_REPORT),
         "message": _warn(errors + result.errors),
     }
 
@@ -154,7 +174,7 @@ def add_journal_routes(
         _all_failed("the journal", result.errors, len(result.nodes))
         return {
             "events": msgspec.to_builtins(result.events),
-            "nodes": msgspec.to_builtins(result.nodes),
+            "nodes": _reports(result.nodes, _EVENTS_REPORT),
             "next": result.next,
             "message": _warn(errors + result.errors),
         }
