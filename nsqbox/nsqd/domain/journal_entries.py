@@ -143,10 +143,10 @@ def run_of(
     (two hex parses cost more than the rest of this together)."""
     count = len(bodies)
     each = len(bodies[0])
-    if nbytes != each * count:  # no body longer than the first's, then: the sum says so
+    if nbytes != each * count:  # not the sum of ``count`` sizes all the first's
         return msgs
     if packed:
-        if lined:  # a newline after every ``each`` bytes (the length is right: the sum)
+        if lined:  # a newline after every ``each`` bytes (the sum gave the body's length)
             if packed[each :: each + 1] != b"\n" * (count - 1):
                 return msgs
         else:  # every size the first's, byte by byte
