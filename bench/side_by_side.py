@@ -68,6 +68,7 @@ from instructions import (
     describe_loads,
     wrap,
 )
+from latency_probe import percentiles_of
 from sbs_tables import (
     CEILING,
     CPU,
@@ -78,6 +79,7 @@ from sbs_tables import (
     print_instruction_table,
     print_table,
 )
+from steady import steady_flags
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -257,7 +259,7 @@ def _writer(address: str, settings: Settings, topic: str, rate_guess: int) -> fl
 
 def tcp_ingest_consume(spec: ServerSpec, settings: Settings) -> Results:
     results: Results = {}
-    with running(spec, "--mem-queue-size=1000000") as server:
+    with running(spec, "--mem-queue-size=1000000", *steady_flags(spec)) as server:
         create_channel(server, "sub_bench")
         with server.cores(results, "mpub200"):
             results["mpub200"] = _writer(server.tcp_address, settings, "sub_bench", 300_000)
@@ -341,18 +343,16 @@ def http_load(spec: ServerSpec, settings: Settings) -> Results:
 
 def latency(spec: ServerSpec, settings: Settings) -> Results:
     results: Results = {}
-    with running(spec, "--mem-queue-size=1000000") as server:
+    with running(spec, "--mem-queue-size=1000000", *steady_flags(spec)) as server:
+        create_channel(server, "latency_probe")  # a one-off, not the load's
         counted = server.callgrind.counted if server.callgrind else None
         with counted(results, "lat_p50", server.http, "published") if counted else nullcontext():
             out = tool(PY, "latency_probe.py", "--nsqd-tcp-address", server.tcp_address,
                        "--rate", str(settings.latency_rate),
                        "--duration", str(settings.latency_seconds),
                        "--tick", str(settings.latency_tick))  # fmt: skip
-    p50 = re.search(r"p50=([\d.]+)ms", out)
-    p99 = re.search(r"p99=([\d.]+)ms", out)
-    if p50 is None or p99 is None:
-        raise SystemExit(f"no latency in {out!r}")
-    return {**results, "lat_p50": float(p50.group(1)), "lat_p99": float(p99.group(1))}
+    p50, p99 = percentiles_of(out)
+    return {**results, "lat_p50": p50, "lat_p99": p99}
 
 
 WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {
