@@ -14,14 +14,17 @@ figure is instructions per message whatever the load's duration.
 
 The HTTP rows' loads are paced (:class:`http_pub_load.Pace`): a fixed number of requests,
 each sent once the server sleeps waiting for it. After an answer the server reads again; if
-the next request is not there yet it waits for it (trio's ``wait_readable``: about 30,000
-instructions under callgrind, a loop turn and a ``BlockingIOError``), and whether it is there
-depends on how the server's and the client's turns fall, not on the code: unpaced, between
-identical servers, 0.01 to 0.45 such waits a request and figures 17% apart. Paced, every
-request meets exactly one wait, both servers alike; the count of waits (calls of
-``epoll_ctl``: trio arms its epoll once per wait) is in the table, per request, to show it.
-So the HTTP rows measure a request that finds the server idle, as a client slower than the
-server does; a request that finds the server already reading its connection costs less.
+the next request is not there yet it waits for it (trio's ``wait_readable``, a loop turn and
+a ``BlockingIOError``: about 34,000 instructions under callgrind), and whether it is there
+depends on how the server's and the client's turns fall, not on the code. Unpaced, one
+connection met 0.01 to 0.45 waits a request from run to run under callgrind (about 0.1
+natively on 2 cores), and identical servers' /pub figures were up to 14% apart. Paced,
+every request meets exactly one wait, both servers alike, so a pair's difference is the
+code's; the count of waits (calls of ``epoll_ctl``: trio arms its epoll once per wait) is in
+the table, per request, to show it. The figures include that wait: a /pub is about 34,000
+instructions dearer than one whose next request is already there when the server reads,
+so a change's share of a /pub (about 80,000 instructions without the wait) is about 30%
+smaller than at no waits: compare the pairs' differences too, not only their ratios.
 
 What it cannot see: how the kernel splits what clients send into reads differs with the
 server's speed (a server 50 times slower reads fuller buffers), so per-read costs are
@@ -220,7 +223,7 @@ def describe_loads(loads: dict[str, float]) -> str:
         f"MPUB 1,000 x 100 B {loads['mem_count']:,}; PUB {loads['pub_count']:,}; "
         f"--mem-queue-size 0 MPUB {runfor * 100_000:,.0f}; HTTP /pub {HTTP_PUB_REQUESTS:,} "
         f"and /mpub {HTTP_MPUB_REQUESTS:,} requests from one connection, each sent once the "
-        "server sleeps waiting for it (one wait a request: the column waits); "
+        "server sleeps waiting for it (one wait a request, in the figures: the column waits); "
         f"latency probe {loads['latency_rate']} PUB/s, sent every {loads['latency_tick']:g} s, "
         f"for {loads['latency_seconds']:g} s after "
         "1 s of warm-up"

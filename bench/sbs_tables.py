@@ -155,6 +155,14 @@ def _waits(samples: Samples, label: str, key: str) -> str:
     return ", ".join(f"{v * PER_REQUEST[key]:.3f}" for v in values)
 
 
+def _median_change(pairs: list[tuple[float, float]]) -> str:
+    """The median of the pairs' changes, and of their differences (instructions a message)."""
+    if not pairs:
+        return ""
+    change = _change(statistics.median(a / b for a, b in pairs), 1.0)
+    return f"{change} ({statistics.median(a - b for a, b in pairs):+,.0f} a message)"
+
+
 def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
     """Each nsqbox server's median instructions per message by row; for each server after
     the first, the first's change against it, pair by pair (the rounds, which alternate
@@ -168,7 +176,7 @@ def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
     head = [
         "workload (server instructions per message)",
         *(s.label for s in servers),
-        *(f"{first.label} / {s.label}, median of pairs" for s in servers[1:]),
+        *(f"{first.label} / {s.label}, median of pairs (difference)" for s in servers[1:]),
         *(f"pairs ({first.label}, {s.label}: change)" for s in servers[1:]),
         *(f"idle left in: median, pairs ({s.label})" for s in servers[1:]),
         *(f"waits per request ({s.label})" for s in servers),
@@ -185,7 +193,7 @@ def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
         for s in servers[1:]:
             theirs = samples.get((s.label, key + INSTR), [])
             pairs.append(list(zip(mine, theirs, strict=False)))
-        cells += [_change(statistics.median(a / b for a, b in p), 1.0) if p else "" for p in pairs]
+        cells += [_median_change(p) for p in pairs]
         cells += ["; ".join(f"{a:,.0f} vs {b:,.0f}: {_change(a, b)}" for a, b in p) for p in pairs]
         raw = samples.get((first.label, key + RAW), [])
         for s in servers[1:]:
