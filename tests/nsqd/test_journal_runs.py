@@ -15,12 +15,13 @@ import pytest
 import trio
 
 from nsqbox.nsqd.domain.journal import Published
+from nsqbox.nsqd.domain.message import Message
 from nsqbox.nsqd.domain.topic import TopicError
 from nsqbox.wire import commands
 from tests.helpers import RawConn, wait_until
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
 
-from .test_journal import consumer
+from .test_journal import consumer, get
 
 
 @pytest.fixture
@@ -114,6 +115,11 @@ async def test_pubs_sent_on_at_once_read_back_their_deliveries(
         await conn.aclose()
 
 
+def msgs_of(entry: Published) -> list[Any]:
+    """The messages of a publish's entry (a PUB alone keeps its message, not a list)."""
+    return entry.refs if entry.refs.__class__ is list else [entry.refs]
+
+
 async def test_a_run_of_pubs_is_one_entry_and_counted_as_recorded(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
@@ -130,7 +136,9 @@ async def test_a_run_of_pubs_is_one_entry_and_counted_as_recorded(
     topic.put_messages([b"eeeee"], 0.0, None, None)
     topic.put_messages([b"ffffff"], 0.0, None, None)
     published = [e for e in journal.open if isinstance(e, Published)]
-    assert [([m.data[16:] for m in e.refs], e.pubs) for e in published] == [
+    # a run's entry keeps its list; a PUB alone keeps its message, no list
+    assert [e.refs.__class__ for e in published] == [list, Message, Message, Message]
+    assert [([m.data[16:] for m in msgs_of(e)], e.pubs) for e in published] == [
         ([b"a", b"bb", b"ccc"], True),
         ([b"dddd"], True),
         ([b"eeeee"], True),
@@ -208,3 +216,31 @@ async def test_a_run_of_pubs_to_one_channel_reads_back_every_send(
         assert (events[1]["user_agent"], events[1]["timeout_ms"]) == ("taker", 9000)
     await taker.aclose()
     await producer.aclose()
+
+
+async def test_http_publishers_are_their_address_and_user_agent(
+    nursery: trio.Nursery, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    journal = server.journal
+    long_agent = "agent-" + "x" * 5000
+    async with (
+        httpx.AsyncClient(headers={"User-Agent": "first"}) as first,
+        httpx.AsyncClient(headers={"User-Agent": long_agent}) as second,
+    ):
+        before = len(journal.sources)
+        # one keep-alive client, bodies of every size (Content-Length differs): one publisher
+        for size in range(1, 6):
+            response = await first.post(f"{server.url}/pub?topic=h", content=b"p" * size)
+            assert response.status_code == 200, response.text
+        assert len(journal.sources) == before + 1
+        # another client, then the first again: a publisher each time it changes
+        for http in (second, first):
+            response = await http.post(f"{server.url}/pub?topic=h", content=b"q")
+            assert response.status_code == 200, response.text
+        assert len(journal.sources) == before + 3
+    events = (await get(client, server, "/nsqbox/journal", topic="h", kind="published"))["events"]
+    agents = [e["user_agent"] for e in events]
+    assert agents == ["first"] * 5 + [long_agent[:256], "first"]
+    assert {e["via"] for e in events} == {"HTTP"}
+    assert len({e["remote_address"] for e in events}) == 2  # two connections

@@ -33,7 +33,18 @@ from operator import attrgetter
 from secrets import token_hex
 from typing import TYPE_CHECKING, Any, Final
 
-from .journal_entries import Entry, GivenUp, Published, Run, Step, Trouble, Who, ids_run, run_of
+from .journal_entries import (
+    Entry,
+    GivenUp,
+    Published,
+    Run,
+    Step,
+    Trouble,
+    Who,
+    http_agent,
+    ids_run,
+    run_of,
+)
 
 if TYPE_CHECKING:
     from .message import Lease, Message
@@ -67,8 +78,6 @@ GIVEN_UP_BYTES: Final = 16 * 1024 * 1024
 GIVEN_UP_COUNT: Final = 10_000
 #: Clients whose identity (address, user agent, hostname) the journal remembers.
 MAX_CLIENTS: Final = 10_000
-#: The longest a client's field is remembered (IDENTIFY may say more), as taps cut them.
-MAX_WHO_FIELD: Final = 256
 
 #: A message's id and body (a C call: a batch's sizes summed without a Python loop).
 _DATA: Final = attrgetter("data")
@@ -130,8 +139,11 @@ class Journal:
         self._offset: int | None = None
         #: Who publishes from which entry on: ``(entry number, source)``, oldest first.
         self.sources: deque[tuple[int, object]] = deque([(1, 0)])
-        #: Who publishes next (a TCP client's id, an HTTP request's (address, headers), 0).
+        #: Who publishes next (a TCP client's id, an HTTP request's (address, user agent),
+        #: 0: this process).
         self.source: object = 0
+        #: The headers of the HTTP request that is :attr:`source` (None: it is not HTTP).
+        self.http_headers: object = None
         #: The clients seen, by id: who they were when first seen.
         self.who: dict[int, Who] = {}
         #: Messages in trouble, by (topic, channel), then by id.
@@ -154,15 +166,15 @@ class Journal:
         :meth:`~.topic.Topic.put_each`) that this PUB starts: the entry is the run's, and
         the run's next PUBs join it; ``packed`` and ``lined``: an MPUB's bodies as sent, if
         known (see :func:`~.journal_entries.run_of`). The caller adds the bytes to
-        :attr:`open_bytes`."""
+        :attr:`open_bytes` (a topic records a PUB alone itself, as this would: its message,
+        no list, without a call)."""
         if refs is msgs:  # an MPUB: its first message and sizes, not the list
             self.open.append(Published(key, run_of(msgs, bodies, size, packed, lined), defer, size))
             return
-        if run is None:
-            run = [refs]
-        else:
+        if run is not None:
             run.append(refs)
-        self.open.append(Published(key, run, defer, size, True))
+            refs = run
+        self.open.append(Published(key, refs, defer, size, True))  # a PUB alone: its message
 
     def wall_of(self, now: float) -> int:
         """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""
@@ -273,8 +285,7 @@ class Journal:
         who = self.who
         if len(who) >= MAX_CLIENTS:
             del who[next(iter(who))]
-        fields = ("remote_address", "user_agent", "hostname", "client_id")
-        who[client_id] = Who(*(str(getattr(client, f, ""))[:MAX_WHO_FIELD] for f in fields))
+        who[client_id] = Who.of(client)
 
     def seen(self, client: Any) -> None:
         """Remember who ``client`` (a TCP connection) is, unless the journal knows it."""
@@ -288,12 +299,16 @@ class Journal:
             if client.id not in self.who:
                 self._seen(client.id, client)
             self.source = client.id
+            self.http_headers = None
             self.sources.append((self.recorded + 1, client.id))
 
     def publisher_http(self, remote: str, headers: tuple[tuple[bytes, bytes], ...]) -> None:
-        """An HTTP request (its remote address and headers) publishes what comes next
-        (recorded only when that changes: a keep-alive client's requests are alike)."""
-        source = (remote, headers)
+        """An HTTP request (its remote address and headers) publishes what comes next, as
+        ``(remote, user agent)`` (recorded only when that changes). A route may skip the
+        call while ``headers`` is :attr:`http_headers`: the server hands a headers object
+        to one connection's requests only (those with the same head)."""
+        self.http_headers = headers
+        source = (remote, http_agent(headers))
         if self.source != source:
             self.source = source
             self.sources.append((self.recorded + 1, source))
@@ -302,6 +317,7 @@ class Journal:
         """Code in this process publishes what comes next (a test handle)."""
         if self.source != 0:
             self.source = 0
+            self.http_headers = None
             self.sources.append((self.recorded + 1, 0))
 
     # -- recording: topics -----------------------------------------------------
@@ -468,19 +484,10 @@ class Journal:
                 continue
             size = len(trouble.data)
             self.trouble_held -= size
-            self.given_up.append(
-                GivenUp(
-                    now,
-                    topic,
-                    channel,
-                    trouble.data,
-                    msg.timestamp,
-                    msg.attempts,
-                    client_id,
-                    trouble.requeues,
-                    trouble.timeouts,
-                )
-            )
+            self.given_up.append(GivenUp(
+                now, topic, channel, trouble.data, msg.timestamp, msg.attempts, client_id,
+                trouble.requeues, trouble.timeouts,
+            ))  # fmt: skip
             self.given_up_held += size
             while self.given_up and (
                 self.given_up_held > self.given_up_bytes or len(self.given_up) > GIVEN_UP_COUNT

@@ -11,7 +11,7 @@ batch or run at most). :mod:`.journal` records them and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
@@ -26,6 +26,7 @@ __all__ = [
     "Step",
     "Trouble",
     "Who",
+    "http_agent",
     "ids_run",
     "run_of",
 ]
@@ -162,6 +163,10 @@ def run_of(
     return msgs
 
 
+#: The longest a client's field is remembered (IDENTIFY may say more), as taps cut them.
+MAX_WHO_FIELD: Final = 256
+
+
 class Who(NamedTuple):
     """A TCP client as the journal remembers it."""
 
@@ -169,6 +174,18 @@ class Who(NamedTuple):
     user_agent: str
     hostname: str
     client_id: str
+
+    @classmethod
+    def of(cls, client: Any) -> Who:
+        """Who ``client`` (a TCP connection) is, each field cut to :data:`MAX_WHO_FIELD`."""
+        fields = ("remote_address", "user_agent", "hostname", "client_id")
+        return cls(*(str(getattr(client, f, ""))[:MAX_WHO_FIELD] for f in fields))
+
+
+def http_agent(headers: tuple[tuple[bytes, bytes], ...]) -> str:
+    """An HTTP request's User-Agent, cut as a client's fields are."""
+    agent = next((v for k, v in headers if k.lower() == b"user-agent"), b"")
+    return agent[:MAX_WHO_FIELD].decode("utf-8", "replace")
 
 
 class Trouble:

@@ -268,14 +268,8 @@ def ids_of(entry: Entry) -> list[Any]:
 
 
 def _source(journal: Journal, source: object) -> Doc:
-    if isinstance(source, tuple):  # HTTP: (remote address, headers)
-        remote, headers = source
-        agent = next((v for k, v in headers if k.lower() == b"user-agent"), b"")
-        return {
-            "via": "HTTP",
-            "remote_address": remote,
-            "user_agent": agent.decode("utf-8", "replace"),
-        }
+    if isinstance(source, tuple):  # HTTP: (remote address, user agent)
+        return {"via": "HTTP", "remote_address": source[0], "user_agent": source[1]}
     if isinstance(source, int) and source:
         return who_doc(journal, source)
     return {"via": "in-process"}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...wire.names import is_ephemeral
 from .channel import Channel, ChannelError
+from .journal_entries import Published
 from .message import GUIDFactory, Message
 
 if TYPE_CHECKING:
@@ -176,7 +177,10 @@ class Topic:
             run.append(refs)  # type: ignore[arg-type]  # a PUB's message
         elif (journal := self._journal) is not None:  # one entry a run: the journal's cost
             key = self._journal_key if delivering and not defer else self._held_key
-            journal.published(key, refs, msgs, bodies, size, defer, run, packed, lined)
+            if run is None and refs is not msgs:  # a PUB alone: its entry, without a call
+                journal.open.append(Published(key, refs, defer, size, True))
+            else:
+                journal.published(key, refs, msgs, bodies, size, defer, run, packed, lined)
             journal.open_bytes += size
         if delivering:
             if now is None:

@@ -305,7 +305,8 @@ class _NSQDHTTP:
             raise HTTPError(503, "EXITING")
         if not bodies:
             return
-        if (journal := self.nsqd.journal) is not None:  # who published, for the journal
+        journal = self.nsqd.journal  # who published, for the journal: a call when it changed
+        if journal is not None and journal.http_headers is not request.headers:
             journal.publisher_http(request.remote_address, request.headers)
         publisher = _HTTPPublisher(request) if topic.taps else None  # who, for a tap
         try:
