@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -194,8 +195,6 @@ def running(spec: ServerSpec, *flags: str) -> Iterator[Running]:
 def create_channel(server: Running, topic: str, channel: str | None = "ch") -> None:
     """The topic and its channel (None: the topic alone), through the HTTP API both
     servers share."""
-    import urllib.request
-
     base = f"http://127.0.0.1:{server.http}"
     paths = [f"/topic/create?topic={topic}"]
     if channel is not None:
@@ -336,6 +335,7 @@ def http_load(spec: ServerSpec, settings: Settings) -> Results:
                     settings.http_seconds,
                     10.0,
                     batch=batch,
+                    pace=server.callgrind.pace(batch) if server.callgrind else None,
                 )
         results[key] = res.in_window * (batch or 1) / settings.http_seconds
     return results
