@@ -28,6 +28,14 @@ def _command(line: bytes, body: bytes | None = None) -> bytes:
 def run(
     address: tuple[str, int], topic: str, channel: str, count: int, rdy: int
 ) -> tuple[float, list[float]]:
+    """Consume ``count`` messages (FIN each): (seconds, latency samples).
+
+    The server is sent no more than ``count`` messages: once fewer than ``rdy`` are left,
+    each FIN run ends with ``RDY <left>``, so what is in flight never passes ``count``
+    (nsqd sends while in flight < RDY; every message sent before was FINed or counted in
+    ``left``). A server counted per consumed message then does not send, and take back on
+    CLS, up to ``rdy`` messages more in one run than in another.
+    """
     sock = socket.create_connection(address)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     identify = json.dumps({"user_agent": "nsqbox-bench-reader"}).encode()
@@ -35,7 +43,7 @@ def run(
         MAGIC
         + _command(b"IDENTIFY\n", identify)
         + f"SUB {topic} {channel}\n".encode()
-        + f"RDY {rdy}\n".encode()
+        + f"RDY {min(rdy, count)}\n".encode()
     )
     received = 0
     responses = 0
@@ -73,6 +81,9 @@ def run(
             del buf[:pos]
             pos = 0
         if fins:
+            left = count - received
+            if left < rdy:  # the server sends no more than ``count`` (see :func:`run`)
+                fins.append(b"RDY %d\n" % left)
             sock.sendall(b"".join(fins))
     elapsed = time.perf_counter() - (start or time.perf_counter())
     sock.sendall(b"CLS\n")

@@ -31,6 +31,7 @@ import array
 import multiprocessing
 import multiprocessing.connection
 import os
+import platform
 import resource
 import select
 import shutil
@@ -128,6 +129,48 @@ def stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
 
 # -- the load ------------------------------------------------------------------
 
+#: System calls a process sleeps in while trio waits for its sockets (``/proc/PID/syscall``'s
+#: first field): epoll_wait, epoll_pwait, epoll_pwait2.
+EPOLL_WAITS = {"x86_64": (b"232 ", b"281 ", b"441 "), "aarch64": (b"22 ", b"441 ")}
+#: Without a readable ``/proc/PID/syscall``, a paced load sleeps this long between requests.
+PAUSE = 0.005
+#: A paced load's bound on waiting for the server to sleep, and on its whole run (seconds).
+PACE_WAIT = 5.0
+PACE_RUN = 600.0
+
+
+@dataclass(frozen=True)
+class Pace:
+    """A load for counting a server's instructions (``side_by_side.py --callgrind``):
+    ``requests`` answers per connection, each request sent only once the server ``pid`` sleeps
+    waiting for it. After an answer the server reads again; whether that read finds the next
+    request or nothing (then it waits: tens of thousands of instructions under callgrind)
+    depends on timing, so unpaced the count moves between identical runs. Paced, every
+    request meets exactly one such wait, and the count is fixed whatever the load's duration.
+    """
+
+    pid: int
+    requests: int
+
+    def wait(self, bound: float = PACE_WAIT) -> bool:
+        """True once the server sleeps in epoll; False after ``bound`` seconds, or after
+        :data:`PAUSE` if this system does not say what the server is waiting in."""
+        waits = EPOLL_WAITS.get(platform.machine())
+        deadline = time.perf_counter() + bound
+        try:
+            with open(f"/proc/{self.pid}/syscall", "rb", buffering=0) as proc:
+                while waits:
+                    if proc.read(16).startswith(waits):
+                        return True
+                    if time.perf_counter() > deadline:
+                        return False
+                    time.sleep(0.0001)
+                    proc.seek(0)
+        except OSError:
+            pass
+        time.sleep(PAUSE)
+        return False
+
 
 @dataclass
 class Result:
@@ -183,15 +226,20 @@ def load_worker(
     duration: float,
     timeout: float,
     out: multiprocessing.connection.Connection,
+    pace: Pace | None = None,
 ) -> None:
-    """Drive ``connections`` closed-loop keep-alive connections; send a Result to ``out``."""
+    """Drive ``connections`` closed-loop keep-alive connections; send a Result to ``out``.
+
+    ``pace``: each connection sends its requests one by one as :class:`Pace` says, until it
+    has its answers (the duration is then :data:`PACE_RUN`, a bound).
+    """
     result = Result()
     ep = select.epoll()
     conns: dict[int, _Conn] = {}
     lat = result.latencies
     time.sleep(max(0.0, start_at - time.time()))
     begin = time.perf_counter()
-    stop = begin + duration
+    stop = begin + (PACE_RUN if pace else duration)
 
     def open_one(now: float) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -259,7 +307,12 @@ def load_worker(
                 result.errors += 1
             elif now < stop:
                 result.in_window += 1
+            if pace is not None and result.in_window >= pace.requests * connections:
+                stop = now
             if now < stop:
+                if pace is not None:
+                    pace.wait()
+                    now = time.perf_counter()
                 send(conn, now)
             else:
                 close(fd)
@@ -289,10 +342,12 @@ def run_load(
     timeout: float,
     *,
     batch: int = 0,
+    pace: Pace | None = None,
 ) -> Result:
     """``connections`` spread over ``workers`` processes, all starting at the same moment.
 
     ``batch`` > 0 posts ``/mpub`` with that many newline-separated messages instead.
+    ``pace``: a paced load of one connection (:class:`Pace`), for counting instructions.
     """
     body = b"x" * size
     path = "pub"
@@ -312,7 +367,7 @@ def run_load(
         receive, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(
             target=load_worker,
-            args=(port, request, share, start_at, duration, timeout, send),
+            args=(port, request, share, start_at, duration, timeout, send, pace),
         )
         proc.start()
         send.close()

@@ -12,6 +12,7 @@ are not counted. Prints ``e2e p50=...ms p99=...ms max=...ms`` and the rate reach
 from __future__ import annotations
 
 import argparse
+import re
 import select
 import socket
 import struct
@@ -103,6 +104,15 @@ def run(
     sub.close()
     pub.close()
     return latencies, received
+
+
+def percentiles_of(output: str) -> tuple[float, float]:
+    """The p50 and p99 (ms) of :func:`main`'s line in ``output``."""
+    p50 = re.search(r"p50=([\d.]+)ms", output)
+    p99 = re.search(r"p99=([\d.]+)ms", output)
+    if p50 is None or p99 is None:
+        raise SystemExit(f"no latency in {output!r}")
+    return float(p50.group(1)), float(p99.group(1))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Protocol
 
-from instructions import INSTR, RAW
+from instructions import INSTR, RAW, WAITS
 
 #: The label of bench/ceiling.py's figures.
 CEILING = "bare loop"
@@ -145,10 +145,29 @@ def _change(value: float, reference: float) -> str:
     return f"{(value / reference - 1) * 100:+.1f}%"
 
 
+#: Messages per request of the HTTP rows, whose waits for a read the table shows per request.
+PER_REQUEST = {"http_pub": 1, "http_mpub": 100}
+
+
+def _waits(samples: Samples, label: str, key: str) -> str:
+    """A server's waits for a read per request on an HTTP row, run by run ("" elsewhere)."""
+    values = samples.get((label, key + WAITS), []) if key in PER_REQUEST else []
+    return ", ".join(f"{v * PER_REQUEST[key]:.3f}" for v in values)
+
+
+def _median_change(pairs: list[tuple[float, float]]) -> str:
+    """The median of the pairs' changes, and of their differences (instructions a message)."""
+    if not pairs:
+        return ""
+    change = _change(statistics.median(a / b for a, b in pairs), 1.0)
+    return f"{change} ({statistics.median(a - b for a, b in pairs):+,.0f} a message)"
+
+
 def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
     """Each nsqbox server's median instructions per message by row; for each server after
     the first, the first's change against it, pair by pair (the rounds, which alternate
-    the servers' order) and the median of the pairs."""
+    the servers' order) and the median of the pairs; then, on the HTTP rows, each server's
+    waits for a read per request, run by run (paced loads: one each, bench/instructions.py)."""
     counted = {label for label, key in samples if key.endswith(INSTR)}
     servers = [s for s in specs if s.label in counted]
     if not servers:
@@ -157,9 +176,10 @@ def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
     head = [
         "workload (server instructions per message)",
         *(s.label for s in servers),
-        *(f"{first.label} / {s.label}, median of pairs" for s in servers[1:]),
+        *(f"{first.label} / {s.label}, median of pairs (difference)" for s in servers[1:]),
         *(f"pairs ({first.label}, {s.label}: change)" for s in servers[1:]),
         *(f"idle left in: median, pairs ({s.label})" for s in servers[1:]),
+        *(f"waits per request ({s.label})" for s in servers),
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -173,11 +193,12 @@ def print_instruction_table(specs: list[ServerSpec], samples: Samples) -> None:
         for s in servers[1:]:
             theirs = samples.get((s.label, key + INSTR), [])
             pairs.append(list(zip(mine, theirs, strict=False)))
-        cells += [_change(statistics.median(a / b for a, b in p), 1.0) if p else "" for p in pairs]
+        cells += [_median_change(p) for p in pairs]
         cells += ["; ".join(f"{a:,.0f} vs {b:,.0f}: {_change(a, b)}" for a, b in p) for p in pairs]
         raw = samples.get((first.label, key + RAW), [])
         for s in servers[1:]:
             p = list(zip(raw, samples.get((s.label, key + RAW), []), strict=False))
             changes = ", ".join(_change(a, b) for a, b in p)
             cells.append(f"{_change(statistics.median(a / b for a, b in p), 1.0)}: {changes}")
+        cells += [_waits(samples, s.label, key) for s in servers]
         print("| " + " | ".join(cells) + " |", flush=True)

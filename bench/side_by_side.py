@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ from instructions import (
     describe_loads,
     wrap,
 )
+from latency_probe import percentiles_of
 from sbs_tables import (
     CEILING,
     CPU,
@@ -78,6 +80,7 @@ from sbs_tables import (
     print_instruction_table,
     print_table,
 )
+from steady import steady_flags
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -192,8 +195,6 @@ def running(spec: ServerSpec, *flags: str) -> Iterator[Running]:
 def create_channel(server: Running, topic: str, channel: str | None = "ch") -> None:
     """The topic and its channel (None: the topic alone), through the HTTP API both
     servers share."""
-    import urllib.request
-
     base = f"http://127.0.0.1:{server.http}"
     paths = [f"/topic/create?topic={topic}"]
     if channel is not None:
@@ -257,7 +258,7 @@ def _writer(address: str, settings: Settings, topic: str, rate_guess: int) -> fl
 
 def tcp_ingest_consume(spec: ServerSpec, settings: Settings) -> Results:
     results: Results = {}
-    with running(spec, "--mem-queue-size=1000000") as server:
+    with running(spec, "--mem-queue-size=1000000", *steady_flags(spec)) as server:
         create_channel(server, "sub_bench")
         with server.cores(results, "mpub200"):
             results["mpub200"] = _writer(server.tcp_address, settings, "sub_bench", 300_000)
@@ -334,6 +335,7 @@ def http_load(spec: ServerSpec, settings: Settings) -> Results:
                     settings.http_seconds,
                     10.0,
                     batch=batch,
+                    pace=server.callgrind.pace(batch) if server.callgrind else None,
                 )
         results[key] = res.in_window * (batch or 1) / settings.http_seconds
     return results
@@ -341,18 +343,16 @@ def http_load(spec: ServerSpec, settings: Settings) -> Results:
 
 def latency(spec: ServerSpec, settings: Settings) -> Results:
     results: Results = {}
-    with running(spec, "--mem-queue-size=1000000") as server:
+    with running(spec, "--mem-queue-size=1000000", *steady_flags(spec)) as server:
+        create_channel(server, "latency_probe")  # a one-off, not the load's
         counted = server.callgrind.counted if server.callgrind else None
         with counted(results, "lat_p50", server.http, "published") if counted else nullcontext():
             out = tool(PY, "latency_probe.py", "--nsqd-tcp-address", server.tcp_address,
                        "--rate", str(settings.latency_rate),
                        "--duration", str(settings.latency_seconds),
                        "--tick", str(settings.latency_tick))  # fmt: skip
-    p50 = re.search(r"p50=([\d.]+)ms", out)
-    p99 = re.search(r"p99=([\d.]+)ms", out)
-    if p50 is None or p99 is None:
-        raise SystemExit(f"no latency in {out!r}")
-    return {**results, "lat_p50": float(p50.group(1)), "lat_p99": float(p99.group(1))}
+    p50, p99 = percentiles_of(out)
+    return {**results, "lat_p50": p50, "lat_p99": p99}
 
 
 WORKLOADS: dict[str, tuple[Workload, tuple[str, ...]]] = {

@@ -20,7 +20,7 @@ from nsqbox.client import Config, open_producer
 from nsqbox.nsqd.domain.channel import Channel
 from nsqbox.nsqd.domain.journal import Journal, Published, Run
 from nsqbox.nsqd.domain.journal_entries import run_of
-from nsqbox.nsqd.domain.message import Message
+from nsqbox.nsqd.domain.message import GUIDFactory, Message
 from nsqbox.wire import commands
 from tests.helpers import RawConn, wait_until
 from tests.http.nsqd_app import TIMEOUT, NSQDWithHTTP, start_nsqd_http
@@ -399,3 +399,13 @@ def test_who_a_client_was_is_bounded() -> None:
     journal.seen(Client())
     who = journal.who[7]
     assert (len(who.user_agent), len(who.hostname), who.client_id) == (256, 256, "c")
+
+
+def test_a_batch_past_its_ticks_sequences_keeps_its_list() -> None:
+    bodies = [b"x"] * 5000  # more than a tick's 4,096 ids: the factory borrows the next tick
+    msgs = GUIDFactory(1).messages(bodies, 1)
+    assert run_of(msgs, bodies, len(bodies), b"\n".join(bodies), lined=True) is msgs
+    within = GUIDFactory(2).messages(bodies[:100], 1)
+    run = run_of(within, bodies[:100], 100, b"\n".join(bodies[:100]), lined=True)
+    assert isinstance(run, Run)
+    assert run.ids() == [m.id for m in within]

@@ -249,3 +249,36 @@ async def test_http_publishers_are_their_address_and_user_agent(
     assert agents == ["first"] * 5 + [long_agent[:256], "first"]
     assert {e["via"] for e in events} == {"HTTP"}
     assert len({e["remote_address"] for e in events}) == 2  # two connections
+
+
+@pytest.mark.parametrize(
+    ("lines", "run"),
+    [
+        pytest.param([b"abc", b"def", b"ghi"], True, id="one-size"),
+        pytest.param([b"abc", b"abcd", b"abc"], False, id="one-longer-by-one"),
+        pytest.param([b"abc", b"ab", b"abcd"], False, id="same-sum-other-sizes"),
+        pytest.param([b"abc", b"", b"def"], True, id="an-empty-line-one-size"),
+        pytest.param([b"abc", b"", b"defg"], False, id="an-empty-line-other-sizes"),
+    ],
+)
+async def test_a_text_mpub_records_each_lines_size(
+    nursery: trio.Nursery,
+    tmp_path: Path,
+    client: httpx.AsyncClient,
+    lines: list[bytes],
+    run: bool,
+) -> None:
+    server = await start_nsqd_http(nursery, tmp_path)
+    taker = await consumer(server, "taker", rdy=10)
+    response = await client.post(f"{server.url}/mpub?topic=t", content=b"\n".join(lines))
+    assert response.status_code == 200, response.text
+    sent = [line for line in lines if line]  # nsqd drops empty lines
+    got = [await taker.message() for _ in sent]
+    assert [m.body for m in got] == sent
+    doc = await client.get(f"{server.url}/nsqbox/journal", params={"kind": "published"})
+    events = doc.json()["events"]
+    assert [e["id"] for e in events] == [m.id.decode() for m in got]
+    assert [e["size"] for e in events] == [len(line) for line in sent]
+    kept = [e.refs for e in server.nsqd.journal.entries if e.__class__ is Published]
+    assert [r.__class__.__name__ for r in kept] == ["Run" if run else "list"]
+    await taker.aclose()

@@ -135,31 +135,35 @@ def run_of(
     the bodies as sent, each after its 4-byte size: their sizes are read there, four
     strided copies of a byte a message (C loops a few instructions a message), instead of
     a pass over ``bodies`` (a call and a comparison a message). ``lined``: ``packed`` is
-    the bodies joined by newlines instead (a text /mpub's), its newlines read the same way."""
-    first, last = msgs[0], msgs[-1]
-    each = len(bodies[0])
+    the bodies joined by newlines instead (a text /mpub's), its newlines read the same way.
+
+    ``msgs`` are what one :meth:`~.message.GUIDFactory.messages` call made of ``bodies``
+    (as a topic's publish makes them): their ids follow each other, in one tick while the
+    tick lasts, then in the next (whose head differs). So the first's and the last's heads
+    alike say they are ``len(msgs)`` numbers of one tick, without reading the numbers
+    (two hex parses cost more than the rest of this together)."""
     count = len(bodies)
-    if packed and lined:  # a newline after every ``each`` bytes, and no other one
-        step = each + 1
-        alike = len(packed) == step * count - 1 and packed[each::step] == b"\n" * (count - 1)
-    elif packed:
-        step = 4 + each
-        alike = (  # every size the first's, byte by byte
-            len(packed) == step * count
-            and packed[3::step] == packed[3:4] * count
-            and packed[2::step] == packed[2:3] * count
-            and packed[1::step] == packed[1:2] * count
-            and packed[::step] == packed[:1] * count
-        )
-    else:
-        # none longer than the first, and the sum: none shorter
-        alike = nbytes == each * count and max(map(len, bodies)) == each
-    if (
-        alike
-        and first.data[:_HEAD] == last.data[:_HEAD]
-        and int(last.data[_HEAD:_ID], 16) - int(first.data[_HEAD:_ID], 16) == len(msgs) - 1
-    ):
-        return Run(first, len(msgs), each)
+    each = len(bodies[0])
+    if nbytes != each * count:  # not the sum of ``count`` sizes all the first's
+        return msgs
+    if packed:
+        if lined:  # a newline after every ``each`` bytes (the sum gave the body's length)
+            if packed[each :: each + 1] != b"\n" * (count - 1):
+                return msgs
+        else:  # every size the first's, byte by byte
+            step = 4 + each
+            if not (
+                packed[3::step] == packed[3:4] * count
+                and packed[2::step] == packed[2:3] * count
+                and packed[1::step] == packed[1:2] * count
+                and packed[::step] == packed[:1] * count
+            ):
+                return msgs
+    elif max(map(len, bodies)) != each:  # none longer than the first (the sum: none shorter)
+        return msgs
+    first = msgs[0]
+    if msgs[-1].data.startswith(first.data[:_HEAD]):
+        return Run(first, count, each)
     return msgs
 
 
