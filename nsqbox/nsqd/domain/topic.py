@@ -214,7 +214,8 @@ class Topic:
         :class:`TopicError` stops the run, its ``done`` attribute saying how many were
         published before it."""
         put = self.put_messages
-        run: list[Message] | None = None if self._journal is None else []
+        # the run's list for the journal (a PUB alone is recorded as its message, no list)
+        run: list[Message] | None = None if self._journal is None or len(bodies) == 1 else []
         done = 0
         try:
             for body in bodies:
