@@ -81,16 +81,17 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 class Event(msgspec.Struct, omit_defaults=True):
     """One event of a node's journal (see docs/routes.md); ``node`` is added by the merge.
 
-    ``n`` to ``id`` are always there; the others only for the kinds that have them (a
-    field that is null at the node is left out).
+    ``n`` to ``id`` are always there, as the node writes them (``channel`` ``""`` for a
+    topic's own); the others only for the kinds that have them (a field that is null at
+    the node is left out).
     """
 
     n: _Count
     time: int
     kind: str
-    topic: str = ""
-    channel: str = ""
-    id: str = ""
+    topic: str
+    channel: str
+    id: str
     node: str = ""
     size: int | None = None
     via: str | None = None

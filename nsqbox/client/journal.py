@@ -96,8 +96,12 @@ def _fetch(
                 if len(body) > MAX_DOCUMENT:
                     raise JournalError(f"{node}: an answer larger than {MAX_DOCUMENT} bytes")
             return response.status_code, bytes(body)
-    except httpx.HTTPError as exc:
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise JournalError(f"cannot reach {node}: {unreachable_reason(exc)}") from None
+    except httpx.TimeoutException:  # connected: it did not answer (as trace says it)
+        raise JournalError(f"{node}: no answer within {client.timeout.read:g}s") from None
+    except httpx.HTTPError as exc:  # connected: what it answered was not HTTP, or broke off
+        raise JournalError(f"{node}: a broken answer ({exc})") from None
 
 
 def _get(client: httpx.Client, node: str, path: str, params: Mapping[str, Any]) -> dict[str, Any]:

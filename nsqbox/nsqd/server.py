@@ -78,6 +78,7 @@ async def handle_tcp(
     except OSError:
         await trio.aclose_forcefully(stream)
         return
+    peer = format_address((str(remote[0]), int(remote[1])))  # host:port, as nsqd logs it
     try:
         buf = b""
         while len(buf) < 4:
@@ -92,7 +93,7 @@ async def handle_tcp(
             await trio.aclose_forcefully(stream)
             return
         if buf[:4] != MAGIC_V2:
-            logger.error("client(%s) bad protocol magic %r", remote, buf[:4])
+            logger.error("client(%s) bad protocol magic %r", peer, buf[:4])
             with trio.move_on_after(1):
                 await stream.send_all(encode_frame(FrameType.ERROR, b"E_BAD_PROTOCOL"))
             await trio.aclose_forcefully(stream)
@@ -103,11 +104,11 @@ async def handle_tcp(
         nsqd.faults.gates.attach(client)  # latency and stalls hold its writer (if any)
         await client.run(buf[4:])
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-        logger.info("client(%s) connection error - %s", remote, exc)
+        logger.info("client(%s) connection error - %s", peer, exc)
         await trio.aclose_forcefully(stream)
     except Exception:
         # The boundary of one connection: whatever went wrong in it ends it, and only it.
-        logger.exception("client(%s:%d) unexpected error, closing", remote[0], remote[1])
+        logger.exception("client(%s) unexpected error, closing", peer)
         await trio.aclose_forcefully(stream)
 
 

@@ -176,9 +176,9 @@ def main(argv: list[str]) -> int:
 
         if len(args.positional) != 1:
             raise Fatal("usage: nsqbox journey ID [flags] (one message id)")
-        msg_id = args.positional[0]
-        if len(msg_id) != 16 or not msg_id.isascii() or not msg_id.isalnum():
-            raise Fatal(f"invalid message id {visible(msg_id)!r} (16 hex digits)")
+        msg_id = args.positional[0].lower()  # nsqd writes its ids in lower case
+        if len(msg_id) != 16 or msg_id.strip("0123456789abcdef"):
+            raise Fatal(f"invalid message id {visible(args.positional[0])!r} (16 hex digits)")
         channel = str(flags["channel"].value.value)
         if channel and not is_valid_channel_name(channel):
             raise Fatal(f"invalid channel name {visible(channel)!r}")

@@ -104,13 +104,19 @@ def _options(flags: FlagSet, args: ParsedArgs) -> TraceOptions:
     count = int(flags["n"].value.value)
     if count < 0:
         raise Fatal("-n must not be negative")
+    kinds = str(flags["kind"].value.value)
+    from ..admin.journal import KINDS  # the kinds nsqd names: one that is not, said here
+
+    unknown = [kind for kind in kinds.split(",") if kind and kind not in KINDS]
+    if unknown:
+        raise Fatal(f"unknown kind {visible(unknown[0])!r} (kinds: {', '.join(KINDS)})")
     reconnect_timeout = float(flags["reconnect-timeout"].value.value)
     if reconnect_timeout < 0:
         raise Fatal("--reconnect-timeout must not be negative")
     return TraceOptions(
         topic=topic,
         channel=channel,
-        kinds=str(flags["kind"].value.value),
+        kinds=kinds,
         count=count,
         as_json=bool(flags["json"].value.value),
         nodes=node_options(flags),

@@ -157,6 +157,10 @@ async def test_a_journey_through_the_admin_names_its_node_and_clients(box: Box) 
         ("finished", 2),
     ]
     assert {e["node"] for e in events} == {box.nsqd_http(0)}
+    # as the node writes them: the publish's channel is there, "" (a topic's own)
+    assert [(e["topic"], e["channel"]) for e in events if e["kind"] == "published"] == [
+        ("trips", "")
+    ]
     assert [e.get("user_agent") for e in events if e["kind"] == "delivered"] == ["agent-1"] * 2
     reports = {n["node"]: n for n in doc["nodes"]}
     assert reports[box.nsqd_http(1)]["listed"] == 0

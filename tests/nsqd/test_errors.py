@@ -341,12 +341,16 @@ async def test_error_frame(
     await conn.aclose()
 
 
-async def test_bad_magic(start_nsqd: StartNSQD) -> None:
+async def test_bad_magic(start_nsqd: StartNSQD, caplog: pytest.LogCaptureFixture) -> None:
     nsqd = await start_nsqd()
     conn = await RawConn.open(nsqd.tcp, magic=b"  V1")
     await conn.expect_closed()
     assert conn.reader.take_buffered() == encode_frame(FrameType.ERROR, b"E_BAD_PROTOCOL")
+    host, port = conn.stream.socket.getsockname()[:2]
     await conn.aclose()
+    # logged as nsqd does: the client's host:port (not a Python tuple), the magic escaped
+    logged = [r.getMessage() for r in caplog.records if "bad protocol magic" in r.getMessage()]
+    assert logged == [f"client({host}:{port}) bad protocol magic b'  V1'"]
 
 
 async def test_fin_not_owned(start_nsqd: StartNSQD) -> None:

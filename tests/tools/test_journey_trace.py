@@ -133,6 +133,20 @@ def test_journey_of_an_unknown_id_and_bad_arguments(
     assert "no events of 0000000000000000" in err
     assert cli.main(["journey", "not-an-id", f"--nsqd-http-address={http(box)}"]) == 1
     assert "invalid message id" in capsys.readouterr().err
+    # 16 characters, not hex: refused, not answered "no events"
+    assert cli.main(["journey", "z" * 16, f"--nsqd-http-address={http(box)}"]) == 1
+    assert "invalid message id 'zzzzzzzzzzzzzzzz' (16 hex digits)" in capsys.readouterr().err
+    # an id pasted in upper case is the same message (nsqd writes them in lower case)
+    msg_id = publish(box, "jt_upper", b"upper")
+    assert cli.main(["journey", msg_id.upper(), f"--nsqd-http-address={http(box)}"]) == 0
+    assert " published " in capsys.readouterr().out
+    # a kind nsqd does not name is said at once, not reported as the node's answer
+    assert (
+        cli.main(["trace", "jt_upper", "--kind", "bogus", f"--nsqd-http-address={http(box)}"]) == 1
+    )
+    err = capsys.readouterr().err
+    assert "unknown kind 'bogus' (kinds: published, queued," in err
+    assert http(box) not in err
     both = ["journey", "0" * 16, "--nsqd-http-address=a:1", "--lookupd-http-address=b:2"]
     assert cli.main(both) == 1
     assert "not both" in capsys.readouterr().err

@@ -7,6 +7,7 @@ closed): nothing listens there, so connecting is refused at once.
 from __future__ import annotations
 
 import socket
+import threading
 from pathlib import Path
 
 import httpx
@@ -130,3 +131,38 @@ def test_fault_list_names_the_address_once(closed: str, capsys: pytest.CaptureFi
     assert (status, out) == (1, "")
     said_once(err, closed, "connection refused")
     assert f"cannot reach the admin service at {closed}" in err
+
+
+def test_journey_tells_a_node_that_answers_nothing_or_not_http_from_one_it_cannot_reach(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a listener takes the connection: the node was reached, so not "cannot reach"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        args = ["journey", "0" * 16, f"--nsqd-http-address={address}"]
+        # it never answers: no answer within the request timeout
+        assert cli.main([*args, "--http-client-request-timeout=0.5s"]) == 1
+        said_once(capsys.readouterr().err, address, f"{address}: no answer within 0.5s")
+    with socket.socket() as garbage:
+        garbage.bind(("127.0.0.1", 0))
+        garbage.listen()
+        garbage.settimeout(10)
+        address = f"127.0.0.1:{garbage.getsockname()[1]}"
+
+        def answer_garbage() -> None:  # what is not HTTP (as an nsqd's TCP port answers)
+            conn, _ = garbage.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"\x00\x00\x00\x12not http at all\r\n\r\n")
+
+        answering = threading.Thread(target=answer_garbage)
+        answering.start()
+        try:
+            assert cli.main(["journey", "0" * 16, f"--nsqd-http-address={address}"]) == 1
+        finally:
+            answering.join(10)
+        err = capsys.readouterr().err
+        assert f"nsqbox journey: {address}: a broken answer (" in err
+        assert "cannot reach" not in err

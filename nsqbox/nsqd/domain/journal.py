@@ -158,23 +158,17 @@ class Journal:
         self.open_bytes += entry.nbytes
 
     def published(
-        self, key: Key, refs: Any, msgs: list[Message], bodies: list[bytes], size: int,
-        defer: float, run: list[Message] | None, packed: bytes = b"", lined: bool = False,
+        self, key: Key, msgs: list[Message], bodies: list[bytes], size: int, defer: float,
+        packed: bytes = b"", lined: bool = False,
     ) -> None:  # fmt: skip
-        """A topic published ``msgs`` (``refs``: a PUB's message, else ``msgs``) under
-        ``key``: a new entry. ``run`` (empty) is the list of a run of PUBs (a topic's
-        :meth:`~.topic.Topic.put_each`) that this PUB starts: the entry is the run's, and
-        the run's next PUBs join it; ``packed`` and ``lined``: an MPUB's bodies as sent, if
-        known (see :func:`~.journal_entries.run_of`). The caller adds the bytes to
-        :attr:`open_bytes` (a topic records a PUB alone itself, as this would: its message,
-        no list, without a call)."""
-        if refs is msgs:  # an MPUB: its first message and sizes, not the list
-            self.open.append(Published(key, run_of(msgs, bodies, size, packed, lined), defer, size))
-            return
-        if run is not None:
-            run.append(refs)
-            refs = run
-        self.open.append(Published(key, refs, defer, size, True))  # a PUB alone: its message
+        """A topic published an MPUB's ``msgs`` (``size`` bytes of ``bodies``) under
+        ``key``: a new entry, its first message and sizes when they are a run (see
+        :func:`~.journal_entries.run_of`; ``packed`` and ``lined``: the bodies as sent, if
+        known), else the list. The caller adds the bytes to :attr:`open_bytes`. A PUB's
+        entry its topic appends itself, without a call: ``Published(key, refs, defer, size,
+        True)``, ``refs`` its message, or the list of a run of PUBs (a topic's
+        :meth:`~.topic.Topic.put_each`) that the run's later PUBs join."""
+        self.open.append(Published(key, run_of(msgs, bodies, size, packed, lined), defer, size))
 
     def wall_of(self, now: float) -> int:
         """Broker wall time (ns) of the node's monotonic ``now`` (seconds)."""

@@ -177,10 +177,13 @@ class Topic:
             run.append(refs)  # type: ignore[arg-type]  # a PUB's message
         elif (journal := self._journal) is not None:  # one entry a run: the journal's cost
             key = self._journal_key if delivering and not defer else self._held_key
-            if run is None and refs is not msgs:  # a PUB alone: its entry, without a call
+            if refs is msgs:  # an MPUB: the journal tells how to keep its messages
+                journal.published(key, msgs, bodies, size, defer, packed, lined)
+            else:  # a PUB's entry (a run's first: the run's list, which its next PUBs join)
+                if run is not None:
+                    run.append(msgs[0])
+                    refs = run
                 journal.open.append(Published(key, refs, defer, size, True))
-            else:
-                journal.published(key, refs, msgs, bodies, size, defer, run, packed, lined)
             journal.open_bytes += size
         if delivering:
             if now is None:
@@ -214,7 +217,8 @@ class Topic:
         :class:`TopicError` stops the run, its ``done`` attribute saying how many were
         published before it."""
         put = self.put_messages
-        run: list[Message] | None = None if self._journal is None else []
+        # the run's list for the journal (a PUB alone is recorded as its message, no list)
+        run: list[Message] | None = None if self._journal is None or len(bodies) == 1 else []
         done = 0
         try:
             for body in bodies:

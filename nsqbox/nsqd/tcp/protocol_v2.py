@@ -416,8 +416,8 @@ class ProtocolV2:
         """PUB and DPUB: each body one message and one ``OK`` (a run of PUBs: those before
         a failure are answered, then its error; ``nbytes``: their size, or -1)."""
         topic, client = self.nsqd.get_topic(topic_name), self.client
-        if (journal := self.nsqd.journal) is not None:
-            journal.publisher(client)  # who publishes, for the journal
+        if (journal := self.nsqd.journal) is not None and journal.source != client.id:
+            journal.publisher(client)  # who publishes, for the journal (a call if it changed)
         done = 0
         try:
             done = topic.put_each(bodies, delay, client.conn.now, client, nbytes)
