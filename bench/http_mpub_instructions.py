@@ -26,11 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from http_pub_load import free_port, stop
+from instructions import wrap
 
 
 def ctl(pid: int, *args: str) -> None:
@@ -70,11 +67,7 @@ def one(tree: str, py: str, journal_off: bool, args: argparse.Namespace, tag: st
     tcp, http = free_port(), free_port()
     data = tempfile.mkdtemp(prefix="mpc-")
     out = Path(data) / "cg.out"
-    cmd = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        f"--callgrind-out-file={out}",
+    server = [
         py,
         "-m",
         "nsqbox",
@@ -86,7 +79,8 @@ def one(tree: str, py: str, journal_off: bool, args: argparse.Namespace, tag: st
         "--log-level=warn",
     ]
     if journal_off:
-        cmd.append("--journal-size=0")
+        server.append("--journal-size=0")
+    cmd = wrap(server, out)
     env = dict(os.environ, PYTHONPATH=tree)
     with open(Path(data) / "log", "wb") as log:
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=log)
@@ -149,12 +143,7 @@ def one(tree: str, py: str, journal_off: bool, args: argparse.Namespace, tag: st
         )
         return per_req
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 60)
         shutil.rmtree(data, ignore_errors=True)
 
 
